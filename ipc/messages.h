@@ -54,7 +54,8 @@ struct CreateReply {
   uint32_t generation = 0;
 };
 
-struct SealRequest {
+// One-way, no reply: the creator sealed `id` in the shared table.
+struct SealedNotice {
   ObjectId id;
 };
 
@@ -110,6 +111,7 @@ struct StoreStats {
   uint64_t clients = 0;
   uint64_t prefaulted_bytes = 0;
   uint64_t max_objects = 0;
+  uint64_t lock_repairs = 0;
 };
 
 struct ReclaimHint {
@@ -118,9 +120,9 @@ struct ReclaimHint {
 
 using Message =
     std::variant<ErrorReply, OkReply, StoreConnectRequest, StoreConnectReply,
-                 StoreDisconnectRequest, CreateRequest, CreateReply, SealRequest,
-                 AbortRequest, GetRequest, GetReply, ReleaseRequest,
-                 DeleteRequest, ContainsRequest, ContainsReply,
+                 StoreDisconnectRequest, CreateRequest, CreateReply,
+                 SealedNotice, AbortRequest, GetRequest, GetReply,
+                 ReleaseRequest, DeleteRequest, ContainsRequest, ContainsReply,
                  StoreStatsRequest, StoreStats, ReclaimHint>;
 
 struct Envelope {

@@ -1,10 +1,10 @@
 // shoal::Mutex: a std::mutex with Clang thread-safety annotations.
 //
 // Why not absl::Mutex: Debian's abseil is built without ThreadSanitizer
-// annotations, so under --config=tsan absl::Mutex hides its happens-before edges
-// and every guarded member reads as a race. std::mutex goes through pthread,
-// which TSan intercepts. The annotations are the same ones absl uses, so
-// ABSL_GUARDED_BY and friends work unchanged.
+// annotations, so under --config=tsan absl::Mutex hides its happens-before
+// edges and every guarded member reads as a race. std::mutex goes through
+// pthread, which TSan intercepts. The annotations are the same ones absl uses,
+// so ABSL_GUARDED_BY and friends work unchanged.
 #ifndef SHOAL_IPC_MUTEX_H_
 #define SHOAL_IPC_MUTEX_H_
 
@@ -61,9 +61,8 @@ class CondVar {
   bool WaitWithDeadline(Mutex* mu, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
-    const bool timed_out =
-        cv_.wait_until(lock, absl::ToChronoTime(deadline)) ==
-        std::cv_status::timeout;
+    const bool timed_out = cv_.wait_until(lock, absl::ToChronoTime(deadline)) ==
+                           std::cv_status::timeout;
     lock.release();
     return timed_out;
   }

@@ -40,7 +40,8 @@ ObjectId ObjectId::Random() {
   }
   const uint64_t n = counter.fetch_add(1, std::memory_order_relaxed);
   const uint64_t s = seed.load(std::memory_order_relaxed);
-  uint64_t words[2] = {Mix(s ^ Mix(n)), Mix(s + n) ^ static_cast<uint64_t>(pid)};
+  uint64_t words[2] = {Mix(s ^ Mix(n)),
+                       Mix(s + n) ^ static_cast<uint64_t>(pid)};
   ObjectId id;
   std::memcpy(id.bytes_.data(), words, kSize);
   if (id.IsNil()) id.bytes_[0] = 1;

@@ -31,9 +31,9 @@ absl::StatusOr<TensorMeta> FromWire(const wire::TensorMetaSpec& w) {
         absl::StrCat("unknown dtype value ", w.dtype()));
   }
   if (w.shape_size() > kMaxRank || w.strides_size() > kMaxRank) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor rank ", std::max(w.shape_size(), w.strides_size()),
-        " exceeds the maximum of ", kMaxRank));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor rank ", std::max(w.shape_size(), w.strides_size()),
+                     " exceeds the maximum of ", kMaxRank));
   }
   if (w.device().type() > 1) {
     return absl::InvalidArgumentError(
@@ -55,13 +55,15 @@ absl::StatusOr<ObjectId> IdFromWire(const std::string& bytes) {
 }
 
 bool ValidCode(int32_t code) {
-  return code > 0 && code <= static_cast<int32_t>(absl::StatusCode::kUnauthenticated);
+  return code > 0 &&
+         code <= static_cast<int32_t>(absl::StatusCode::kUnauthenticated);
 }
 
 absl::Status StatusFromWire(int32_t code, const std::string& message) {
   if (code == 0) return absl::OkStatus();
   if (!ValidCode(code)) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid status code ", code));
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid status code ", code));
   }
   return absl::Status(static_cast<absl::StatusCode>(code), message);
 }
@@ -83,7 +85,8 @@ absl::StatusOr<ObjectInfo> InfoFromWire(const wire::ObjectInfo& w) {
   if (!id.ok()) return id.status();
   info.id = *id;
   if (w.code() != 0 && !ValidCode(w.code())) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid status code ", w.code()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid status code ", w.code()));
   }
   info.status = StatusFromWire(w.code(), w.message());
   info.offset = w.offset();
@@ -105,7 +108,8 @@ absl::Status BodyToWire(const Message& body, wire::Envelope* w) {
       Overloaded{
           [&](const ErrorReply& m) -> absl::Status {
             if (m.status.ok()) {
-              return absl::InvalidArgumentError("an ErrorReply needs a non-OK status");
+              return absl::InvalidArgumentError(
+                  "an ErrorReply needs a non-OK status");
             }
             w->mutable_error()->set_code(static_cast<int32_t>(m.status.code()));
             w->mutable_error()->set_message(std::string(m.status.message()));
@@ -148,8 +152,8 @@ absl::Status BodyToWire(const Message& body, wire::Envelope* w) {
             r->set_generation(m.generation);
             return absl::OkStatus();
           },
-          [&](const SealRequest& m) -> absl::Status {
-            w->mutable_seal()->set_id(std::string(m.id.Binary()));
+          [&](const SealedNotice& m) -> absl::Status {
+            w->mutable_sealed()->set_id(std::string(m.id.Binary()));
             return absl::OkStatus();
           },
           [&](const AbortRequest& m) -> absl::Status {
@@ -158,7 +162,8 @@ absl::Status BodyToWire(const Message& body, wire::Envelope* w) {
           },
           [&](const GetRequest& m) -> absl::Status {
             auto* r = w->mutable_get();
-            for (const ObjectId& id : m.ids) r->add_ids(std::string(id.Binary()));
+            for (const ObjectId& id : m.ids)
+              r->add_ids(std::string(id.Binary()));
             r->set_timeout_ms(m.timeout_ms);
             return absl::OkStatus();
           },
@@ -201,6 +206,7 @@ absl::Status BodyToWire(const Message& body, wire::Envelope* w) {
             r->set_clients(m.clients);
             r->set_prefaulted_bytes(m.prefaulted_bytes);
             r->set_max_objects(m.max_objects);
+            r->set_lock_repairs(m.lock_repairs);
             return absl::OkStatus();
           },
           [&](const ReclaimHint& m) -> absl::Status {
@@ -234,7 +240,8 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
         return absl::InvalidArgumentError(
             absl::StrCat("invalid pid ", w.store_connect().pid()));
       }
-      return StoreConnectRequest{w.store_connect().pid(), w.store_connect().name()};
+      return StoreConnectRequest{w.store_connect().pid(),
+                                 w.store_connect().name()};
     }
     case wire::Envelope::kStoreConnectReply: {
       const auto& r = w.store_connect_reply();
@@ -258,10 +265,10 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
       const auto& r = w.create_reply();
       return CreateReply{r.offset(), r.entry(), r.generation()};
     }
-    case wire::Envelope::kSeal: {
-      auto id = id_of(w.seal().id());
+    case wire::Envelope::kSealed: {
+      auto id = id_of(w.sealed().id());
       if (!id.ok()) return id.status();
-      return SealRequest{*id};
+      return SealedNotice{*id};
     }
     case wire::Envelope::kAbort: {
       auto id = id_of(w.abort().id());
@@ -271,8 +278,8 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
     case wire::Envelope::kGet: {
       if (static_cast<size_t>(w.get().ids_size()) > limits.max_ids) {
         return absl::ResourceExhaustedError(
-            absl::StrCat("get of ", w.get().ids_size(), " ids exceeds the limit of ",
-                         limits.max_ids));
+            absl::StrCat("get of ", w.get().ids_size(),
+                         " ids exceeds the limit of ", limits.max_ids));
       }
       GetRequest m;
       m.timeout_ms = w.get().timeout_ms();
@@ -327,6 +334,7 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
       m.clients = r.clients();
       m.prefaulted_bytes = r.prefaulted_bytes();
       m.max_objects = r.max_objects();
+      m.lock_repairs = r.lock_repairs();
       return m;
     }
     case wire::Envelope::kReclaimHint: {
@@ -362,15 +370,16 @@ absl::StatusOr<std::string> Encode(uint64_t request_id, Message body) {
 
 std::string EncodeError(uint64_t request_id, const absl::Status& status) {
   absl::StatusOr<std::string> frame = Encode(
-      request_id,
-      ErrorReply{status.ok() ? absl::InternalError("error reply without an error")
-                             : status});
+      request_id, ErrorReply{status.ok() ? absl::InternalError(
+                                               "error reply without an error")
+                                         : status});
   if (frame.ok()) return *std::move(frame);
   wire::Envelope w;
   w.set_major(kProtocolMajor);
   w.set_minor(kProtocolMinor);
   w.set_request_id(request_id);
-  w.mutable_error()->set_code(static_cast<int32_t>(absl::StatusCode::kInternal));
+  w.mutable_error()->set_code(
+      static_cast<int32_t>(absl::StatusCode::kInternal));
   w.mutable_error()->set_message("failed to encode an error reply");
   return w.SerializeAsString();
 }
@@ -385,16 +394,16 @@ DecodeResult Decode(absl::string_view frame, const DecodeLimits& limits) {
   }
   wire::Envelope w;
   if (!w.ParseFromArray(frame.data(), static_cast<int>(frame.size()))) {
-    result.envelope = absl::InvalidArgumentError(
-        absl::StrCat("frame of ", frame.size(), " bytes is not a shoal message"));
+    result.envelope = absl::InvalidArgumentError(absl::StrCat(
+        "frame of ", frame.size(), " bytes is not a shoal message"));
     return result;
   }
   result.request_id = w.request_id();
   if (w.major() != kProtocolMajor) {
-    result.envelope = absl::FailedPreconditionError(absl::StrCat(
-        "protocol version mismatch: peer speaks ", w.major(), ".", w.minor(),
-        ", this side speaks ", kProtocolMajor, ".", kProtocolMinor,
-        "; use matching shoal builds"));
+    result.envelope = absl::FailedPreconditionError(
+        absl::StrCat("protocol version mismatch: peer speaks ", w.major(), ".",
+                     w.minor(), ", this side speaks ", kProtocolMajor, ".",
+                     kProtocolMinor, "; use matching shoal builds"));
     return result;
   }
   absl::StatusOr<Message> body = BodyFromWire(w, limits);
@@ -407,12 +416,24 @@ DecodeResult Decode(absl::string_view frame, const DecodeLimits& limits) {
 }
 
 absl::string_view MessageName(const Message& m) {
-  static constexpr absl::string_view kNames[] = {
-      "error",        "ok",          "store_connect", "store_connect_reply",
-      "store_disconnect", "create",  "create_reply",  "seal",
-      "abort",        "get",         "get_reply",     "release",
-      "delete",       "contains",    "contains_reply", "store_stats",
-      "store_stats_reply", "reclaim_hint"};
+  static constexpr absl::string_view kNames[] = {"error",
+                                                 "ok",
+                                                 "store_connect",
+                                                 "store_connect_reply",
+                                                 "store_disconnect",
+                                                 "create",
+                                                 "create_reply",
+                                                 "sealed",
+                                                 "abort",
+                                                 "get",
+                                                 "get_reply",
+                                                 "release",
+                                                 "delete",
+                                                 "contains",
+                                                 "contains_reply",
+                                                 "store_stats",
+                                                 "store_stats_reply",
+                                                 "reclaim_hint"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[m.index()];
 }

@@ -5,10 +5,10 @@
 
 #include <cstddef>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "ipc/messages.h"
 
 namespace shoal::ipc {

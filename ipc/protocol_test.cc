@@ -86,12 +86,13 @@ TEST(ProtocolTest, RejectsBadContent) {
   EXPECT_EQ(Decode(w.SerializeAsString()).envelope.status().code(),
             absl::StatusCode::kInvalidArgument);
   // Short id.
-  w.mutable_seal()->set_id("short");
+  w.mutable_sealed()->set_id("short");
   EXPECT_EQ(Decode(w.SerializeAsString()).envelope.status().code(),
             absl::StatusCode::kInvalidArgument);
   // Rank above the limit.
   w.mutable_create()->set_id(std::string(16, 'a'));
-  for (int i = 0; i < kMaxRank + 1; ++i) w.mutable_create()->mutable_meta()->add_shape(1);
+  for (int i = 0; i < kMaxRank + 1; ++i)
+    w.mutable_create()->mutable_meta()->add_shape(1);
   EXPECT_EQ(Decode(w.SerializeAsString()).envelope.status().code(),
             absl::StatusCode::kInvalidArgument);
   // Too many ids.

@@ -88,7 +88,8 @@ absl::StatusOr<Socket> Socket::Create(int type, const SocketOptions& options) {
   }
   if (st.ok() && options.tcp_keepalive) {
     st = SetInt(s, ZMQ_TCP_KEEPALIVE, 1, "TCP_KEEPALIVE");
-    if (st.ok()) st = SetInt(s, ZMQ_TCP_KEEPALIVE_IDLE, 30, "TCP_KEEPALIVE_IDLE");
+    if (st.ok())
+      st = SetInt(s, ZMQ_TCP_KEEPALIVE_IDLE, 30, "TCP_KEEPALIVE_IDLE");
   }
   if (st.ok() && type == ZMQ_ROUTER && options.router_mandatory) {
     st = SetInt(s, ZMQ_ROUTER_MANDATORY, 1, "ROUTER_MANDATORY");
@@ -193,7 +194,8 @@ absl::Status Socket::Recv(std::vector<std::string>* frames,
   if (timeout != absl::InfiniteDuration()) {
     absl::StatusOr<bool> ready = Poll(timeout);
     if (!ready.ok()) return ready.status();
-    if (!*ready) return absl::DeadlineExceededError("no reply within the timeout");
+    if (!*ready)
+      return absl::DeadlineExceededError("no reply within the timeout");
   }
   zmq_msg_t msg;
   zmq_msg_init(&msg);

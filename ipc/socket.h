@@ -14,11 +14,11 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 
@@ -26,8 +26,8 @@ namespace shoal::ipc {
 
 // Returns an error status built from zmq_errno() when `rc` is negative.
 absl::Status ZmqStatus(absl::string_view what, const char* file, int line);
-#define SHOAL_ZMQ_CHECK(call)                                          \
-  do {                                                                 \
+#define SHOAL_ZMQ_CHECK(call)                                                  \
+  do {                                                                         \
     if ((call) < 0) return ::shoal::ipc::ZmqStatus(#call, __FILE__, __LINE__); \
   } while (0)
 

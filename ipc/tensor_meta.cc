@@ -18,10 +18,12 @@ struct DTypeInfo {
 };
 
 constexpr DTypeInfo kDTypes[kNumDTypes] = {
-    {DType::kRaw, 1, "raw"},  {DType::kF16, 2, "f16"}, {DType::kBF16, 2, "bf16"},
-    {DType::kF32, 4, "f32"},  {DType::kF64, 8, "f64"}, {DType::kI8, 1, "i8"},
-    {DType::kI16, 2, "i16"},  {DType::kI32, 4, "i32"}, {DType::kI64, 8, "i64"},
-    {DType::kU8, 1, "u8"},    {DType::kBool, 1, "bool"},
+    {DType::kRaw, 1, "raw"},   {DType::kF16, 2, "f16"},
+    {DType::kBF16, 2, "bf16"}, {DType::kF32, 4, "f32"},
+    {DType::kF64, 8, "f64"},   {DType::kI8, 1, "i8"},
+    {DType::kI16, 2, "i16"},   {DType::kI32, 4, "i32"},
+    {DType::kI64, 8, "i64"},   {DType::kU8, 1, "u8"},
+    {DType::kBool, 1, "bool"},
 };
 
 }  // namespace
@@ -46,12 +48,12 @@ absl::StatusOr<DType> ParseDType(absl::string_view name) {
     if (n == info.name) return info.type;
   }
   static constexpr std::pair<absl::string_view, DType> kAliases[] = {
-      {"float16", DType::kF16},  {"half", DType::kF16},
+      {"float16", DType::kF16},   {"half", DType::kF16},
       {"bfloat16", DType::kBF16}, {"float32", DType::kF32},
-      {"float", DType::kF32},    {"float64", DType::kF64},
-      {"double", DType::kF64},   {"int8", DType::kI8},
-      {"int16", DType::kI16},    {"int32", DType::kI32},
-      {"int64", DType::kI64},    {"uint8", DType::kU8},
+      {"float", DType::kF32},     {"float64", DType::kF64},
+      {"double", DType::kF64},    {"int8", DType::kI8},
+      {"int16", DType::kI16},     {"int32", DType::kI32},
+      {"int64", DType::kI64},     {"uint8", DType::kU8},
       {"bytes", DType::kRaw},
   };
   for (const auto& [alias, type] : kAliases) {
@@ -112,7 +114,8 @@ std::vector<int64_t> TensorMeta::EffectiveStrides() const {
 
 bool TensorMeta::IsContiguous() const {
   if (strides.empty()) return true;
-  std::vector<int64_t> c = TensorMeta::Contiguous(dtype, shape).EffectiveStrides();
+  std::vector<int64_t> c =
+      TensorMeta::Contiguous(dtype, shape).EffectiveStrides();
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] != 1 && strides[i] != c[i]) return false;
   }
@@ -129,8 +132,8 @@ int64_t TensorMeta::NumBytes() const {
 }
 
 std::string TensorMeta::ToString() const {
-  std::string out = absl::StrCat(DTypeName(dtype), "[",
-                                 absl::StrJoin(shape, ","), "]");
+  std::string out =
+      absl::StrCat(DTypeName(dtype), "[", absl::StrJoin(shape, ","), "]");
   if (!IsContiguous()) {
     absl::StrAppend(&out, " strides(", absl::StrJoin(strides, ","), ")");
   }
@@ -149,8 +152,8 @@ absl::Status TensorMeta::Validate() const {
   }
   if (!strides.empty() && strides.size() != shape.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("strides have rank ", strides.size(), " but shape has rank ",
-                     shape.size()));
+        absl::StrCat("strides have rank ", strides.size(),
+                     " but shape has rank ", shape.size()));
   }
   // Every intermediate product must stay below 2^62 so sizes cannot overflow.
   constexpr int64_t kLimit = int64_t{1} << 62;
@@ -171,8 +174,8 @@ absl::Status TensorMeta::Validate() const {
       return absl::InvalidArgumentError(
           absl::StrCat("stride ", i, " is negative (", strides[i], ")"));
     }
-    if (shape[i] > 1 &&
-        (strides[i] > kLimit / shape[i] || span > kLimit - strides[i] * shape[i])) {
+    if (shape[i] > 1 && (strides[i] > kLimit / shape[i] ||
+                         span > kLimit - strides[i] * shape[i])) {
       return absl::InvalidArgumentError("tensor strides overflow 64 bits");
     }
     if (shape[i] > 1) span += strides[i] * (shape[i] - 1);

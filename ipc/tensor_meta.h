@@ -5,11 +5,11 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace shoal {
@@ -57,7 +57,8 @@ struct Device {
 absl::StatusOr<Device> ParseDevice(absl::string_view s);
 
 // The most dimensions a tensor may have (PyTorch allows more; 8 covers every
-// layout the examples and typical models use and keeps table entries fixed-size).
+// layout the examples and typical models use and keeps table entries
+// fixed-size).
 inline constexpr int kMaxRank = 8;
 
 struct TensorMeta {

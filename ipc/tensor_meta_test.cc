@@ -31,7 +31,8 @@ TEST(TensorMetaTest, EmptyAndScalar) {
 }
 
 TEST(TensorMetaTest, ValidateRejects) {
-  TensorMeta m = TensorMeta::Contiguous(DType::kF32, std::vector<int64_t>(9, 1));
+  TensorMeta m =
+      TensorMeta::Contiguous(DType::kF32, std::vector<int64_t>(9, 1));
   EXPECT_EQ(m.Validate().code(), absl::StatusCode::kInvalidArgument);
   m = TensorMeta::Contiguous(DType::kF32, {2, -1});
   EXPECT_EQ(m.Validate().code(), absl::StatusCode::kInvalidArgument);

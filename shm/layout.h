@@ -1,0 +1,191 @@
+// The shared-memory segment's layout: plain structs that live in /dev/shm and
+// are mapped by the store service and every client on the node.
+//
+//   [SegmentHeader, 4 KiB]
+//   [ObjectEntry × max_objects]        object table
+//   [uint32 × index_buckets]           open-addressed id → entry index
+//   [ClientSlot × max_clients]         references each client holds
+//   [arena]                            object data, 64-byte aligned
+//
+// Who writes what (see DESIGN.md, "The store"):
+// - The store service alone allocates, frees, inserts into and removes from the
+//   table and index, and changes object states.
+// - Clients change only reference counts, LRU stamps, their own ClientSlot and
+//   the state of an object they created (kCreated → kSealed), always under
+//   `SegmentHeader::lock` and through the undo Journal, so a client dying
+//   mid-update is rolled back by whoever takes the lock next.
+// - Clients write object bytes only into objects they created and have not
+//   sealed.
+#ifndef SHOAL_SHM_LAYOUT_H_
+#define SHOAL_SHM_LAYOUT_H_
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "ipc/object_id.h"
+#include "ipc/tensor_meta.h"
+
+namespace shoal::shm {
+
+inline constexpr uint64_t kSegmentMagic = 0x5254534c414f4853ULL;  // "SHOALSTR"
+inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr size_t kPageSize = 4096;
+inline constexpr size_t kDataAlignment = 64;  // one cache line; AVX-512 width
+
+enum class ObjectState : uint32_t {
+  kFree = 0,     // slot unused
+  kCreated = 1,  // allocated, being written by its creator
+  kSealed = 2,   // immutable, readable by everyone
+};
+
+// ObjectEntry::flags
+inline constexpr uint32_t kFlagDeletePending = 1u << 0;
+
+// Where a CUDA object's memory lives (filled by the GPU store, later).
+struct CudaLocation {
+  uint8_t mem_handle[64];    // cudaIpcMemHandle_t of the allocation base
+  uint8_t event_handle[64];  // cudaIpcEventHandle_t recorded after writes
+  uint64_t base_offset;      // offset of the object inside that allocation
+  uint64_t pool_bytes;       // size of the allocation behind mem_handle
+  uint8_t has_event;
+  uint8_t reserved[7];
+};
+
+struct ObjectEntry {
+  ObjectId id;
+  uint32_t state;       // ObjectState
+  uint32_t generation;  // bumped each time the slot is reused
+  uint32_t refcount;    // sum of all clients' counts for this entry
+  uint32_t flags;
+  int32_t creator_slot;  // client slot that created it, -1 if none
+  uint32_t reserved0;
+  uint64_t offset;       // data offset from the segment base
+  uint64_t nbytes;       // data size
+  uint64_t alloc_bytes;  // bytes reserved in the arena (≥ nbytes)
+  uint64_t lru_stamp;    // SegmentHeader::lru_clock at the last get/release
+  // Tensor metadata.
+  uint8_t dtype;
+  uint8_t rank;
+  uint8_t device_type;
+  uint8_t has_strides;
+  int32_t device_index;
+  int64_t shape[kMaxRank];
+  int64_t strides[kMaxRank];
+  CudaLocation cuda;
+};
+
+// One reference-count record in a client's slot. Keyed by entry index + 1
+// (0 = never used). A bucket whose count dropped to 0 keeps its key and may be
+// reused for another entry (see object_table.cc for the probing rules).
+struct RefBucket {
+  uint32_t entry_plus1;
+  uint32_t count;
+};
+
+struct ClientSlotHeader {
+  uint32_t in_use;
+  int32_t pid;
+  uint64_t session;
+  uint32_t live_refs;  // buckets with count > 0
+  uint32_t reserved;
+  char name[40];
+};
+
+// One write to undo if a client dies holding the lock.
+struct UndoRecord {
+  uint64_t offset;  // from the segment base
+  uint64_t old_value;
+  uint32_t size;  // 4 or 8
+  uint32_t reserved;
+};
+
+inline constexpr int kMaxUndoRecords = 16;
+
+// The undo log of the operation in flight under `SegmentHeader::lock`.
+struct Journal {
+  std::atomic<uint32_t> active;
+  std::atomic<uint32_t> count;
+  int32_t pid;  // who wrote it, for the repair message
+  uint32_t reserved;
+  UndoRecord records[kMaxUndoRecords];
+};
+
+struct SegmentHeader {
+  uint64_t magic;
+  uint32_t layout_version;
+  uint32_t header_bytes;
+  uint64_t segment_bytes;
+  int32_t owner_pid;
+  uint32_t reserved0;
+  uint64_t owner_start_ticks;  // /proc/<pid>/stat field 22: guards pid reuse
+  char job_id[64];
+
+  uint32_t max_objects;
+  uint32_t index_buckets;  // power of two
+  uint32_t max_clients;
+  uint32_t refs_per_client;  // power of two
+  uint64_t table_offset;
+  uint64_t index_offset;
+  uint64_t clients_offset;
+  uint64_t client_slot_bytes;
+  uint64_t arena_offset;
+  uint64_t arena_bytes;
+
+  // Set once the service finished initialising; clients refuse a segment
+  // without it.
+  std::atomic<uint32_t> ready;
+  // Set by the service at clean shutdown so clients fail fast.
+  std::atomic<uint32_t> closed;
+
+  // Robust, process-shared. Guards the table, the index, every ClientSlot,
+  // `lru_clock` and `journal`.
+  alignas(64) pthread_mutex_t lock;
+  int32_t lock_owner_pid;  // diagnostic: who holds the lock
+  uint32_t reserved1;
+  uint64_t lru_clock;
+  // Bumped by a client that drops the last reference of a delete-pending
+  // object, so the service's sweep knows there is something to reclaim.
+  std::atomic<uint64_t> reclaim_hint;
+  uint64_t lock_repairs;  // times a dead holder's operation was rolled back
+  Journal journal;
+};
+
+static_assert(sizeof(SegmentHeader) <= kPageSize);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+// Sizes of a segment's parts, derived from the options and the total size.
+struct LayoutParams {
+  uint64_t segment_bytes = 0;
+  uint32_t max_objects = 0;
+  uint32_t max_clients = 0;
+  uint32_t refs_per_client = 0;  // rounded up to a power of two
+};
+
+struct Layout {
+  uint32_t max_objects;
+  uint32_t index_buckets;
+  uint32_t max_clients;
+  uint32_t refs_per_client;
+  uint64_t table_offset;
+  uint64_t index_offset;
+  uint64_t clients_offset;
+  uint64_t client_slot_bytes;
+  uint64_t arena_offset;
+  uint64_t arena_bytes;
+};
+
+inline uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+inline uint32_t NextPowerOfTwo(uint32_t v) {
+  uint32_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+}  // namespace shoal::shm
+
+#endif  // SHOAL_SHM_LAYOUT_H_

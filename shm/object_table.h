@@ -1,0 +1,109 @@
+// ObjectTable: the operations on the segment's object table, id index and
+// client slots. A view over a mapped segment; it owns nothing.
+//
+// Every method REQUIRES the segment lock (SegmentLock) to be held. Methods
+// marked "service only" change allocation state and must be called only by
+// the store service. Methods taking a JournaledWriter* write through it when it
+// is non-null (clients) so a crash mid-operation is rolled back.
+#ifndef SHOAL_SHM_OBJECT_TABLE_H_
+#define SHOAL_SHM_OBJECT_TABLE_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ipc/object_id.h"
+#include "ipc/tensor_meta.h"
+#include "shm/layout.h"
+#include "shm/segment_lock.h"
+
+namespace shoal::shm {
+
+// Computes the layout for the given parameters, or InvalidArgument if the
+// segment is too small to hold the table and a useful arena (≥ 1 MiB).
+absl::StatusOr<Layout> ComputeLayout(const LayoutParams& params);
+
+class ObjectTable {
+ public:
+  // Probes at most this many buckets of a client's reference table.
+  static constexpr uint32_t kMaxRefProbes = 64;
+
+  explicit ObjectTable(uint8_t* base)
+      : base_(base), header_(reinterpret_cast<SegmentHeader*>(base)) {}
+
+  // Writes the header fields describing `layout` and clears the table, index
+  // and slots. Service only, on a fresh segment.
+  void Format(const Layout& layout);
+
+  uint8_t* base() const { return base_; }
+  SegmentHeader* header() const { return header_; }
+  ObjectEntry* entry(uint32_t i) const {
+    return reinterpret_cast<ObjectEntry*>(base_ + header_->table_offset) + i;
+  }
+  ClientSlotHeader* slot(uint32_t s) const {
+    return reinterpret_cast<ClientSlotHeader*>(base_ + header_->clients_offset +
+                                               s * header_->client_slot_bytes);
+  }
+  RefBucket* refs(uint32_t s) const {
+    return reinterpret_cast<RefBucket*>(reinterpret_cast<uint8_t*>(slot(s)) +
+                                        sizeof(ClientSlotHeader));
+  }
+
+  // The entry index holding `id`, if any (in any state).
+  std::optional<uint32_t> Find(const ObjectId& id) const;
+
+  // Puts `id` into the index at free entry `e` (state kCreated, generation
+  // bumped). Service only. REQUIRES: `id` is not in the index; `e` is free.
+  void Insert(const ObjectId& id, uint32_t e);
+
+  // Removes entry `e` from the index and marks it free. Service only.
+  void Remove(uint32_t e);
+
+  // Copies `meta` into entry `e`.
+  void SetMeta(uint32_t e, const TensorMeta& meta);
+  // Reads entry `e`'s metadata.
+  TensorMeta GetMeta(uint32_t e) const;
+
+  // Takes one reference to entry `e` for client slot `s` and stamps the LRU
+  // clock. Errors: ResourceExhausted when the client already holds its limit
+  // of distinct objects (refs_per_client / 2).
+  absl::Status AddRef(uint32_t s, uint32_t e, JournaledWriter* journal);
+
+  // Drops one of client `s`'s references to entry `e`. Returns the entry's new
+  // reference count. Errors: FailedPrecondition when `s` holds none.
+  absl::StatusOr<uint32_t> DropRef(uint32_t s, uint32_t e,
+                                   JournaledWriter* journal);
+
+  // References client `s` holds on entry `e`.
+  uint32_t HeldBy(uint32_t s, uint32_t e) const;
+
+  // Calls fn(entry, count) for every entry client `s` holds.
+  template <typename Fn>
+  void ForEachRef(uint32_t s, Fn fn) const {
+    RefBucket* b = refs(s);
+    for (uint32_t i = 0; i < header_->refs_per_client; ++i) {
+      if (b[i].entry_plus1 != 0 && b[i].count > 0)
+        fn(b[i].entry_plus1 - 1, b[i].count);
+    }
+  }
+
+  // Empties client slot `s` (its references must already be accounted for).
+  // Service only.
+  void ClearSlot(uint32_t s);
+
+ private:
+  uint32_t* index() const {
+    return reinterpret_cast<uint32_t*>(base_ + header_->index_offset);
+  }
+  // The bucket of client `s` keyed by `e`, or nullptr.
+  RefBucket* FindRef(uint32_t s, uint32_t e) const;
+  void Stamp(uint32_t e, JournaledWriter* journal);
+
+  uint8_t* base_;
+  SegmentHeader* header_;
+};
+
+}  // namespace shoal::shm
+
+#endif  // SHOAL_SHM_OBJECT_TABLE_H_

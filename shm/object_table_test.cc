@@ -1,0 +1,174 @@
+#include "shm/object_table.h"
+
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <random>
+#include <set>
+
+#include "gtest/gtest.h"
+#include "shm/segment_lock.h"
+
+namespace shoal::shm {
+namespace {
+
+// An anonymous shared mapping stands in for the segment: ObjectTable and the
+// lock only need memory that forked children share.
+class ObjectTableTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    LayoutParams p{kBytes, /*max_objects=*/64, /*max_clients=*/4,
+                   /*refs_per_client=*/16};
+    auto layout = ComputeLayout(p);
+    ASSERT_TRUE(layout.ok()) << layout.status();
+    layout_ = *layout;
+    mem_ = static_cast<uint8_t*>(mmap(nullptr, kBytes, PROT_READ | PROT_WRITE,
+                                      MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    ASSERT_NE(mem_, MAP_FAILED);
+    ASSERT_TRUE(InitSegmentLock(reinterpret_cast<SegmentHeader*>(mem_)).ok());
+    table_ = std::make_unique<ObjectTable>(mem_);
+    table_->Format(layout_);
+  }
+  void TearDown() override { munmap(mem_, kBytes); }
+
+  static constexpr uint64_t kBytes = 8 << 20;
+  Layout layout_;
+  uint8_t* mem_ = nullptr;
+  std::unique_ptr<ObjectTable> table_;
+};
+
+TEST_F(ObjectTableTest, LayoutIsPageAlignedAndOrdered) {
+  EXPECT_EQ(layout_.index_buckets, 128u);
+  EXPECT_EQ(layout_.refs_per_client, 16u);
+  EXPECT_LT(layout_.table_offset, layout_.index_offset);
+  EXPECT_LT(layout_.index_offset, layout_.clients_offset);
+  EXPECT_LT(layout_.clients_offset, layout_.arena_offset);
+  EXPECT_EQ(layout_.arena_offset % kPageSize, 0u);
+  EXPECT_EQ(layout_.arena_offset + layout_.arena_bytes, kBytes);
+  EXPECT_FALSE(ComputeLayout({4096, 64, 4, 16}).ok());
+}
+
+TEST_F(ObjectTableTest, InsertFindRemoveUnderChurn) {
+  std::mt19937 rng(3);
+  std::map<ObjectId, uint32_t> live;
+  std::vector<uint32_t> free_entries;
+  for (uint32_t i = 0; i < 64; ++i) free_entries.push_back(i);
+  for (int step = 0; step < 20000; ++step) {
+    if (!free_entries.empty() && (live.empty() || rng() % 2)) {
+      ObjectId id = ObjectId::Random();
+      uint32_t e = free_entries.back();
+      free_entries.pop_back();
+      table_->Insert(id, e);
+      live[id] = e;
+    } else {
+      auto it = live.begin();
+      std::advance(it, rng() % live.size());
+      table_->Remove(it->second);
+      free_entries.push_back(it->second);
+      live.erase(it);
+    }
+    if (step % 97 == 0) {
+      for (const auto& [id, e] : live) {
+        auto found = table_->Find(id);
+        ASSERT_TRUE(found.has_value());
+        ASSERT_EQ(*found, e);
+      }
+      ASSERT_FALSE(table_->Find(ObjectId::Random()).has_value());
+    }
+  }
+}
+
+TEST_F(ObjectTableTest, ReferencesPerClientAndLimit) {
+  for (uint32_t e = 0; e < 10; ++e) table_->Insert(ObjectId::Random(), e);
+  // refs_per_client 16 buckets: at most 8 distinct objects held at once.
+  for (uint32_t e = 0; e < 8; ++e)
+    ASSERT_TRUE(table_->AddRef(1, e, nullptr).ok());
+  EXPECT_EQ(table_->AddRef(1, 8, nullptr).code(),
+            absl::StatusCode::kResourceExhausted);
+  // More references to an object already held are fine.
+  ASSERT_TRUE(table_->AddRef(1, 3, nullptr).ok());
+  EXPECT_EQ(table_->HeldBy(1, 3), 2u);
+  EXPECT_EQ(table_->entry(3)->refcount, 2u);
+  // Another client has its own budget.
+  ASSERT_TRUE(table_->AddRef(2, 3, nullptr).ok());
+  EXPECT_EQ(table_->entry(3)->refcount, 3u);
+  // Dropping frees budget, and buckets are reused.
+  EXPECT_EQ(*table_->DropRef(1, 0, nullptr), 0u);
+  ASSERT_TRUE(table_->AddRef(1, 9, nullptr).ok());
+  EXPECT_EQ(table_->DropRef(1, 0, nullptr).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  uint32_t total = 0;
+  table_->ForEachRef(1, [&](uint32_t, uint32_t count) { total += count; });
+  EXPECT_EQ(total, 9u);
+  EXPECT_EQ(table_->slot(1)->live_refs, 8u);
+  table_->ClearSlot(1);
+  EXPECT_EQ(table_->HeldBy(1, 3), 0u);
+}
+
+TEST_F(ObjectTableTest, RollBackUndoesAnUnfinishedOperation) {
+  table_->Insert(ObjectId::Random(), 5);
+  auto lock = SegmentLock::Acquire(mem_, absl::Seconds(1));
+  ASSERT_TRUE(lock.ok());
+  const uint64_t clock_before = table_->header()->lru_clock;
+  {
+    JournaledWriter journal(mem_);
+    ASSERT_TRUE(table_->AddRef(2, 5, &journal).ok());
+    EXPECT_EQ(table_->entry(5)->refcount, 1u);
+    // No commit: pretend this process died here.
+    EXPECT_TRUE(RollBackJournal(mem_));
+  }
+  EXPECT_EQ(table_->entry(5)->refcount, 0u);
+  EXPECT_EQ(table_->HeldBy(2, 5), 0u);
+  EXPECT_EQ(table_->slot(2)->live_refs, 0u);
+  EXPECT_EQ(table_->header()->lru_clock, clock_before);
+  // A committed operation is not rolled back.
+  {
+    JournaledWriter journal(mem_);
+    ASSERT_TRUE(table_->AddRef(2, 5, &journal).ok());
+  }
+  EXPECT_FALSE(RollBackJournal(mem_));
+  EXPECT_EQ(table_->entry(5)->refcount, 1u);
+}
+
+TEST_F(ObjectTableTest, LockHolderDeathIsRepairedByTheNextLocker) {
+  table_->Insert(ObjectId::Random(), 7);
+  pid_t pid = fork();
+  if (pid == 0) {
+    auto lock = SegmentLock::Acquire(mem_, absl::Seconds(1));
+    if (!lock.ok()) _exit(1);
+    JournaledWriter journal(mem_);
+    journal.Write32(&table_->entry(7)->refcount, 41);
+    _exit(0);  // dies holding the lock, mid-operation
+  }
+  int status;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  auto lock = SegmentLock::Acquire(mem_, absl::Seconds(1));
+  ASSERT_TRUE(lock.ok()) << lock.status();
+  EXPECT_TRUE(lock->repaired());
+  EXPECT_EQ(table_->entry(7)->refcount, 0u);
+  EXPECT_EQ(table_->header()->lock_repairs, 1u);
+}
+
+TEST_F(ObjectTableTest, LockTimesOutNamingTheHolder) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    auto lock = SegmentLock::Acquire(mem_, absl::Seconds(1));
+    pause();  // holds the lock until killed
+    _exit(0);
+  }
+  // Wait until the child holds it.
+  while (table_->header()->lock_owner_pid != pid) usleep(1000);
+  auto lock = SegmentLock::Acquire(mem_, absl::Milliseconds(50));
+  EXPECT_EQ(lock.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(lock.status().message().find(std::to_string(pid)),
+            std::string::npos);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  auto after = SegmentLock::Acquire(mem_, absl::Seconds(1));
+  EXPECT_TRUE(after.ok());
+}
+
+}  // namespace
+}  // namespace shoal::shm

@@ -1,0 +1,84 @@
+// Segment: the store's shared-memory file under /dev/shm, mapped into this
+// process. The store service creates (and at the end removes) it; clients open
+// it by the name the service gives them.
+#ifndef SHOAL_SHM_SEGMENT_H_
+#define SHOAL_SHM_SEGMENT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "boost/interprocess/mapped_region.hpp"
+#include "boost/interprocess/shared_memory_object.hpp"
+
+namespace shoal::shm {
+
+// "shoal-<job_id>-store", the segment's name under /dev/shm.
+// Errors: InvalidArgument if job_id is empty, longer than 48 bytes, or holds
+// characters other than [A-Za-z0-9_.-].
+absl::StatusOr<std::string> SegmentNameForJob(absl::string_view job_id);
+
+// Bytes free in /dev/shm (statvfs), or the error.
+absl::StatusOr<uint64_t> ShmFreeBytes();
+
+// The default store size: min(30% of RAM, 80% of free /dev/shm).
+absl::StatusOr<uint64_t> DefaultStoreBytes();
+
+class Segment {
+ public:
+  // Creates and maps /dev/shm/<name> with `bytes` bytes, mode 0600. A segment
+  // of the same name whose owner is dead is removed first.
+  // Errors: AlreadyExists (a live process owns it), ResourceExhausted
+  // (/dev/shm has less free space than `bytes`; the message says how to give
+  // it more), InvalidArgument, Internal.
+  static absl::StatusOr<std::unique_ptr<Segment>> Create(
+      const std::string& name, uint64_t bytes);
+
+  // Maps an existing segment read-write.
+  // Errors: NotFound (no such segment), FailedPrecondition (not a shoal store,
+  // another layout version, not yet initialised, or closed), Internal.
+  static absl::StatusOr<std::unique_ptr<Segment>> Open(const std::string& name);
+
+  // Removes every /dev/shm/shoal-*-store segment of this user whose owner is
+  // dead (a store killed without cleaning up). Returns the names removed.
+  static std::vector<std::string> RemoveStale();
+
+  // Unmaps; the creator also unlinks the file.
+  ~Segment();
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+
+  uint8_t* base() const { return static_cast<uint8_t*>(region_.get_address()); }
+  uint64_t size() const { return region_.get_size(); }
+  int fd() const { return shm_.get_mapping_handle().handle; }
+  const std::string& name() const { return name_; }
+
+  // Fills this process's page tables for [offset, offset + bytes) so that
+  // writing there does not fault once per 4 KiB page. Work is done once per
+  // 2 MiB chunk per process; thread-safe. Best effort: failures are ignored
+  // (the pages then fault in on touch).
+  void Populate(uint64_t offset, uint64_t bytes);
+
+  // Stops the creator from unlinking at destruction (tests of stale cleanup).
+  void LeakForTesting() { owner_ = false; }
+
+ private:
+  Segment(std::string name, boost::interprocess::shared_memory_object shm,
+          boost::interprocess::mapped_region region, bool owner);
+
+  static constexpr uint64_t kChunkShift = 21;  // 2 MiB populate granularity
+
+  std::string name_;
+  boost::interprocess::shared_memory_object shm_;
+  boost::interprocess::mapped_region region_;
+  bool owner_;
+  std::unique_ptr<std::atomic<uint64_t>[]> populated_;  // bit per chunk
+};
+
+}  // namespace shoal::shm
+
+#endif  // SHOAL_SHM_SEGMENT_H_

@@ -1,0 +1,357 @@
+#include "shm/store_client.h"
+
+#include <unistd.h>
+#include <zmq.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "ipc/mutex.h"
+#include "ipc/protocol.h"
+#include "ipc/socket.h"
+#include "ipc/status_macros.h"
+#include "shm/layout.h"
+#include "shm/object_table.h"
+#include "shm/segment.h"
+#include "shm/segment_lock.h"
+
+namespace shoal::shm {
+
+class StoreClient::Impl {
+ public:
+  Impl(StoreClientOptions options) : options_(std::move(options)) {}
+
+  absl::Status Connect();
+  void Disconnect();
+
+  // Sends `request` and waits for its reply; an ErrorReply becomes its status.
+  absl::StatusOr<ipc::Message> Call(ipc::Message request,
+                                    absl::Duration timeout)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Sends without waiting for a reply.
+  void Notify(ipc::Message message) ABSL_LOCKS_EXCLUDED(mu_);
+
+  absl::StatusOr<SegmentLock> Lock();
+  // Takes a reference on a sealed object locally. NotFound if it is absent,
+  // unsealed or being deleted.
+  absl::StatusOr<ObjectBuffer> GetLocal(const ObjectId& id);
+  absl::StatusOr<ObjectBuffer> ViewOf(const ipc::ObjectInfo& info);
+
+  StoreClientOptions options_;
+  std::unique_ptr<Segment> segment_;
+  std::unique_ptr<ObjectTable> table_;
+  uint32_t slot_ = 0;
+
+ private:
+  Mutex mu_;
+  ipc::Socket socket_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_request_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+absl::Status StoreClient::Impl::Connect() {
+  if (options_.endpoint.empty()) {
+    const char* env = std::getenv("SHOAL_STORE_ENDPOINT");
+    if (env == nullptr || *env == '\0') {
+      return absl::InvalidArgumentError(
+          "no store endpoint: pass one or set SHOAL_STORE_ENDPOINT");
+    }
+    options_.endpoint = env;
+  }
+  if (options_.name.empty()) options_.name = absl::StrCat("pid ", getpid());
+  {
+    MutexLock lock(&mu_);
+    SHOAL_ASSIGN_OR_RETURN(socket_, ipc::Socket::Create(ZMQ_DEALER));
+    SHOAL_RETURN_IF_ERROR(socket_.Connect(options_.endpoint));
+  }
+  SHOAL_ASSIGN_OR_RETURN(ipc::Message reply,
+                         Call(ipc::StoreConnectRequest{getpid(), options_.name},
+                              options_.rpc_timeout));
+  const auto* r = std::get_if<ipc::StoreConnectReply>(&reply);
+  if (r == nullptr)
+    return absl::InternalError("unexpected reply to store_connect");
+  SHOAL_ASSIGN_OR_RETURN(segment_, Segment::Open(r->segment_name));
+  table_ = std::make_unique<ObjectTable>(segment_->base());
+  slot_ = r->client_slot;
+  if (slot_ >= table_->header()->max_clients) {
+    return absl::InternalError("store assigned an out-of-range client slot");
+  }
+  return absl::OkStatus();
+}
+
+void StoreClient::Impl::Disconnect() {
+  if (table_ == nullptr) return;
+  // Best effort and bounded: if the service is gone there is nothing to free.
+  (void)Call(ipc::StoreDisconnectRequest{}, absl::Seconds(2));
+}
+
+absl::StatusOr<ipc::Message> StoreClient::Impl::Call(ipc::Message request,
+                                                     absl::Duration timeout) {
+  MutexLock lock(&mu_);
+  const uint64_t id = next_request_++;
+  SHOAL_ASSIGN_OR_RETURN(std::string frame,
+                         ipc::Encode(id, std::move(request)));
+  SHOAL_RETURN_IF_ERROR(socket_.Send(frame));
+  const absl::Time deadline = absl::Now() + timeout;
+  std::vector<std::string> frames;
+  while (true) {
+    absl::Status s = socket_.Recv(
+        &frames, std::max(absl::ZeroDuration(), deadline - absl::Now()));
+    if (absl::IsDeadlineExceeded(s)) {
+      return absl::UnavailableError(absl::StrCat(
+          "the store at ", options_.endpoint, " did not answer within ",
+          absl::FormatDuration(timeout)));
+    }
+    SHOAL_RETURN_IF_ERROR(s);
+    if (frames.size() != 1) continue;
+    ipc::DecodeResult decoded = ipc::Decode(frames[0]);
+    if (!decoded.envelope.ok()) {
+      if (decoded.request_id == id) return decoded.envelope.status();
+      continue;
+    }
+    // Replies to earlier calls that timed out are skipped.
+    if (decoded.envelope->request_id != id) continue;
+    if (auto* e = std::get_if<ipc::ErrorReply>(&decoded.envelope->body)) {
+      return e->status;
+    }
+    return std::move(decoded.envelope->body);
+  }
+}
+
+void StoreClient::Impl::Notify(ipc::Message message) {
+  MutexLock lock(&mu_);
+  absl::StatusOr<std::string> frame = ipc::Encode(0, std::move(message));
+  if (frame.ok()) (void)socket_.Send(*frame, /*dontwait=*/true);
+}
+
+absl::StatusOr<SegmentLock> StoreClient::Impl::Lock() {
+  const SegmentHeader* h = table_->header();
+  if (h->closed.load(std::memory_order_acquire) != 0) {
+    return absl::UnavailableError("the store has shut down");
+  }
+  return SegmentLock::Acquire(segment_->base(), options_.lock_timeout);
+}
+
+absl::StatusOr<ObjectBuffer> StoreClient::Impl::GetLocal(const ObjectId& id) {
+  SHOAL_ASSIGN_OR_RETURN(SegmentLock lock, Lock());
+  std::optional<uint32_t> e = table_->Find(id);
+  if (!e)
+    return absl::NotFoundError(
+        absl::StrCat("object ", id.ToHex(), " is not in the store"));
+  const ObjectEntry* x = table_->entry(*e);
+  if (static_cast<ObjectState>(x->state) != ObjectState::kSealed) {
+    return absl::NotFoundError(
+        absl::StrCat("object ", id.ToHex(), " is not sealed yet"));
+  }
+  if (x->flags & kFlagDeletePending) {
+    return absl::NotFoundError(
+        absl::StrCat("object ", id.ToHex(), " is being deleted"));
+  }
+  {
+    JournaledWriter journal(segment_->base());
+    SHOAL_RETURN_IF_ERROR(table_->AddRef(slot_, *e, &journal));
+  }
+  ObjectBuffer view;
+  view.id = id;
+  view.data = segment_->base() + x->offset;
+  view.nbytes = x->nbytes;
+  view.meta = table_->GetMeta(*e);
+  return view;
+}
+
+absl::StatusOr<ObjectBuffer> StoreClient::Impl::ViewOf(
+    const ipc::ObjectInfo& info) {
+  if (!info.status.ok()) return info.status;
+  if (info.offset > segment_->size() ||
+      info.nbytes > segment_->size() - info.offset) {
+    return absl::InternalError("store returned an object outside its segment");
+  }
+  ObjectBuffer view;
+  view.id = info.id;
+  view.data = segment_->base() + info.offset;
+  view.nbytes = info.nbytes;
+  view.meta = info.meta;
+  return view;
+}
+
+// ---- StoreClient
+// ---------------------------------------------------------------
+
+StoreClient::StoreClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+StoreClient::~StoreClient() { impl_->Disconnect(); }
+
+absl::StatusOr<std::unique_ptr<StoreClient>> StoreClient::Connect(
+    const StoreClientOptions& options) {
+  auto impl = std::make_unique<Impl>(options);
+  SHOAL_RETURN_IF_ERROR(impl->Connect());
+  return std::unique_ptr<StoreClient>(new StoreClient(std::move(impl)));
+}
+
+absl::StatusOr<MutableObjectBuffer> StoreClient::Create(
+    const ObjectId& id, const TensorMeta& meta) {
+  SHOAL_RETURN_IF_ERROR(meta.Validate());
+  const int64_t nbytes = meta.NumBytes();
+  SHOAL_ASSIGN_OR_RETURN(
+      ipc::Message reply,
+      impl_->Call(ipc::CreateRequest{id, meta, static_cast<uint64_t>(nbytes)},
+                  impl_->options_.rpc_timeout));
+  const auto* r = std::get_if<ipc::CreateReply>(&reply);
+  if (r == nullptr) return absl::InternalError("unexpected reply to create");
+  Segment& seg = *impl_->segment_;
+  if (r->offset > seg.size() ||
+      static_cast<uint64_t>(nbytes) > seg.size() - r->offset) {
+    return absl::InternalError("store allocated outside its segment");
+  }
+  if (static_cast<uint64_t>(nbytes) >=
+      impl_->options_.populate_threshold_bytes) {
+    seg.Populate(r->offset, static_cast<uint64_t>(nbytes));
+  }
+  return MutableObjectBuffer{id, seg.base() + r->offset,
+                             static_cast<uint64_t>(nbytes), meta};
+}
+
+absl::Status StoreClient::Seal(const ObjectId& id) {
+  // Sealing is a state change of an object only this client may touch, so it
+  // happens here under the table lock; the service hears of it afterwards to
+  // wake waiting Gets (and checks for missed notices in its sweep).
+  {
+    SHOAL_ASSIGN_OR_RETURN(SegmentLock lock, impl_->Lock());
+    ObjectTable& table = *impl_->table_;
+    std::optional<uint32_t> e = table.Find(id);
+    if (!e) return absl::NotFoundError(absl::StrCat("no object ", id.ToHex()));
+    ObjectEntry* x = table.entry(*e);
+    if (static_cast<ObjectState>(x->state) != ObjectState::kCreated) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("object ", id.ToHex(), " is already sealed"));
+    }
+    if (x->creator_slot != static_cast<int32_t>(impl_->slot_)) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("only the creator may seal object ", id.ToHex()));
+    }
+    JournaledWriter journal(impl_->segment_->base());
+    journal.Write32(&x->state, static_cast<uint32_t>(ObjectState::kSealed));
+  }
+  impl_->Notify(ipc::SealedNotice{id});
+  return absl::OkStatus();
+}
+
+absl::Status StoreClient::Abort(const ObjectId& id) {
+  return impl_->Call(ipc::AbortRequest{id}, impl_->options_.rpc_timeout)
+      .status();
+}
+
+absl::Status StoreClient::Put(const ObjectId& id, const TensorMeta& meta,
+                              const void* data) {
+  SHOAL_ASSIGN_OR_RETURN(MutableObjectBuffer buf, Create(id, meta));
+  if (buf.nbytes > 0) std::memcpy(buf.data, data, buf.nbytes);
+  absl::Status s = Seal(id);
+  if (!s.ok()) (void)Abort(id);
+  return s;
+}
+
+absl::StatusOr<ObjectBuffer> StoreClient::Get(const ObjectId& id,
+                                              absl::Duration timeout) {
+  absl::StatusOr<ObjectBuffer> local = impl_->GetLocal(id);
+  if (local.ok() || !absl::IsNotFound(local.status()) ||
+      timeout == absl::ZeroDuration()) {
+    return local;
+  }
+  std::vector<absl::StatusOr<ObjectBuffer>> all =
+      Get(absl::MakeConstSpan(&id, 1), timeout);
+  return std::move(all[0]);
+}
+
+std::vector<absl::StatusOr<ObjectBuffer>> StoreClient::Get(
+    absl::Span<const ObjectId> ids, absl::Duration timeout) {
+  std::vector<absl::StatusOr<ObjectBuffer>> out;
+  out.reserve(ids.size());
+  // Fast path: everything sealed already is taken locally.
+  std::vector<ObjectId> remote;
+  for (const ObjectId& id : ids) {
+    out.push_back(impl_->GetLocal(id));
+    if (!out.back().ok() && absl::IsNotFound(out.back().status()) &&
+        timeout != absl::ZeroDuration()) {
+      remote.push_back(id);
+    }
+  }
+  if (remote.empty()) return out;
+  const int64_t timeout_ms =
+      timeout == absl::InfiniteDuration()
+          ? -1
+          : std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout));
+  const absl::Duration rpc_timeout =
+      timeout == absl::InfiniteDuration()
+          ? absl::InfiniteDuration()
+          : timeout + impl_->options_.rpc_timeout;
+  absl::StatusOr<ipc::Message> reply =
+      impl_->Call(ipc::GetRequest{remote, timeout_ms}, rpc_timeout);
+  const auto* r = reply.ok() ? std::get_if<ipc::GetReply>(&*reply) : nullptr;
+  size_t next = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (next >= remote.size() || ids[i] != remote[next] || out[i].ok() ||
+        !absl::IsNotFound(out[i].status())) {
+      continue;
+    }
+    if (!reply.ok()) {
+      out[i] = reply.status();
+    } else if (r == nullptr || next >= r->objects.size()) {
+      out[i] = absl::InternalError("malformed get reply");
+    } else {
+      out[i] = impl_->ViewOf(r->objects[next]);
+    }
+    ++next;
+  }
+  return out;
+}
+
+absl::Status StoreClient::Release(const ObjectId& id) {
+  bool reclaim = false;
+  {
+    SHOAL_ASSIGN_OR_RETURN(SegmentLock lock, impl_->Lock());
+    ObjectTable& table = *impl_->table_;
+    std::optional<uint32_t> e = table.Find(id);
+    if (!e) return absl::NotFoundError(absl::StrCat("no object ", id.ToHex()));
+    JournaledWriter journal(impl_->segment_->base());
+    SHOAL_ASSIGN_OR_RETURN(uint32_t left,
+                           table.DropRef(impl_->slot_, *e, &journal));
+    journal.Commit();
+    if (left == 0 && (table.entry(*e)->flags & kFlagDeletePending)) {
+      table.header()->reclaim_hint.fetch_add(1, std::memory_order_release);
+      reclaim = true;
+    }
+  }
+  if (reclaim) impl_->Notify(ipc::ReclaimHint{id});
+  return absl::OkStatus();
+}
+
+absl::Status StoreClient::Delete(const ObjectId& id) {
+  return impl_->Call(ipc::DeleteRequest{id}, impl_->options_.rpc_timeout)
+      .status();
+}
+
+absl::StatusOr<bool> StoreClient::Contains(const ObjectId& id) {
+  SHOAL_ASSIGN_OR_RETURN(SegmentLock lock, impl_->Lock());
+  std::optional<uint32_t> e = impl_->table_->Find(id);
+  if (!e) return false;
+  const ObjectEntry* x = impl_->table_->entry(*e);
+  return static_cast<ObjectState>(x->state) == ObjectState::kSealed &&
+         !(x->flags & kFlagDeletePending);
+}
+
+absl::StatusOr<StoreStats> StoreClient::Stats() {
+  SHOAL_ASSIGN_OR_RETURN(
+      ipc::Message reply,
+      impl_->Call(ipc::StoreStatsRequest{}, impl_->options_.rpc_timeout));
+  auto* st = std::get_if<ipc::StoreStats>(&reply);
+  if (st == nullptr)
+    return absl::InternalError("unexpected reply to store_stats");
+  return *st;
+}
+
+const uint8_t* StoreClient::segment_base() const {
+  return impl_->segment_->base();
+}
+uint32_t StoreClient::client_slot() const { return impl_->slot_; }
+
+}  // namespace shoal::shm

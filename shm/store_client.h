@@ -1,0 +1,146 @@
+// StoreClient: a process's connection to its node's shared-memory tensor store.
+//
+//   auto client = StoreClient::Connect({.endpoint = ...});
+//   ObjectId id = ObjectId::Random();
+//   (*client)->Put(id, TensorMeta::Contiguous(DType::kF32, {1024}), data);
+//   auto view = (*client)->Get(id);          // zero-copy, read-only
+//   ... use view->data ...
+//   (*client)->Release(id);
+//
+// Get and Release of sealed objects, and Seal, run locally against the shared
+// table (no round trip to the service), so a get costs well under a
+// microsecond; Create, Abort, Delete and waiting Gets are requests to the
+// store service.
+// Every reference this client takes is recorded in the segment, so if this
+// process dies the service releases them. Thread-safe.
+#ifndef SHOAL_SHM_STORE_CLIENT_H_
+#define SHOAL_SHM_STORE_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "ipc/messages.h"
+#include "ipc/object_id.h"
+#include "ipc/tensor_meta.h"
+
+namespace shoal::shm {
+
+struct StoreClientOptions {
+  // The store service's endpoint. Default "": $SHOAL_STORE_ENDPOINT.
+  std::string endpoint;
+  // A name for status and logs. Default "": "pid <pid>".
+  std::string name;
+  // Longest wait for a reply from the service. Default 30 s.
+  absl::Duration rpc_timeout = absl::Seconds(30);
+  // Longest wait for the shared table lock. Default 10 s.
+  absl::Duration lock_timeout = absl::Seconds(10);
+  // Objects at least this large get this process's page tables filled at
+  // Create, so writing them does not fault per 4 KiB page. Default 256 KiB.
+  uint64_t populate_threshold_bytes = uint64_t{256} << 10;
+};
+
+// A sealed object this client holds a reference to. The bytes stay valid and
+// unchanged until the matching Release.
+struct ObjectBuffer {
+  ObjectId id;
+  const uint8_t* data = nullptr;
+  uint64_t nbytes = 0;
+  TensorMeta meta;
+};
+
+// An object this client is creating: write `data`, then Seal or Abort.
+struct MutableObjectBuffer {
+  ObjectId id;
+  uint8_t* data = nullptr;
+  uint64_t nbytes = 0;
+  TensorMeta meta;
+};
+
+using StoreStats = ipc::StoreStats;
+
+class StoreClient {
+ public:
+  // Connects and maps the segment.
+  // Errors: InvalidArgument (no endpoint given or in the environment),
+  // Unavailable / DeadlineExceeded (no store answering), ResourceExhausted
+  // (the store's client limit), FailedPrecondition (segment problems).
+  static absl::StatusOr<std::unique_ptr<StoreClient>> Connect(
+      const StoreClientOptions& options = {});
+
+  // Disconnects; the service releases every reference still held and aborts
+  // every object still being created.
+  ~StoreClient();
+  StoreClient(const StoreClient&) = delete;
+  StoreClient& operator=(const StoreClient&) = delete;
+
+  // Creates an unsealed object and returns its writable buffer. This client
+  // holds one reference (released by Abort, or by Release after Seal).
+  // Errors: AlreadyExists, InvalidArgument (bad meta), ResourceExhausted (no
+  // room even after evicting everything evictable; names requested and free
+  // bytes), FailedPrecondition (a device this store does not hold).
+  absl::StatusOr<MutableObjectBuffer> Create(const ObjectId& id,
+                                             const TensorMeta& meta);
+  absl::StatusOr<MutableObjectBuffer> CreateBytes(const ObjectId& id,
+                                                  uint64_t nbytes) {
+    return Create(id, TensorMeta::Bytes(static_cast<int64_t>(nbytes)));
+  }
+
+  // Makes a created object immutable and visible to every Get.
+  // Errors: NotFound, FailedPrecondition (already sealed), PermissionDenied
+  // (not the creator).
+  absl::Status Seal(const ObjectId& id);
+
+  // Frees an object this client created and has not sealed.
+  // Errors: NotFound, FailedPrecondition (sealed), PermissionDenied.
+  absl::Status Abort(const ObjectId& id);
+
+  // Create + copy + Seal. The caller holds one reference afterwards.
+  absl::Status Put(const ObjectId& id, const TensorMeta& meta,
+                   const void* data);
+
+  // A read-only, zero-copy view of a sealed object; takes one reference.
+  // Waits up to `timeout` for an object not yet sealed (or not yet created).
+  // Errors: NotFound (absent and timeout 0, or being deleted),
+  // DeadlineExceeded (not sealed in time), ResourceExhausted (this client
+  // holds too many distinct objects), Unavailable (the store is gone).
+  absl::StatusOr<ObjectBuffer> Get(
+      const ObjectId& id, absl::Duration timeout = absl::ZeroDuration());
+  // Batch form: one result per id, in order, waiting once for all.
+  std::vector<absl::StatusOr<ObjectBuffer>> Get(absl::Span<const ObjectId> ids,
+                                                absl::Duration timeout);
+
+  // Drops one reference taken by Get, Create or Put.
+  // Errors: NotFound (no such object), FailedPrecondition (none held).
+  absl::Status Release(const ObjectId& id);
+
+  // Deletes a sealed object; its memory is freed when the last reference is
+  // released. Errors: NotFound, FailedPrecondition (not sealed).
+  absl::Status Delete(const ObjectId& id);
+
+  // Whether a sealed, not-deleted object with this id is in the store.
+  absl::StatusOr<bool> Contains(const ObjectId& id);
+
+  // The store's counters (capacity, used, objects, evictions, ...).
+  absl::StatusOr<StoreStats> Stats();
+
+  // The segment this client mapped, and where an object's bytes would be
+  // (for tests asserting zero-copy).
+  const uint8_t* segment_base() const;
+  uint32_t client_slot() const;
+
+  class Impl;
+
+ private:
+  explicit StoreClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace shoal::shm
+
+#endif  // SHOAL_SHM_STORE_CLIENT_H_

@@ -1,0 +1,493 @@
+// The store service's verbs. Each handler runs on the service thread, takes the
+// segment lock for its table work, and returns the reply (or nothing when the
+// reply comes later, as for a Get that waits).
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "ipc/log.h"
+#include "ipc/process_info.h"
+#include "ipc/status_macros.h"
+#include "shm/store_service_impl.h"
+
+namespace shoal::shm {
+namespace {
+
+ipc::Message Error(const absl::Status& s) { return ipc::ErrorReply{s}; }
+
+std::string Hex(const ObjectId& id) { return id.ToHex(); }
+
+}  // namespace
+
+// ---- connect / disconnect
+// -----------------------------------------------------
+
+StoreService::Impl::Reply StoreService::Impl::OnConnect(
+    const std::string& routing_id, const ipc::StoreConnectRequest& m) {
+  if (auto it = slot_of_.find(routing_id); it != slot_of_.end()) {
+    return Error(
+        absl::AlreadyExistsError("this connection is already registered"));
+  }
+  absl::StatusOr<int> pidfd = OpenPidFd(m.pid);
+  if (!pidfd.ok()) {
+    return Error(absl::InvalidArgumentError(absl::StrCat(
+        "cannot watch client pid ", m.pid, ": ", pidfd.status().message())));
+  }
+  auto lock = Lock();
+  if (!lock.ok()) {
+    close(*pidfd);
+    return Error(lock.status());
+  }
+  const SegmentHeader* h = table_->header();
+  for (uint32_t s = 0; s < h->max_clients; ++s) {
+    ClientSlotHeader* sh = table_->slot(s);
+    if (sh->in_use != 0 || clients_.count(s) != 0) continue;
+    table_->ClearSlot(s);
+    sh->pid = m.pid;
+    sh->session = next_session_++;
+    snprintf(sh->name, sizeof(sh->name), "%s", m.name.c_str());
+    sh->in_use = 1;
+    clients_[s] = Client{routing_id, m.pid, *pidfd, sh->session, m.name};
+    slot_of_[routing_id] = s;
+    SHOAL_LOG(DEBUG, "store: client %s (pid %d) connected as slot %d", m.name,
+              m.pid, s);
+    return ipc::StoreConnectReply{s, segment_->name(), segment_->size(),
+                                  sh->session};
+  }
+  close(*pidfd);
+  return Error(absl::ResourceExhaustedError(absl::StrCat(
+      "the store already serves ", h->max_clients, " clients (its limit)")));
+}
+
+StoreService::Impl::Reply StoreService::Impl::OnDisconnect(uint32_t slot) {
+  ReleaseClient(slot, "it disconnected");
+  return ipc::OkReply{};
+}
+
+void StoreService::Impl::ReleaseClient(uint32_t slot, absl::string_view why) {
+  auto it = clients_.find(slot);
+  if (it == clients_.end()) return;
+  Client client = std::move(it->second);
+  clients_.erase(it);
+  slot_of_.erase(client.routing_id);
+  if (client.pidfd >= 0) close(client.pidfd);
+  for (auto p = pending_.begin(); p != pending_.end();) {
+    p = p->second.slot == slot ? pending_.erase(p) : std::next(p);
+  }
+  auto lock = Lock();
+  if (!lock.ok()) {
+    // The slot stays marked in use; the next sweep retries.
+    SHOAL_LOG(ERROR, "store: cannot release client %s: %s", client.name,
+              lock.status().ToString());
+    clients_[slot] = Client{"", client.pid, -1, client.session, client.name};
+    return;
+  }
+  size_t refs = 0, aborted = 0;
+  table_->ForEachRef(slot, [&](uint32_t e, uint32_t count) {
+    ObjectEntry* x = table_->entry(e);
+    x->refcount -= std::min(count, x->refcount);
+    refs += count;
+    const auto state = static_cast<ObjectState>(x->state);
+    if (state == ObjectState::kCreated &&
+        x->creator_slot == static_cast<int32_t>(slot)) {
+      FreeEntry(e);
+      ++aborted;
+    } else if (state == ObjectState::kSealed && x->refcount == 0 &&
+               (x->flags & kFlagDeletePending)) {
+      FreeEntry(e);
+    }
+  });
+  table_->ClearSlot(slot);
+  SHOAL_LOG(DEBUG,
+            "store: released client %s (pid %d) because %s: %d references, %d "
+            "unsealed objects aborted",
+            client.name, client.pid, why, refs, aborted);
+}
+
+// ---- create / seal / abort
+// -------------------------------------------------------
+
+StoreService::Impl::Reply StoreService::Impl::OnCreate(
+    uint32_t slot, const ipc::CreateRequest& m) {
+  if (m.id.IsNil())
+    return Error(absl::InvalidArgumentError("the nil object id"));
+  if (static_cast<int64_t>(m.nbytes) != m.meta.NumBytes()) {
+    return Error(absl::InvalidArgumentError(
+        absl::StrCat("nbytes ", m.nbytes, " does not match ", m.meta.ToString(),
+                     " (", m.meta.NumBytes(), " bytes)")));
+  }
+  if (!m.meta.device.is_cpu()) {
+    return Error(absl::FailedPreconditionError(
+        absl::StrCat("this store holds CPU objects; ", m.meta.device.ToString(),
+                     " objects need the CUDA store")));
+  }
+  if (m.nbytes > allocator_->capacity()) {
+    return Error(absl::ResourceExhaustedError(absl::StrCat(
+        "requested ", m.nbytes, " bytes but the store's arena holds only ",
+        allocator_->capacity())));
+  }
+  auto lock = Lock();
+  if (!lock.ok()) return Error(lock.status());
+  if (auto e = table_->Find(m.id)) {
+    const bool deleting = table_->entry(*e)->flags & kFlagDeletePending;
+    return Error(absl::AlreadyExistsError(
+        absl::StrCat("object ", Hex(m.id),
+                     deleting ? " exists (being deleted)" : " exists")));
+  }
+  absl::StatusOr<uint64_t> offset = AllocateWithEviction(m.nbytes);
+  if (!offset.ok()) return Error(offset.status());
+  absl::StatusOr<uint32_t> e = TakeFreeEntry();
+  if (!e.ok()) {
+    allocator_->Free(*offset, m.nbytes);
+    return Error(e.status());
+  }
+  table_->Insert(m.id, *e);
+  ObjectEntry* x = table_->entry(*e);
+  x->offset = *offset;
+  x->nbytes = m.nbytes;
+  x->alloc_bytes = allocator_->RoundUp(m.nbytes);
+  x->creator_slot = static_cast<int32_t>(slot);
+  table_->SetMeta(*e, m.meta);
+  absl::Status s = table_->AddRef(slot, *e, nullptr);
+  if (!s.ok()) {
+    FreeEntry(*e);
+    return Error(s);
+  }
+  prefaulter_->Advance(allocator_->frontier());
+  return ipc::CreateReply{*offset, *e, x->generation};
+}
+
+void StoreService::Impl::OnSealed(const ipc::SealedNotice& m) {
+  auto lock = Lock();
+  if (!lock.ok()) return;  // the sweep wakes the waiters later
+  auto e = table_->Find(m.id);
+  if (e && static_cast<ObjectState>(table_->entry(*e)->state) ==
+               ObjectState::kSealed) {
+    WakeWaiters(m.id, *e);
+  }
+}
+
+StoreService::Impl::Reply StoreService::Impl::OnAbort(
+    uint32_t slot, const ipc::AbortRequest& m) {
+  auto lock = Lock();
+  if (!lock.ok()) return Error(lock.status());
+  auto e = table_->Find(m.id);
+  if (!e)
+    return Error(absl::NotFoundError(absl::StrCat("no object ", Hex(m.id))));
+  ObjectEntry* x = table_->entry(*e);
+  if (static_cast<ObjectState>(x->state) != ObjectState::kCreated) {
+    return Error(absl::FailedPreconditionError(absl::StrCat(
+        "object ", Hex(m.id), " is sealed; delete it instead of aborting")));
+  }
+  if (x->creator_slot != static_cast<int32_t>(slot)) {
+    return Error(absl::PermissionDeniedError(
+        absl::StrCat("only the creator may abort object ", Hex(m.id))));
+  }
+  (void)table_->DropRef(slot, *e, nullptr);
+  FreeEntry(*e);
+  return ipc::OkReply{};
+}
+
+// ---- get / release / delete / contains
+// ----------------------------------------
+
+absl::Status StoreService::Impl::Reference(uint32_t slot, uint32_t e,
+                                           ipc::ObjectInfo* info) {
+  SHOAL_RETURN_IF_ERROR(table_->AddRef(slot, e, nullptr));
+  const ObjectEntry* x = table_->entry(e);
+  info->status = absl::OkStatus();
+  info->offset = x->offset;
+  info->nbytes = x->nbytes;
+  info->entry = e;
+  info->generation = x->generation;
+  info->meta = table_->GetMeta(e);
+  return absl::OkStatus();
+}
+
+StoreService::Impl::Reply StoreService::Impl::OnGet(
+    const std::string& routing_id, uint64_t request_id, uint32_t slot,
+    const ipc::GetRequest& m) {
+  auto lock = Lock();
+  if (!lock.ok()) return Error(lock.status());
+  PendingGet pending;
+  pending.routing_id = routing_id;
+  pending.request_id = request_id;
+  pending.slot = slot;
+  pending.results.resize(m.ids.size());
+  std::vector<ObjectId> waiting;
+  for (size_t i = 0; i < m.ids.size(); ++i) {
+    ipc::ObjectInfo& info = pending.results[i];
+    info.id = m.ids[i];
+    auto e = table_->Find(m.ids[i]);
+    const ObjectEntry* x = e ? table_->entry(*e) : nullptr;
+    if (x != nullptr && (x->flags & kFlagDeletePending)) {
+      info.status = absl::NotFoundError(
+          absl::StrCat("object ", Hex(m.ids[i]), " is being deleted"));
+    } else if (x != nullptr &&
+               static_cast<ObjectState>(x->state) == ObjectState::kSealed) {
+      absl::Status s = Reference(slot, *e, &info);
+      if (!s.ok()) info.status = s;
+    } else if (m.timeout_ms == 0) {
+      info.status = absl::NotFoundError(
+          absl::StrCat("object ", Hex(m.ids[i]),
+                       x ? " is not sealed yet" : " is not in the store"));
+    } else {
+      info.status = absl::DeadlineExceededError(
+          absl::StrCat("object ", Hex(m.ids[i]), " was not sealed within ",
+                       m.timeout_ms, " ms"));
+      waiting.push_back(m.ids[i]);
+    }
+  }
+  if (waiting.empty()) return ipc::GetReply{std::move(pending.results)};
+  pending.missing = waiting.size();
+  if (m.timeout_ms > 0)
+    pending.deadline = absl::Now() + absl::Milliseconds(m.timeout_ms);
+  const uint64_t key = next_pending_++;
+  pending_.emplace(key, std::move(pending));
+  for (const ObjectId& id : waiting) waiting_[id].push_back(key);
+  return std::nullopt;
+}
+
+void StoreService::Impl::WakeWaiters(const ObjectId& id, uint32_t e) {
+  auto it = waiting_.find(id);
+  if (it == waiting_.end()) return;
+  std::vector<uint64_t> keys = std::move(it->second);
+  waiting_.erase(it);
+  for (uint64_t key : keys) {
+    auto p = pending_.find(key);
+    if (p == pending_.end()) continue;
+    PendingGet& pg = p->second;
+    for (ipc::ObjectInfo& info : pg.results) {
+      if (info.id != id || info.status.ok() ||
+          info.status.code() != absl::StatusCode::kDeadlineExceeded) {
+        continue;
+      }
+      absl::Status s = Reference(pg.slot, e, &info);
+      if (!s.ok()) info.status = s;
+      --pg.missing;
+    }
+    if (pg.missing == 0) {
+      Send(pg.routing_id, pg.request_id, ipc::GetReply{std::move(pg.results)});
+      pending_.erase(p);
+    }
+  }
+}
+
+void StoreService::Impl::ExpireWaiters(absl::Time now) {
+  for (auto p = pending_.begin(); p != pending_.end();) {
+    if (p->second.deadline && *p->second.deadline <= now) {
+      Send(p->second.routing_id, p->second.request_id,
+           ipc::GetReply{std::move(p->second.results)});
+      p = pending_.erase(p);
+    } else {
+      ++p;
+    }
+  }
+  // Drop index entries whose requests are gone.
+  for (auto w = waiting_.begin(); w != waiting_.end();) {
+    auto& keys = w->second;
+    keys.erase(
+        std::remove_if(keys.begin(), keys.end(),
+                       [&](uint64_t k) { return pending_.count(k) == 0; }),
+        keys.end());
+    if (keys.empty()) {
+      waiting_.erase(w++);
+    } else {
+      ++w;
+    }
+  }
+}
+
+StoreService::Impl::Reply StoreService::Impl::OnRelease(
+    uint32_t slot, const ipc::ReleaseRequest& m) {
+  auto lock = Lock();
+  if (!lock.ok()) return Error(lock.status());
+  auto e = table_->Find(m.id);
+  if (!e)
+    return Error(absl::NotFoundError(absl::StrCat("no object ", Hex(m.id))));
+  absl::StatusOr<uint32_t> left = table_->DropRef(slot, *e, nullptr);
+  if (!left.ok()) return Error(left.status());
+  const ObjectEntry* x = table_->entry(*e);
+  if (*left == 0 && (x->flags & kFlagDeletePending)) FreeEntry(*e);
+  return ipc::OkReply{};
+}
+
+StoreService::Impl::Reply StoreService::Impl::OnDelete(
+    const ipc::DeleteRequest& m) {
+  auto lock = Lock();
+  if (!lock.ok()) return Error(lock.status());
+  auto e = table_->Find(m.id);
+  if (!e)
+    return Error(absl::NotFoundError(absl::StrCat("no object ", Hex(m.id))));
+  ObjectEntry* x = table_->entry(*e);
+  if (static_cast<ObjectState>(x->state) != ObjectState::kSealed) {
+    return Error(absl::FailedPreconditionError(
+        absl::StrCat("object ", Hex(m.id),
+                     " is not sealed; its creator aborts it instead")));
+  }
+  x->flags |= kFlagDeletePending;
+  if (x->refcount == 0) FreeEntry(*e);
+  return ipc::OkReply{};
+}
+
+StoreService::Impl::Reply StoreService::Impl::OnContains(
+    const ipc::ContainsRequest& m) {
+  auto lock = Lock();
+  if (!lock.ok()) return Error(lock.status());
+  auto e = table_->Find(m.id);
+  const ObjectEntry* x = e ? table_->entry(*e) : nullptr;
+  return ipc::ContainsReply{x != nullptr &&
+                            static_cast<ObjectState>(x->state) ==
+                                ObjectState::kSealed &&
+                            !(x->flags & kFlagDeletePending)};
+}
+
+StoreService::Impl::Reply StoreService::Impl::OnStats() {
+  auto lock = Lock();
+  if (!lock.ok()) return Error(lock.status());
+  ipc::StoreStats st;
+  st.capacity_bytes = allocator_->capacity();
+  st.used_bytes = allocator_->used();
+  st.max_objects = table_->header()->max_objects;
+  for (uint32_t e = 0; e < table_->header()->max_objects; ++e) {
+    const ObjectEntry* x = table_->entry(e);
+    const auto state = static_cast<ObjectState>(x->state);
+    if (state == ObjectState::kFree) continue;
+    ++st.objects;
+    if (state == ObjectState::kSealed) ++st.sealed_objects;
+    if (x->refcount > 0) ++st.referenced_objects;
+  }
+  st.evictions = evictions_;
+  st.evicted_bytes = evicted_bytes_;
+  st.clients = clients_.size();
+  st.prefaulted_bytes = prefaulter_->prefaulted_bytes();
+  st.lock_repairs = table_->header()->lock_repairs;
+  return st;
+}
+
+void StoreService::Impl::OnReclaimHint(const ipc::ReclaimHint& m) {
+  auto lock = Lock();
+  if (!lock.ok()) return;
+  auto e = table_->Find(m.id);
+  if (!e) return;
+  const ObjectEntry* x = table_->entry(*e);
+  if (x->refcount == 0 && (x->flags & kFlagDeletePending)) FreeEntry(*e);
+}
+
+// ---- table operations (segment lock held)
+// -------------------------------------
+
+absl::StatusOr<uint32_t> StoreService::Impl::TakeFreeEntry() {
+  if (free_entries_.empty()) Evict(0);
+  if (free_entries_.empty()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the store's object table is full (", table_->header()->max_objects,
+        " objects, all referenced or unsealed)"));
+  }
+  const uint32_t e = free_entries_.back();
+  free_entries_.pop_back();
+  return e;
+}
+
+absl::StatusOr<uint64_t> StoreService::Impl::AllocateWithEviction(
+    uint64_t bytes) {
+  absl::StatusOr<uint64_t> offset = allocator_->Allocate(bytes);
+  if (offset.ok()) return offset;
+  ReclaimDeletePending();
+  offset = allocator_->Allocate(bytes);
+  if (offset.ok()) return offset;
+  Evict(bytes);
+  offset = allocator_->Allocate(bytes);
+  if (offset.ok()) return offset;
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "store full: requested ", bytes, " bytes, ", allocator_->free_bytes(),
+      " bytes free (largest free block ", allocator_->largest_free_block(),
+      ") of ", allocator_->capacity(),
+      "; everything else is referenced or unsealed"));
+}
+
+size_t StoreService::Impl::Evict(uint64_t bytes) {
+  struct Candidate {
+    uint64_t stamp;
+    uint32_t e;
+  };
+  std::vector<Candidate> candidates;
+  for (uint32_t e = 0; e < table_->header()->max_objects; ++e) {
+    const ObjectEntry* x = table_->entry(e);
+    if (static_cast<ObjectState>(x->state) == ObjectState::kSealed &&
+        x->refcount == 0) {
+      candidates.push_back({x->lru_stamp, e});
+    }
+  }
+  std::sort(
+      candidates.begin(), candidates.end(),
+      [](const Candidate& a, const Candidate& b) { return a.stamp < b.stamp; });
+  const uint64_t need = allocator_->RoundUp(bytes);
+  size_t evicted = 0;
+  for (const Candidate& c : candidates) {
+    const bool fits =
+        allocator_->largest_free_block() >= need && !free_entries_.empty();
+    if (fits) break;
+    ++evictions_;
+    evicted_bytes_ += table_->entry(c.e)->nbytes;
+    FreeEntry(c.e);
+    ++evicted;
+  }
+  return evicted;
+}
+
+void StoreService::Impl::FreeEntry(uint32_t e) {
+  ObjectEntry* x = table_->entry(e);
+  allocator_->Free(x->offset, x->alloc_bytes);
+  table_->Remove(e);
+  free_entries_.push_back(e);
+}
+
+void StoreService::Impl::ReclaimDeletePending() {
+  for (uint32_t e = 0; e < table_->header()->max_objects; ++e) {
+    const ObjectEntry* x = table_->entry(e);
+    if (static_cast<ObjectState>(x->state) == ObjectState::kSealed &&
+        x->refcount == 0 && (x->flags & kFlagDeletePending)) {
+      FreeEntry(e);
+    }
+  }
+}
+
+void StoreService::Impl::Sweep() {
+  // Clients whose release failed earlier (a lock timeout) are retried.
+  std::vector<uint32_t> gone;
+  for (const auto& [slot, c] : clients_) {
+    if (c.pidfd < 0) gone.push_back(slot);
+  }
+  for (uint32_t slot : gone) ReleaseClient(slot, "its process is gone");
+  // Waiters on objects sealed without a notice reaching us (the creator died
+  // right after sealing, or the lock was busy) are woken here.
+  if (!waiting_.empty()) {
+    auto lock = Lock();
+    if (lock.ok()) {
+      std::vector<std::pair<ObjectId, uint32_t>> sealed;
+      for (const auto& [id, keys] : waiting_) {
+        auto e = table_->Find(id);
+        if (e && static_cast<ObjectState>(table_->entry(*e)->state) ==
+                     ObjectState::kSealed) {
+          sealed.emplace_back(id, *e);
+        }
+      }
+      for (const auto& [id, e] : sealed) WakeWaiters(id, e);
+    }
+  }
+  const uint64_t hint =
+      table_->header()->reclaim_hint.load(std::memory_order_acquire);
+  if (hint != last_reclaim_hint_) {
+    auto lock = Lock();
+    if (lock.ok()) {
+      last_reclaim_hint_ = hint;
+      ReclaimDeletePending();
+    }
+  }
+}
+
+}  // namespace shoal::shm

@@ -1,0 +1,301 @@
+#include "shm/store_service.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <list>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "ipc/log.h"
+#include "ipc/process_info.h"
+#include "ipc/runtime_dir.h"
+#include "ipc/socket.h"
+#include "ipc/status_macros.h"
+#include "shm/allocator.h"
+#include "shm/layout.h"
+#include "shm/object_table.h"
+#include "shm/prefaulter.h"
+#include "shm/segment.h"
+#include "shm/segment_lock.h"
+#include "shm/store_service_impl.h"
+
+namespace shoal::shm {
+namespace {
+
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+template <class... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;
+
+uint32_t DefaultMaxObjects(uint64_t bytes) {
+  return static_cast<uint32_t>(
+      std::clamp<uint64_t>(bytes >> 16, uint64_t{4096}, uint64_t{1} << 20));
+}
+
+}  // namespace
+
+// ---- construction -----------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<StoreService::Impl>> StoreService::Impl::Create(
+    StoreOptions options) {
+  SHOAL_ASSIGN_OR_RETURN(const std::string name,
+                         SegmentNameForJob(options.job_id));
+  if (options.store_bytes == 0) {
+    SHOAL_ASSIGN_OR_RETURN(options.store_bytes, DefaultStoreBytes());
+  }
+  options.store_bytes = AlignUp(options.store_bytes, kPageSize);
+  if (options.max_objects == 0)
+    options.max_objects = DefaultMaxObjects(options.store_bytes);
+  if (options.max_refs_per_client == 0 || options.max_clients == 0) {
+    return absl::InvalidArgumentError(
+        "max_clients and max_refs_per_client must be positive");
+  }
+  LayoutParams params{options.store_bytes, options.max_objects,
+                      options.max_clients, 2 * options.max_refs_per_client};
+  SHOAL_ASSIGN_OR_RETURN(const Layout layout, ComputeLayout(params));
+
+  std::unique_ptr<Impl> impl(new Impl(std::move(options)));
+  for (const std::string& stale : Segment::RemoveStale()) {
+    SHOAL_LOG(INFO, "removed stale store segment /dev/shm/%s", stale);
+  }
+  SHOAL_ASSIGN_OR_RETURN(impl->segment_,
+                         Segment::Create(name, impl->options_.store_bytes));
+
+  uint8_t* base = impl->segment_->base();
+  auto* h = reinterpret_cast<SegmentHeader*>(base);
+  h->magic = 0;  // written last: a half-initialised segment is never "valid"
+  h->layout_version = kLayoutVersion;
+  h->header_bytes = sizeof(SegmentHeader);
+  h->segment_bytes = impl->segment_->size();
+  h->owner_pid = getpid();
+  h->owner_start_ticks = ProcessStartTicks(getpid()).value_or(0);
+  snprintf(h->job_id, sizeof(h->job_id), "%s", impl->options_.job_id.c_str());
+  SHOAL_RETURN_IF_ERROR(InitSegmentLock(h));
+  impl->table_ = std::make_unique<ObjectTable>(base);
+  impl->table_->Format(layout);
+  impl->allocator_ = std::make_unique<ArenaAllocator>(
+      layout.arena_offset, layout.arena_bytes, kDataAlignment);
+  impl->free_entries_.reserve(layout.max_objects);
+  for (uint32_t i = layout.max_objects; i-- > 0;)
+    impl->free_entries_.push_back(i);
+  std::atomic_thread_fence(std::memory_order_release);
+  h->magic = kSegmentMagic;
+  h->ready.store(1, std::memory_order_release);
+
+  impl->prefaulter_ = std::make_unique<Prefaulter>(
+      impl->segment_->fd(), layout.arena_offset, layout.arena_bytes,
+      impl->options_.prefault_ahead_bytes);
+
+  // Socket.
+  impl->endpoint_ = impl->options_.endpoint;
+  if (impl->endpoint_.empty()) {
+    SHOAL_ASSIGN_OR_RETURN(const std::string dir,
+                           JobDir(impl->options_.job_id));
+    impl->endpoint_ = absl::StrCat("ipc://", dir, "/store.sock");
+  }
+  if (absl::StartsWith(impl->endpoint_, "ipc://")) {
+    impl->socket_path_ = impl->endpoint_.substr(6);
+    unlink(impl->socket_path_.c_str());  // a dead store's socket file
+  }
+  ipc::SocketOptions sockopts;
+  // ZeroMQ drops a peer that sends more than this; keep it well above the
+  // protocol limit so an oversized request gets an error reply instead.
+  sockopts.max_msg_bytes =
+      4 * static_cast<int64_t>(impl->options_.limits.max_frame_bytes);
+  SHOAL_ASSIGN_OR_RETURN(impl->socket_,
+                         ipc::Socket::Create(ZMQ_ROUTER, sockopts));
+  SHOAL_RETURN_IF_ERROR(impl->socket_.Bind(impl->endpoint_));
+  SHOAL_ASSIGN_OR_RETURN(impl->endpoint_, impl->socket_.LastEndpoint());
+  impl->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (impl->stop_fd_ < 0) return SHOAL_ERRNO("eventfd");
+  return impl;
+}
+
+StoreService::Impl::~Impl() {
+  if (segment_ != nullptr) {
+    reinterpret_cast<SegmentHeader*>(segment_->base())
+        ->closed.store(1, std::memory_order_release);
+  }
+  for (auto& [slot, c] : clients_) {
+    if (c.pidfd >= 0) close(c.pidfd);
+  }
+  prefaulter_.reset();
+  socket_.Close();
+  if (!socket_path_.empty()) unlink(socket_path_.c_str());
+  if (stop_fd_ >= 0) close(stop_fd_);
+}
+
+// ---- event loop -------------------------------------------------------------
+
+absl::Status StoreService::Impl::Run() {
+  absl::Time next_sweep = absl::Now() + options_.sweep_interval;
+  std::vector<zmq_pollitem_t> items;
+  std::vector<uint32_t> item_slot;
+  while (true) {
+    items.clear();
+    item_slot.clear();
+    items.push_back({socket_.raw(), 0, ZMQ_POLLIN, 0});
+    items.push_back({nullptr, stop_fd_, ZMQ_POLLIN, 0});
+    for (const auto& [slot, c] : clients_) {
+      if (c.pidfd < 0) continue;
+      items.push_back({nullptr, c.pidfd, ZMQ_POLLIN, 0});
+      item_slot.push_back(slot);
+    }
+    absl::Time now = absl::Now();
+    absl::Time wake = next_sweep;
+    for (const auto& [key, p] : pending_) {
+      if (p.deadline) wake = std::min(wake, *p.deadline);
+    }
+    const int rc = zmq_poll(
+        items.data(), static_cast<int>(items.size()),
+        ipc::PollTimeoutMs(std::max(absl::ZeroDuration(), wake - now)));
+    if (rc < 0 && zmq_errno() != EINTR) {
+      return ipc::ZmqStatus("zmq_poll", __FILE__, __LINE__);
+    }
+    if (items[1].revents & ZMQ_POLLIN) return absl::OkStatus();
+    if (items[0].revents & ZMQ_POLLIN) DrainSocket();
+    for (size_t i = 2; i < items.size(); ++i) {
+      if (items[i].revents & ZMQ_POLLIN) {
+        ReleaseClient(item_slot[i - 2], "its process exited");
+      }
+    }
+    now = absl::Now();
+    ExpireWaiters(now);
+    if (now >= next_sweep) {
+      Sweep();
+      next_sweep = now + options_.sweep_interval;
+    }
+  }
+}
+
+void StoreService::Impl::DrainSocket() {
+  std::vector<std::string> frames;
+  // Bounded batch so pidfd events and deadlines are not starved.
+  for (int i = 0; i < 256; ++i) {
+    absl::StatusOr<bool> ready = socket_.Poll(absl::ZeroDuration());
+    if (!ready.ok() || !*ready) return;
+    if (!socket_.Recv(&frames).ok()) return;
+    if (frames.size() != 2) {
+      // A DEALER sends exactly one frame; anything else is not our protocol.
+      if (!frames.empty()) {
+        SendError(
+            frames[0], 0,
+            absl::InvalidArgumentError(absl::StrCat(
+                "expected a single-frame message, got ", frames.size() - 1)));
+      }
+      continue;
+    }
+    ipc::DecodeResult decoded = ipc::Decode(frames[1], options_.limits);
+    if (!decoded.envelope.ok()) {
+      SendError(frames[0], decoded.request_id, decoded.envelope.status());
+      continue;
+    }
+    Reply reply = Dispatch(frames[0], decoded.envelope->request_id,
+                           decoded.envelope->body);
+    if (reply.has_value()) {
+      Send(frames[0], decoded.envelope->request_id, *std::move(reply));
+    }
+  }
+}
+
+void StoreService::Impl::Send(const std::string& routing_id,
+                              uint64_t request_id, ipc::Message body) {
+  absl::StatusOr<std::string> frame = ipc::Encode(request_id, std::move(body));
+  const std::string payload =
+      frame.ok() ? *std::move(frame)
+                 : ipc::EncodeError(request_id, frame.status());
+  const absl::string_view parts[] = {routing_id, payload};
+  // Never block the service on one slow client: a reply that cannot be queued
+  // is dropped, and that client's call times out.
+  absl::Status s = socket_.Send(parts, /*dontwait=*/true);
+  if (!s.ok()) SHOAL_LOG(DEBUG, "store: reply dropped: %s", s.ToString());
+}
+
+void StoreService::Impl::SendError(const std::string& routing_id,
+                                   uint64_t request_id,
+                                   const absl::Status& status) {
+  Send(routing_id, request_id, ipc::ErrorReply{status});
+}
+
+StoreService::Impl::Reply StoreService::Impl::Dispatch(
+    const std::string& routing_id, uint64_t request_id,
+    const ipc::Message& body) {
+  if (const auto* m = std::get_if<ipc::StoreConnectRequest>(&body)) {
+    return OnConnect(routing_id, *m);
+  }
+  auto it = slot_of_.find(routing_id);
+  if (it == slot_of_.end()) {
+    if (std::holds_alternative<ipc::ReclaimHint>(body) ||
+        std::holds_alternative<ipc::SealedNotice>(body)) {
+      return std::nullopt;
+    }
+    return ipc::Message(ipc::ErrorReply{absl::FailedPreconditionError(
+        absl::StrCat("send store_connect before ", ipc::MessageName(body)))});
+  }
+  const uint32_t slot = it->second;
+  Reply reply = std::visit(
+      Overloaded{
+          [&](const ipc::StoreDisconnectRequest&) {
+            return OnDisconnect(slot);
+          },
+          [&](const ipc::CreateRequest& m) { return OnCreate(slot, m); },
+          [&](const ipc::SealedNotice& m) -> Reply {
+            OnSealed(m);
+            return std::nullopt;
+          },
+          [&](const ipc::AbortRequest& m) { return OnAbort(slot, m); },
+          [&](const ipc::GetRequest& m) {
+            return OnGet(routing_id, request_id, slot, m);
+          },
+          [&](const ipc::ReleaseRequest& m) { return OnRelease(slot, m); },
+          [&](const ipc::DeleteRequest& m) { return OnDelete(m); },
+          [&](const ipc::ContainsRequest& m) { return OnContains(m); },
+          [&](const ipc::StoreStatsRequest&) { return OnStats(); },
+          [&](const ipc::ReclaimHint& m) -> Reply {
+            OnReclaimHint(m);
+            return std::nullopt;
+          },
+          [&](const auto& other) -> Reply {
+            return ipc::Message(
+                ipc::ErrorReply{absl::InvalidArgumentError(absl::StrCat(
+                    "the store does not serve ", ipc::MessageName(body)))});
+          },
+      },
+      body);
+  return reply;
+}
+
+// ---- StoreService
+// -------------------------------------------------------------
+
+StoreService::StoreService(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+StoreService::~StoreService() = default;
+
+absl::StatusOr<std::unique_ptr<StoreService>> StoreService::Create(
+    StoreOptions options) {
+  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl,
+                         Impl::Create(std::move(options)));
+  return std::unique_ptr<StoreService>(new StoreService(std::move(impl)));
+}
+
+absl::Status StoreService::Run() { return impl_->Run(); }
+void StoreService::Stop() { impl_->Stop(); }
+const std::string& StoreService::endpoint() const { return impl_->endpoint(); }
+const std::string& StoreService::segment_name() const {
+  return impl_->segment_name();
+}
+uint64_t StoreService::segment_bytes() const { return impl_->segment_bytes(); }
+
+}  // namespace shoal::shm

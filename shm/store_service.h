@@ -1,0 +1,85 @@
+// StoreService: the single owner of a node's shared-memory tensor store.
+//
+// It creates the segment, is the only process that allocates or frees (and so
+// the only one that inserts or removes table entries), and serves clients over
+// a ZeroMQ ROUTER (ipc://). It watches every client's process through a pidfd:
+// when a client dies or disconnects, every reference it held is released and
+// every object it was still creating is aborted. Runs standalone (`shoal
+// store`, tests) or on a thread of the coordinator.
+//
+// Object lifecycle (states live in the segment's table):
+//   Create → kCreated (creator writes) → Seal → kSealed (immutable; any client
+//   may Get) → Release … → Delete (deferred until the last reference drops);
+//   Abort frees a kCreated object. Sealed objects nobody references are evicted
+//   in LRU order when an allocation does not fit.
+#ifndef SHOAL_SHM_STORE_SERVICE_H_
+#define SHOAL_SHM_STORE_SERVICE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "ipc/protocol.h"
+
+namespace shoal::shm {
+
+struct StoreOptions {
+  // The job this store belongs to; names the segment and the socket. Required.
+  std::string job_id;
+  // Where clients connect. Default "": ipc://<JobDir(job_id)>/store.sock.
+  std::string endpoint;
+  // Segment size. Default 0: min(30% of RAM, 80% of free /dev/shm).
+  uint64_t store_bytes = 0;
+  // Object table size. Default 0: arena / 64 KiB, clamped to [4096, 1<<20].
+  uint32_t max_objects = 0;
+  // Most concurrently connected clients. Default 256.
+  uint32_t max_clients = 256;
+  // Most distinct objects one client may hold at once. Default 4096.
+  uint32_t max_refs_per_client = 4096;
+  // Arena bytes kept allocated ahead of the allocation frontier by the
+  // background prefaulter. Default 512 MiB; 0 disables it.
+  uint64_t prefault_ahead_bytes = uint64_t{512} << 20;
+  // Longest wait for the table lock before a request fails. Default 10 s.
+  absl::Duration lock_timeout = absl::Seconds(10);
+  // How often deferred deletions and Get deadlines are checked. Default 50 ms.
+  absl::Duration sweep_interval = absl::Milliseconds(50);
+  // Limits applied to every inbound message.
+  ipc::DecodeLimits limits;
+};
+
+class StoreService {
+ public:
+  // Creates the segment (removing stale ones left by dead stores) and binds
+  // the endpoint. Errors: InvalidArgument (bad options), AlreadyExists (a live
+  // store of this job), ResourceExhausted (/dev/shm too small, with the fix),
+  // and socket errors.
+  static absl::StatusOr<std::unique_ptr<StoreService>> Create(
+      StoreOptions options);
+
+  // Marks the segment closed, then removes it and the socket file.
+  ~StoreService();
+
+  // Serves requests until Stop() is called. Returns OK after Stop(), or the
+  // error that made serving impossible.
+  absl::Status Run();
+
+  // Makes Run() return soon. Thread-safe and async-signal-safe.
+  void Stop();
+
+  const std::string& endpoint() const;
+  const std::string& segment_name() const;
+  uint64_t segment_bytes() const;
+
+  class Impl;
+
+ private:
+  explicit StoreService(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace shoal::shm
+
+#endif  // SHOAL_SHM_STORE_SERVICE_H_

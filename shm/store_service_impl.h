@@ -1,0 +1,135 @@
+// Internal to shm/: the store service's state and handlers, split across
+// store_service.cc (setup, event loop, dispatch) and store_handlers.cc (the
+// verbs, the table operations and client bookkeeping).
+#ifndef SHOAL_SHM_STORE_SERVICE_IMPL_H_
+#define SHOAL_SHM_STORE_SERVICE_IMPL_H_
+
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "ipc/messages.h"
+#include "ipc/socket.h"
+#include "shm/allocator.h"
+#include "shm/object_table.h"
+#include "shm/prefaulter.h"
+#include "shm/segment.h"
+#include "shm/segment_lock.h"
+#include "shm/store_service.h"
+
+namespace shoal::shm {
+
+class StoreService::Impl {
+ public:
+  static absl::StatusOr<std::unique_ptr<Impl>> Create(StoreOptions options);
+  ~Impl();
+
+  absl::Status Run();
+  void Stop() {
+    const uint64_t one = 1;
+    ssize_t unused = write(stop_fd_, &one, sizeof(one));
+    (void)unused;
+  }
+
+  const std::string& endpoint() const { return endpoint_; }
+  const std::string& segment_name() const { return segment_->name(); }
+  uint64_t segment_bytes() const { return segment_->size(); }
+
+ private:
+  struct Client {
+    std::string routing_id;
+    pid_t pid = 0;
+    int pidfd = -1;
+    uint64_t session = 0;
+    std::string name;
+  };
+  struct PendingGet {
+    std::string routing_id;
+    uint64_t request_id = 0;
+    uint32_t slot = 0;
+    std::vector<ipc::ObjectInfo> results;  // in request order
+    size_t missing = 0;
+    std::optional<absl::Time> deadline;  // none: wait forever
+  };
+  // What a handler sends back: a reply, or nothing (a Get that waits, hints).
+  using Reply = std::optional<ipc::Message>;
+
+  explicit Impl(StoreOptions options) : options_(std::move(options)) {}
+
+  // Socket plumbing.
+  void DrainSocket();
+  void Send(const std::string& routing_id, uint64_t request_id,
+            ipc::Message body);
+  void SendError(const std::string& routing_id, uint64_t request_id,
+                 const absl::Status& status);
+
+  // Request handlers. `slot` is the sender's client slot.
+  Reply Dispatch(const std::string& routing_id, uint64_t request_id,
+                 const ipc::Message& body);
+  Reply OnConnect(const std::string& routing_id,
+                  const ipc::StoreConnectRequest& m);
+  Reply OnDisconnect(uint32_t slot);
+  Reply OnCreate(uint32_t slot, const ipc::CreateRequest& m);
+  void OnSealed(const ipc::SealedNotice& m);
+  Reply OnAbort(uint32_t slot, const ipc::AbortRequest& m);
+  Reply OnGet(const std::string& routing_id, uint64_t request_id, uint32_t slot,
+              const ipc::GetRequest& m);
+  Reply OnRelease(uint32_t slot, const ipc::ReleaseRequest& m);
+  Reply OnDelete(const ipc::DeleteRequest& m);
+  Reply OnContains(const ipc::ContainsRequest& m);
+  Reply OnStats();
+  void OnReclaimHint(const ipc::ReclaimHint& m);
+
+  // Table operations; REQUIRE the segment lock.
+  absl::StatusOr<uint32_t> TakeFreeEntry();
+  absl::StatusOr<uint64_t> AllocateWithEviction(uint64_t bytes);
+  // Evicts sealed, unreferenced objects in LRU order until `bytes` fit (and
+  // an entry is free). Returns how many were evicted.
+  size_t Evict(uint64_t bytes);
+  void FreeEntry(uint32_t e);
+  void ReclaimDeletePending();
+  // Fills `info` for sealed entry `e` and takes a reference for `slot`.
+  absl::Status Reference(uint32_t slot, uint32_t e, ipc::ObjectInfo* info);
+
+  // Clients and waiters.
+  void ReleaseClient(uint32_t slot, absl::string_view why);
+  void WakeWaiters(const ObjectId& id, uint32_t e);
+  void ExpireWaiters(absl::Time now);
+  void Sweep();
+
+  absl::StatusOr<SegmentLock> Lock() {
+    return SegmentLock::Acquire(segment_->base(), options_.lock_timeout);
+  }
+
+  StoreOptions options_;
+  std::string endpoint_;
+  std::string socket_path_;  // for ipc:// endpoints, removed at exit
+  std::unique_ptr<Segment> segment_;
+  std::unique_ptr<ObjectTable> table_;
+  std::unique_ptr<ArenaAllocator> allocator_;
+  std::unique_ptr<Prefaulter> prefaulter_;
+  ipc::Socket socket_;
+  int stop_fd_ = -1;
+
+  std::vector<uint32_t> free_entries_;
+  std::map<uint32_t, Client> clients_;                  // by slot
+  absl::flat_hash_map<std::string, uint32_t> slot_of_;  // routing id → slot
+  uint64_t next_session_ = 1;
+  std::map<uint64_t, PendingGet> pending_;                        // by key
+  absl::flat_hash_map<ObjectId, std::vector<uint64_t>> waiting_;  // id → keys
+  uint64_t next_pending_ = 1;
+  uint64_t evictions_ = 0;
+  uint64_t evicted_bytes_ = 0;
+  uint64_t last_reclaim_hint_ = 0;
+};
+
+}  // namespace shoal::shm
+
+#endif  // SHOAL_SHM_STORE_SERVICE_IMPL_H_

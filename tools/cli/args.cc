@@ -1,0 +1,281 @@
+#include "tools/cli/args.h"
+
+#include <cstdio>
+#include <variant>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+
+namespace shoal::cli {
+
+struct ArgParser::Flag {
+  std::string name;
+  std::string help;
+  std::string def_text;
+  std::variant<std::string*, int64_t*, double*, bool*, uint64_t*> target;
+  bool seen = false;
+  // Storage for the value the caller's reference points at.
+  std::string s;
+  int64_t i = 0;
+  double d = 0;
+  bool b = false;
+  uint64_t u = 0;
+};
+
+absl::StatusOr<uint64_t> ParseBytes(absl::string_view text) {
+  std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  absl::string_view v = t;
+  uint64_t mult = 1;
+  for (absl::string_view suffix : {"ib", "b"}) {
+    if (absl::ConsumeSuffix(&v, suffix)) break;
+  }
+  if (!v.empty()) {
+    switch (v.back()) {
+      case 'k':
+        mult = uint64_t{1} << 10;
+        break;
+      case 'm':
+        mult = uint64_t{1} << 20;
+        break;
+      case 'g':
+        mult = uint64_t{1} << 30;
+        break;
+      case 't':
+        mult = uint64_t{1} << 40;
+        break;
+      default:
+        break;
+    }
+    if (mult != 1) v.remove_suffix(1);
+  }
+  double value;
+  if (v.empty() || !absl::SimpleAtod(v, &value) || value < 0 ||
+      value * mult > 1.8e19) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", text, "' is not a byte size (examples: 4096, 64M, 1.5G)"));
+  }
+  return static_cast<uint64_t>(value * static_cast<double>(mult));
+}
+
+std::string FormatBytes(uint64_t b) {
+  if (b >= (uint64_t{1} << 30) && b % (uint64_t{1} << 30) == 0)
+    return absl::StrCat(b >> 30, " GiB");
+  if (b >= (uint64_t{1} << 20) && b % (uint64_t{1} << 20) == 0)
+    return absl::StrCat(b >> 20, " MiB");
+  if (b >= (uint64_t{1} << 10) && b % (uint64_t{1} << 10) == 0)
+    return absl::StrCat(b >> 10, " KiB");
+  return absl::StrCat(b, " B");
+}
+
+absl::StatusOr<double> ParseSeconds(absl::string_view text) {
+  absl::string_view v = absl::StripAsciiWhitespace(text);
+  double scale = 1;
+  if (absl::ConsumeSuffix(&v, "ms")) {
+    scale = 1e-3;
+  } else if (absl::ConsumeSuffix(&v, "us")) {
+    scale = 1e-6;
+  } else if (absl::ConsumeSuffix(&v, "s")) {
+  } else if (absl::ConsumeSuffix(&v, "m")) {
+    scale = 60;
+  }
+  double value;
+  if (!absl::SimpleAtod(v, &value) || value < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", text, "' is not a duration (examples: 30, 1.5s, 200ms)"));
+  }
+  return value * scale;
+}
+
+ArgParser::ArgParser(std::string usage, std::string summary)
+    : usage_(std::move(usage)), summary_(std::move(summary)) {
+  Bool("help", false, "show this help and exit");
+}
+
+ArgParser::~ArgParser() = default;
+
+std::string& ArgParser::String(const std::string& name, std::string def,
+                               std::string help) {
+  auto f = std::make_unique<Flag>();
+  f->name = name;
+  f->help = std::move(help);
+  f->def_text = def.empty() ? "" : def;
+  f->s = std::move(def);
+  f->target = &f->s;
+  flags_.push_back(std::move(f));
+  return flags_.back()->s;
+}
+
+int64_t& ArgParser::Int(const std::string& name, int64_t def,
+                        std::string help) {
+  auto f = std::make_unique<Flag>();
+  f->name = name;
+  f->help = std::move(help);
+  f->def_text = absl::StrCat(def);
+  f->i = def;
+  f->target = &f->i;
+  flags_.push_back(std::move(f));
+  return flags_.back()->i;
+}
+
+double& ArgParser::Double(const std::string& name, double def,
+                          std::string help) {
+  auto f = std::make_unique<Flag>();
+  f->name = name;
+  f->help = std::move(help);
+  f->def_text = absl::StrCat(def);
+  f->d = def;
+  f->target = &f->d;
+  flags_.push_back(std::move(f));
+  return flags_.back()->d;
+}
+
+bool& ArgParser::Bool(const std::string& name, bool def, std::string help) {
+  auto f = std::make_unique<Flag>();
+  f->name = name;
+  f->help = std::move(help);
+  f->def_text = def ? "true" : "";
+  f->b = def;
+  f->target = &f->b;
+  flags_.push_back(std::move(f));
+  return flags_.back()->b;
+}
+
+uint64_t& ArgParser::Bytes(const std::string& name, uint64_t def,
+                           std::string help) {
+  auto f = std::make_unique<Flag>();
+  f->name = name;
+  f->help = std::move(help);
+  f->def_text = def == 0 ? "" : FormatBytes(def);
+  f->u = def;
+  f->target = &f->u;
+  flags_.push_back(std::move(f));
+  return flags_.back()->u;
+}
+
+void ArgParser::Alias(char letter, const std::string& name) {
+  aliases_.emplace_back(letter, name);
+}
+
+ArgParser::Flag* ArgParser::Find(absl::string_view name) {
+  if (name.size() == 1) {
+    for (const auto& [letter, full] : aliases_) {
+      if (letter == name[0]) return Find(full);
+    }
+  }
+  for (auto& f : flags_) {
+    if (f->name == name) return f.get();
+  }
+  return nullptr;
+}
+
+bool ArgParser::seen(const std::string& name) const {
+  for (const auto& f : flags_) {
+    if (f->name == name) return f->seen;
+  }
+  return false;
+}
+
+absl::Status ArgParser::Set(Flag* f, absl::string_view value) {
+  f->seen = true;
+  auto bad = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", f->name, "=", value, ": expected ", what));
+  };
+  if (auto* s = std::get_if<std::string*>(&f->target)) {
+    **s = std::string(value);
+  } else if (auto* i = std::get_if<int64_t*>(&f->target)) {
+    if (!absl::SimpleAtoi(value, *i)) return bad("an integer");
+  } else if (auto* d = std::get_if<double*>(&f->target)) {
+    if (!absl::SimpleAtod(value, *d)) return bad("a number");
+  } else if (auto* b = std::get_if<bool*>(&f->target)) {
+    if (!absl::SimpleAtob(value, *b)) return bad("true or false");
+  } else if (auto* u = std::get_if<uint64_t*>(&f->target)) {
+    absl::StatusOr<uint64_t> bytes = ParseBytes(value);
+    if (!bytes.ok()) return bad("a byte size such as 64M or 1G");
+    **u = *bytes;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ArgParser::Parse(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") {
+      for (int j = i + 1; j < argc; ++j) rest_.push_back(argv[j]);
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-' || arg == "-") {
+      positional_.push_back(std::string(arg));
+      continue;
+    }
+    absl::string_view body = arg.substr(arg[1] == '-' ? 2 : 1);
+    absl::string_view name = body, value;
+    bool has_value = false;
+    if (size_t eq = body.find('='); eq != absl::string_view::npos) {
+      name = body.substr(0, eq);
+      value = body.substr(eq + 1);
+      has_value = true;
+    }
+    Flag* f = Find(name);
+    if (f == nullptr && absl::StartsWith(name, "no-")) {
+      Flag* neg = Find(name.substr(3));
+      if (neg != nullptr && std::holds_alternative<bool*>(neg->target) &&
+          !has_value) {
+        neg->seen = true;
+        neg->b = false;
+        continue;
+      }
+    }
+    if (f == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag '", arg, "' for `",
+                       usage_.substr(0, usage_.find(' ', 6)), "`; see --help"));
+    }
+    if (std::holds_alternative<bool*>(f->target) && !has_value) {
+      f->seen = true;
+      f->b = true;
+    } else {
+      if (!has_value) {
+        if (i + 1 >= argc) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("--", f->name, " needs a value"));
+        }
+        value = argv[++i];
+      }
+      if (absl::Status s = Set(f, value); !s.ok()) return s;
+    }
+    if (f->name == "help" && f->b) {
+      std::fputs(Help().c_str(), stdout);
+      return absl::CancelledError("help shown");
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string ArgParser::Help() const {
+  std::string out =
+      absl::StrCat("usage: ", usage_, "\n\n", summary_, "\n\nflags:\n");
+  for (const auto& f : flags_) {
+    std::string left = absl::StrCat("  --", f->name);
+    for (const auto& [letter, full] : aliases_) {
+      if (full == f->name)
+        left = absl::StrCat("  -", std::string(1, letter), ", --", f->name);
+    }
+    absl::StrAppend(&out, absl::StrFormat("%-28s %s", left, f->help));
+    if (!f->def_text.empty())
+      absl::StrAppend(&out, " (default: ", f->def_text, ")");
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
+int Fail(const absl::Status& status) {
+  if (absl::IsCancelled(status)) return 0;  // --help
+  std::fprintf(stderr, "shoal: %s\n", std::string(status.message()).c_str());
+  return absl::IsInvalidArgument(status) ? 2 : 1;
+}
+
+}  // namespace shoal::cli

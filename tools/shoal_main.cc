@@ -1,0 +1,46 @@
+// `shoal`: the command-line entry point. Dispatches to a subcommand.
+#include <cstdio>
+#include <cstring>
+
+#include "tools/commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int, char**);
+  const char* summary;
+};
+
+constexpr Command kCommands[] = {
+    {"store", shoal::cli::StoreCommand,
+     "run a node's shared-memory tensor store in the foreground"},
+    {"bench", shoal::cli::BenchCommand, "benchmarks: `shoal bench store` (W1)"},
+};
+
+void Usage(FILE* out) {
+  std::fprintf(out,
+               "usage: shoal <command> [flags]   (shoal <command> --help)\n\n");
+  for (const Command& c : kCommands)
+    std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    Usage(stderr);
+    return 2;
+  }
+  if (std::strcmp(argv[1], "--help") == 0 ||
+      std::strcmp(argv[1], "help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    Usage(stdout);
+    return 0;
+  }
+  for (const Command& c : kCommands) {
+    if (std::strcmp(argv[1], c.name) == 0) return c.run(argc - 1, argv + 1);
+  }
+  std::fprintf(stderr, "shoal: unknown command '%s'\n\n", argv[1]);
+  Usage(stderr);
+  return 2;
+}

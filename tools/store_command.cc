@@ -1,0 +1,80 @@
+// `shoal store`: runs a StoreService in the foreground until SIGINT/SIGTERM.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "ipc/log.h"
+#include "ipc/runtime_dir.h"
+#include "shm/store_service.h"
+#include "tools/cli/args.h"
+#include "tools/commands.h"
+
+namespace shoal::cli {
+namespace {
+
+shm::StoreService* g_service = nullptr;
+
+void OnSignal(int) {
+  if (g_service != nullptr) g_service->Stop();
+}
+
+}  // namespace
+
+int StoreCommand(int argc, char** argv) {
+  ArgParser p(
+      "shoal store [flags]",
+      "Runs a node's shared-memory tensor store in the foreground. Clients\n"
+      "connect to the printed endpoint (also exported to children as\n"
+      "SHOAL_STORE_ENDPOINT). Stops cleanly on SIGINT or SIGTERM and removes\n"
+      "its /dev/shm segment.");
+  std::string& job_id = p.String("job-id", "", "job id (default: a fresh one)");
+  std::string& endpoint = p.String(
+      "endpoint", "",
+      "where to listen (default: ipc://<runtime dir>/<job>/store.sock)");
+  uint64_t& bytes =
+      p.Bytes("store-bytes", 0,
+              "segment size (default: min(30% of RAM, 80% of free /dev/shm))");
+  int64_t& max_objects =
+      p.Int("max-objects", 0, "object table size (default: from the size)");
+  int64_t& max_clients = p.Int("max-clients", 256, "most connected clients");
+  uint64_t& ahead = p.Bytes("prefault-ahead", uint64_t{512} << 20,
+                            "arena kept allocated ahead of use (0: off)");
+  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return Fail(s);
+  if (!p.positional().empty()) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", p.positional()[0], "'")));
+  }
+  if (max_objects < 0 || max_clients <= 0) {
+    return Fail(absl::InvalidArgumentError(
+        "--max-objects and --max-clients must be positive"));
+  }
+  shm::StoreOptions options;
+  options.job_id = job_id.empty() ? NewJobId() : job_id;
+  options.endpoint = endpoint;
+  options.store_bytes = bytes;
+  options.max_objects = static_cast<uint32_t>(max_objects);
+  options.max_clients = static_cast<uint32_t>(max_clients);
+  options.prefault_ahead_bytes = ahead;
+  absl::StatusOr<std::unique_ptr<shm::StoreService>> service =
+      shm::StoreService::Create(options);
+  if (!service.ok()) return Fail(service.status());
+  g_service = service->get();
+  struct sigaction sa = {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::printf(
+      "store ready: job %s, %s at /dev/shm/%s, endpoint %s\n",
+      options.job_id.c_str(), FormatBytes((*service)->segment_bytes()).c_str(),
+      (*service)->segment_name().c_str(), (*service)->endpoint().c_str());
+  std::fflush(stdout);
+  absl::Status s = (*service)->Run();
+  g_service = nullptr;
+  service->reset();
+  if (!s.ok()) return Fail(s);
+  return 0;
+}
+
+}  // namespace shoal::cli
