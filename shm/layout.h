@@ -60,7 +60,7 @@ struct ObjectEntry {
   uint32_t generation;  // bumped each time the slot is reused
   uint32_t refcount;    // sum of all clients' counts for this entry
   uint32_t flags;
-  int32_t creator_slot;  // client slot that created it, -1 if none
+  uint32_t creator_plus1;  // client slot of the creator + 1; 0 if none
   uint32_t reserved0;
   uint64_t offset;       // data offset from the segment base
   uint64_t nbytes;       // data size

@@ -60,10 +60,9 @@ void ObjectTable::Format(const Layout& l) {
   header_->client_slot_bytes = l.client_slot_bytes;
   header_->arena_offset = l.arena_offset;
   header_->arena_bytes = l.arena_bytes;
-  // A fresh tmpfs file reads as zeros, which is every field's empty value;
-  // clear anyway so Format() is correct on a reused mapping too.
-  std::memset(base_ + l.table_offset, 0, l.arena_offset - l.table_offset);
-  for (uint32_t i = 0; i < l.max_objects; ++i) entry(i)->creator_slot = -1;
+  // Nothing else to write: a fresh tmpfs file reads as zeros, which is every
+  // field's empty value, and leaving the table's pages untouched keeps
+  // start-up from faulting in tens of MiB it may never use.
 }
 
 std::optional<uint32_t> ObjectTable::Find(const ObjectId& id) const {
@@ -88,7 +87,7 @@ void ObjectTable::Insert(const ObjectId& id, uint32_t e) {
   x->generation++;
   x->refcount = 0;
   x->flags = 0;
-  x->creator_slot = -1;
+  x->creator_plus1 = 0;
   idx[i] = e + 1;
 }
 
@@ -116,7 +115,7 @@ void ObjectTable::Remove(uint32_t e) {
   x->id = ObjectId();
   x->refcount = 0;
   x->flags = 0;
-  x->creator_slot = -1;
+  x->creator_plus1 = 0;
   x->offset = x->nbytes = x->alloc_bytes = 0;
 }
 

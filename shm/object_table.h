@@ -32,8 +32,8 @@ class ObjectTable {
   explicit ObjectTable(uint8_t* base)
       : base_(base), header_(reinterpret_cast<SegmentHeader*>(base)) {}
 
-  // Writes the header fields describing `layout` and clears the table, index
-  // and slots. Service only, on a fresh segment.
+  // Writes the header fields describing `layout`. Service only, on a fresh
+  // (all-zero) segment, whose zeros are the empty table, index and slots.
   void Format(const Layout& layout);
 
   uint8_t* base() const { return base_; }

@@ -91,8 +91,7 @@ void StoreService::Impl::ReleaseClient(uint32_t slot, absl::string_view why) {
     x->refcount -= std::min(count, x->refcount);
     refs += count;
     const auto state = static_cast<ObjectState>(x->state);
-    if (state == ObjectState::kCreated &&
-        x->creator_slot == static_cast<int32_t>(slot)) {
+    if (state == ObjectState::kCreated && x->creator_plus1 == slot + 1) {
       FreeEntry(e);
       ++aborted;
     } else if (state == ObjectState::kSealed && x->refcount == 0 &&
@@ -149,7 +148,7 @@ StoreService::Impl::Reply StoreService::Impl::OnCreate(
   x->offset = *offset;
   x->nbytes = m.nbytes;
   x->alloc_bytes = allocator_->RoundUp(m.nbytes);
-  x->creator_slot = static_cast<int32_t>(slot);
+  x->creator_plus1 = slot + 1;
   table_->SetMeta(*e, m.meta);
   absl::Status s = table_->AddRef(slot, *e, nullptr);
   if (!s.ok()) {
@@ -182,7 +181,7 @@ StoreService::Impl::Reply StoreService::Impl::OnAbort(
     return Error(absl::FailedPreconditionError(absl::StrCat(
         "object ", Hex(m.id), " is sealed; delete it instead of aborting")));
   }
-  if (x->creator_slot != static_cast<int32_t>(slot)) {
+  if (x->creator_plus1 != slot + 1) {
     return Error(absl::PermissionDeniedError(
         absl::StrCat("only the creator may abort object ", Hex(m.id))));
   }

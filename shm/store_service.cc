@@ -1,5 +1,6 @@
 #include "shm/store_service.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -82,6 +83,14 @@ absl::StatusOr<std::unique_ptr<StoreService::Impl>> StoreService::Impl::Create(
   h->owner_start_ticks = ProcessStartTicks(getpid()).value_or(0);
   snprintf(h->job_id, sizeof(h->job_id), "%s", impl->options_.job_id.c_str());
   SHOAL_RETURN_IF_ERROR(InitSegmentLock(h));
+  // Allocate the metadata pages (table, index, client slots) now, in one
+  // kernel call: clients then map them with MAP_POPULATE at connect instead
+  // of taking a fault on each table page they first touch (measured: a cold
+  // get costs ~10 µs with lazily allocated index pages, ~3-4 µs without).
+  if (fallocate(impl->segment_->fd(), 0, 0,
+                static_cast<off_t>(layout.arena_offset)) != 0) {
+    return SHOAL_ERRNO("allocating the store's tables in /dev/shm");
+  }
   impl->table_ = std::make_unique<ObjectTable>(base);
   impl->table_->Format(layout);
   impl->allocator_ = std::make_unique<ArenaAllocator>(

@@ -231,6 +231,11 @@ int Orchestrate(int argc, char** argv) {
                        "also measure multiprocessing.shared_memory (python3)");
   std::string& device =
       p.String("device", "cpu", "cpu (cuda: with the CUDA store)");
+  std::string& ahead =
+      p.String("prefault-ahead", "512M",
+               "the store's background prefault window (0: off)");
+  double& settle =
+      p.Double("settle", 0, "seconds to wait after the store is ready");
   p.Alias('n', "iters");
   p.Alias('w', "warmup");
   if (absl::Status s = p.Parse(argc, argv); !s.ok()) return cli::Fail(s);
@@ -257,10 +262,10 @@ int Orchestrate(int argc, char** argv) {
   so.pipe_stdout = true;
   so.parent_death_signal = SIGTERM;
   const double t_start = NowSeconds();
-  absl::StatusOr<Subprocess> store =
-      Subprocess::Start({SelfExePath(), "store", "--job-id", job, "--endpoint",
-                         endpoint, "--store-bytes", absl::StrCat(store_bytes)},
-                        so);
+  absl::StatusOr<Subprocess> store = Subprocess::Start(
+      {SelfExePath(), "store", "--job-id", job, "--endpoint", endpoint,
+       "--store-bytes", absl::StrCat(store_bytes), "--prefault-ahead", ahead},
+      so);
   if (!store.ok()) return cli::Fail(store.status());
   absl::StatusOr<std::string> ready = store->ReadLine(absl::Seconds(30));
   if (!ready.ok()) return cli::Fail(ready.status());
@@ -270,6 +275,7 @@ int Orchestrate(int argc, char** argv) {
   const double connect_s = NowSeconds() - t_connect;
   if (!probe.ok()) return cli::Fail(probe.status());
   probe->reset();
+  if (settle > 0) absl::SleepFor(absl::Seconds(settle));
 
   absl::StatusOr<Subprocess> producer = StartRole("producer", endpoint);
   if (!producer.ok()) return cli::Fail(producer.status());
@@ -357,8 +363,10 @@ int Orchestrate(int argc, char** argv) {
       "warm-up)\n",
       static_cast<long long>(iters), static_cast<long long>(warmup));
   std::printf(
-      "# store of %s ready %.1f ms after spawn; client connect %.2f ms\n",
-      cli::FormatBytes(store_bytes).c_str(), startup_s * 1e3, connect_s * 1e3);
+      "# store of %s ready %.1f ms after spawn; client connect %.2f ms; "
+      "prefault ahead %s, settle %.1f s\n",
+      cli::FormatBytes(store_bytes).c_str(), startup_s * 1e3, connect_s * 1e3,
+      ahead.c_str(), settle);
   std::fputs(table.Render().c_str(), stdout);
   if (!peer_rows.empty()) {
     std::printf(
