@@ -5,6 +5,7 @@
 
 namespace shoal::cli {
 
+int InfoCommand(int argc, char** argv);
 int StoreCommand(int argc, char** argv);
 int BenchCommand(int argc, char** argv);
 

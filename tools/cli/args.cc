@@ -61,12 +61,16 @@ absl::StatusOr<uint64_t> ParseBytes(absl::string_view text) {
 }
 
 std::string FormatBytes(uint64_t b) {
-  if (b >= (uint64_t{1} << 30) && b % (uint64_t{1} << 30) == 0)
-    return absl::StrCat(b >> 30, " GiB");
-  if (b >= (uint64_t{1} << 20) && b % (uint64_t{1} << 20) == 0)
-    return absl::StrCat(b >> 20, " MiB");
-  if (b >= (uint64_t{1} << 10) && b % (uint64_t{1} << 10) == 0)
-    return absl::StrCat(b >> 10, " KiB");
+  static constexpr struct {
+    int shift;
+    const char* unit;
+  } kUnits[] = {{40, "TiB"}, {30, "GiB"}, {20, "MiB"}, {10, "KiB"}};
+  for (const auto& u : kUnits) {
+    const uint64_t one = uint64_t{1} << u.shift;
+    if (b < one) continue;
+    if (b % one == 0) return absl::StrCat(b >> u.shift, " ", u.unit);
+    return absl::StrFormat("%.1f %s", static_cast<double>(b) / static_cast<double>(one), u.unit);
+  }
   return absl::StrCat(b, " B");
 }
 

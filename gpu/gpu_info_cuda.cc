@@ -1,0 +1,62 @@
+// gpu_info.h with CUDA.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "gpu/cuda_check.h"
+#include "gpu/gpu_info.h"
+
+namespace shoal::gpu {
+
+absl::Status CudaStatus(cudaError_t err, const char* call, const char* file, int line) {
+  const char* base = std::strrchr(file, '/');
+  const absl::StatusCode code = err == cudaErrorMemoryAllocation
+                                    ? absl::StatusCode::kResourceExhausted
+                                : err == cudaErrorInvalidValue || err == cudaErrorInvalidDevice
+                                    ? absl::StatusCode::kInvalidArgument
+                                : err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver
+                                    ? absl::StatusCode::kFailedPrecondition
+                                    : absl::StatusCode::kInternal;
+  return absl::Status(code, absl::StrCat(call, ": ", cudaGetErrorName(err), " (",
+                                         cudaGetErrorString(err), ") [",
+                                         base ? base + 1 : file, ":", line, "]"));
+}
+
+absl::Status NcclStatus(ncclResult_t res, const char* call, const char* file, int line) {
+  const char* base = std::strrchr(file, '/');
+  const absl::StatusCode code = res == ncclInvalidArgument || res == ncclInvalidUsage
+                                    ? absl::StatusCode::kInvalidArgument
+                                : res == ncclRemoteError || res == ncclSystemError
+                                    ? absl::StatusCode::kUnavailable
+                                : res == ncclInProgress ? absl::StatusCode::kUnavailable
+                                                        : absl::StatusCode::kInternal;
+  return absl::Status(code, absl::StrCat(call, ": ", ncclGetErrorString(res), " [",
+                                         base ? base + 1 : file, ":", line, "]"));
+}
+
+BuildInfo GetBuildInfo() {
+  BuildInfo info;
+  info.cuda = true;
+  info.cuda_runtime = absl::StrCat(CUDART_VERSION / 1000, ".", (CUDART_VERSION % 1000) / 10);
+  int v = 0;
+  if (ncclGetVersion(&v) == ncclSuccess) {
+    // NCCL ≥ 2.9 encodes major*10000 + minor*100 + patch.
+    info.nccl = absl::StrCat(v / 10000, ".", (v / 100) % 100, ".", v % 100);
+  }
+  return info;
+}
+
+absl::StatusOr<int> CudaDeviceCount() {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver) {
+    cudaGetLastError();  // clear the sticky error
+    return 0;
+  }
+  SHOAL_CUDA_CHECK(err);
+  return n;
+}
+
+}  // namespace shoal::gpu
