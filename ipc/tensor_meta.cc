@@ -86,8 +86,7 @@ TensorMeta TensorMeta::Bytes(int64_t n) {
   return m;
 }
 
-TensorMeta TensorMeta::Contiguous(DType dtype, std::vector<int64_t> shape,
-                                  Device device) {
+TensorMeta TensorMeta::Contiguous(DType dtype, Dims shape, Device device) {
   TensorMeta m;
   m.dtype = dtype;
   m.shape = std::move(shape);
@@ -101,9 +100,9 @@ int64_t TensorMeta::NumElements() const {
   return n;
 }
 
-std::vector<int64_t> TensorMeta::EffectiveStrides() const {
+Dims TensorMeta::EffectiveStrides() const {
   if (!strides.empty()) return strides;
-  std::vector<int64_t> s(shape.size());
+  Dims s(shape.size());
   int64_t step = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     s[i] = step;
@@ -114,8 +113,7 @@ std::vector<int64_t> TensorMeta::EffectiveStrides() const {
 
 bool TensorMeta::IsContiguous() const {
   if (strides.empty()) return true;
-  std::vector<int64_t> c =
-      TensorMeta::Contiguous(dtype, shape).EffectiveStrides();
+  const Dims c = TensorMeta::Contiguous(dtype, shape).EffectiveStrides();
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] != 1 && strides[i] != c[i]) return false;
   }
@@ -125,7 +123,7 @@ bool TensorMeta::IsContiguous() const {
 int64_t TensorMeta::NumBytes() const {
   const int64_t elem = static_cast<int64_t>(DTypeSize(dtype));
   if (NumElements() == 0) return 0;
-  const std::vector<int64_t> s = EffectiveStrides();
+  const Dims s = EffectiveStrides();
   int64_t last = 0;  // index of the last element
   for (size_t i = 0; i < shape.size(); ++i) last += (shape[i] - 1) * s[i];
   return (last + 1) * elem;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -61,16 +62,20 @@ absl::StatusOr<Device> ParseDevice(absl::string_view s);
 // fixed-size).
 inline constexpr int kMaxRank = 8;
 
+// Shape or strides, stored inline: describing a tensor never allocates (a
+// store Get builds one on its fast path).
+using Dims = absl::InlinedVector<int64_t, kMaxRank>;
+
 struct TensorMeta {
   DType dtype = DType::kRaw;
-  std::vector<int64_t> shape;    // empty: a scalar (or, for kRaw, see nbytes)
-  std::vector<int64_t> strides;  // in elements; empty means C-contiguous
+  Dims shape;    // empty: a scalar
+  Dims strides;  // in elements; empty means C-contiguous
   Device device;
 
   // A raw byte buffer of n bytes: dtype kRaw, shape {n}.
   static TensorMeta Bytes(int64_t n);
   // A C-contiguous tensor.
-  static TensorMeta Contiguous(DType dtype, std::vector<int64_t> shape,
+  static TensorMeta Contiguous(DType dtype, Dims shape,
                                Device device = Device::Cpu());
 
   int64_t NumElements() const;
@@ -78,7 +83,7 @@ struct TensorMeta {
   // first to one past the last element.
   int64_t NumBytes() const;
   // Strides if given, else the C-contiguous strides of shape.
-  std::vector<int64_t> EffectiveStrides() const;
+  Dims EffectiveStrides() const;
   bool IsContiguous() const;
   std::string ToString() const;  // "f32[2,3] cpu"
 

@@ -9,7 +9,7 @@ TEST(TensorMetaTest, ContiguousSizes) {
   TensorMeta m = TensorMeta::Contiguous(DType::kF32, {2, 3, 4});
   EXPECT_EQ(m.NumElements(), 24);
   EXPECT_EQ(m.NumBytes(), 96);
-  EXPECT_EQ(m.EffectiveStrides(), (std::vector<int64_t>{12, 4, 1}));
+  EXPECT_EQ(m.EffectiveStrides(), (Dims{12, 4, 1}));
   EXPECT_TRUE(m.IsContiguous());
   EXPECT_TRUE(m.Validate().ok());
   EXPECT_EQ(m.ToString(), "f32[2,3,4] cpu");
@@ -31,8 +31,7 @@ TEST(TensorMetaTest, EmptyAndScalar) {
 }
 
 TEST(TensorMetaTest, ValidateRejects) {
-  TensorMeta m =
-      TensorMeta::Contiguous(DType::kF32, std::vector<int64_t>(9, 1));
+  TensorMeta m = TensorMeta::Contiguous(DType::kF32, Dims(9, 1));
   EXPECT_EQ(m.Validate().code(), absl::StatusCode::kInvalidArgument);
   m = TensorMeta::Contiguous(DType::kF32, {2, -1});
   EXPECT_EQ(m.Validate().code(), absl::StatusCode::kInvalidArgument);

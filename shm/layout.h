@@ -65,7 +65,7 @@ struct ObjectEntry {
   uint64_t offset;       // data offset from the segment base
   uint64_t nbytes;       // data size
   uint64_t alloc_bytes;  // bytes reserved in the arena (≥ nbytes)
-  uint64_t lru_stamp;    // SegmentHeader::lru_clock at the last get/release
+  uint64_t lru_stamp;    // time-stamp counter at the last get/release
   // Tensor metadata.
   uint8_t dtype;
   uint8_t rank;
@@ -89,8 +89,7 @@ struct ClientSlotHeader {
   uint32_t in_use;
   int32_t pid;
   uint64_t session;
-  uint32_t live_refs;  // buckets with count > 0
-  uint32_t reserved;
+  uint32_t reserved[2];
   char name[40];
 };
 
@@ -103,6 +102,10 @@ struct UndoRecord {
 };
 
 inline constexpr int kMaxUndoRecords = 16;
+
+// The most clients a store can serve; their live-reference counters sit in the
+// header page, so a get touches one page fewer.
+inline constexpr uint32_t kMaxClientsLimit = 512;
 
 // The undo log of the operation in flight under `SegmentHeader::lock`.
 struct Journal {
@@ -141,16 +144,18 @@ struct SegmentHeader {
   std::atomic<uint32_t> closed;
 
   // Robust, process-shared. Guards the table, the index, every ClientSlot,
-  // `lru_clock` and `journal`.
+  // and `journal`.
   alignas(64) pthread_mutex_t lock;
   int32_t lock_owner_pid;  // diagnostic: who holds the lock
   uint32_t reserved1;
-  uint64_t lru_clock;
+  uint64_t reserved2;
   // Bumped by a client that drops the last reference of a delete-pending
   // object, so the service's sweep knows there is something to reclaim.
   std::atomic<uint64_t> reclaim_hint;
   uint64_t lock_repairs;  // times a dead holder's operation was rolled back
   Journal journal;
+  // Per client slot: buckets of its reference table with count > 0.
+  uint32_t live_refs[kMaxClientsLimit];
 };
 
 static_assert(sizeof(SegmentHeader) <= kPageSize);

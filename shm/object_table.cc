@@ -1,5 +1,7 @@
 #include "shm/object_table.h"
 
+#include <x86intrin.h>
+
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +21,10 @@ uint32_t RefHome(uint32_t e, uint32_t mask) {
 absl::StatusOr<Layout> ComputeLayout(const LayoutParams& p) {
   if (p.max_objects == 0 || p.max_clients == 0 || p.refs_per_client == 0) {
     return absl::InvalidArgumentError("store limits must be positive");
+  }
+  if (p.max_clients > kMaxClientsLimit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-clients may be at most ", kMaxClientsLimit));
   }
   Layout l;
   l.max_objects = p.max_objects;
@@ -160,21 +166,24 @@ uint32_t ObjectTable::HeldBy(uint32_t s, uint32_t e) const {
   return b == nullptr ? 0 : b->count;
 }
 
-void ObjectTable::Stamp(uint32_t e, JournaledWriter* journal) {
-  const uint64_t now = header_->lru_clock + 1;
-  Store64(journal, &header_->lru_clock, now);
-  Store64(journal, &entry(e)->lru_stamp, now);
+void ObjectTable::Stamp(uint32_t e) {
+  // The CPU's invariant time-stamp counter instead of a shared counter: no
+  // cache line that every client writes, no memory touched to read it (not
+  // even the vDSO's pages, which a cold get would fault through the TLB for),
+  // and nothing to journal (a stamp left by an operation that was rolled back
+  // only makes the object look recently used).
+  entry(e)->lru_stamp = __rdtsc();
 }
 
 absl::Status ObjectTable::AddRef(uint32_t s, uint32_t e,
                                  JournaledWriter* journal) {
-  ClientSlotHeader* sh = slot(s);
+  uint32_t* live = &header_->live_refs[s];
   RefBucket* b = FindRef(s, e);
   if (b == nullptr || b->count == 0) {
     const uint32_t limit = header_->refs_per_client / 2;
-    if (sh->live_refs >= limit) {
+    if (*live >= limit) {
       return absl::ResourceExhaustedError(
-          absl::StrCat("this client already holds ", sh->live_refs,
+          absl::StrCat("this client already holds ", *live,
                        " distinct objects (the limit); release some first"));
     }
   }
@@ -196,11 +205,11 @@ absl::Status ObjectTable::AddRef(uint32_t s, uint32_t e,
     }
     Store32(journal, &b->entry_plus1, e + 1);
   }
-  if (b->count == 0) Store32(journal, &sh->live_refs, sh->live_refs + 1);
+  if (b->count == 0) Store32(journal, live, *live + 1);
   Store32(journal, &b->count, b->count + 1);
   ObjectEntry* x = entry(e);
   Store32(journal, &x->refcount, x->refcount + 1);
-  Stamp(e, journal);
+  Stamp(e);
   return absl::OkStatus();
 }
 
@@ -211,12 +220,12 @@ absl::StatusOr<uint32_t> ObjectTable::DropRef(uint32_t s, uint32_t e,
     return absl::FailedPreconditionError(
         "this client holds no reference to the object");
   }
-  ClientSlotHeader* sh = slot(s);
+  uint32_t* live = &header_->live_refs[s];
   Store32(journal, &b->count, b->count - 1);
-  if (b->count == 0) Store32(journal, &sh->live_refs, sh->live_refs - 1);
+  if (b->count == 0) Store32(journal, live, *live - 1);
   ObjectEntry* x = entry(e);
   Store32(journal, &x->refcount, x->refcount - 1);
-  Stamp(e, journal);
+  Stamp(e);
   return x->refcount;
 }
 
@@ -224,7 +233,7 @@ void ObjectTable::ClearSlot(uint32_t s) {
   ClientSlotHeader* sh = slot(s);
   std::memset(refs(s), 0,
               uint64_t{header_->refs_per_client} * sizeof(RefBucket));
-  sh->live_refs = 0;
+  header_->live_refs[s] = 0;
   sh->pid = 0;
   sh->session = 0;
   sh->name[0] = '\0';

@@ -65,8 +65,8 @@ class ObjectTable {
   // Reads entry `e`'s metadata.
   TensorMeta GetMeta(uint32_t e) const;
 
-  // Takes one reference to entry `e` for client slot `s` and stamps the LRU
-  // clock. Errors: ResourceExhausted when the client already holds its limit
+  // Takes one reference to entry `e` for client slot `s` and stamps its LRU
+  // time. Errors: ResourceExhausted when the client already holds its limit
   // of distinct objects (refs_per_client / 2).
   absl::Status AddRef(uint32_t s, uint32_t e, JournaledWriter* journal);
 
@@ -77,6 +77,9 @@ class ObjectTable {
 
   // References client `s` holds on entry `e`.
   uint32_t HeldBy(uint32_t s, uint32_t e) const;
+
+  // Distinct entries client `s` holds.
+  uint32_t LiveRefs(uint32_t s) const { return header_->live_refs[s]; }
 
   // Calls fn(entry, count) for every entry client `s` holds.
   template <typename Fn>
@@ -98,7 +101,7 @@ class ObjectTable {
   }
   // The bucket of client `s` keyed by `e`, or nullptr.
   RefBucket* FindRef(uint32_t s, uint32_t e) const;
-  void Stamp(uint32_t e, JournaledWriter* journal);
+  void Stamp(uint32_t e);
 
   uint8_t* base_;
   SegmentHeader* header_;
