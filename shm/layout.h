@@ -101,19 +101,29 @@ struct UndoRecord {
   uint32_t reserved;
 };
 
-inline constexpr int kMaxUndoRecords = 16;
+inline constexpr int kMaxUndoRecords = 32;
 
 // The most clients a store can serve; their live-reference counters sit in the
 // header page, so a get touches one page fewer.
 inline constexpr uint32_t kMaxClientsLimit = 512;
 
-// The undo log of the operation in flight under `SegmentHeader::lock`.
+// The undo log of the operation in flight under a RobustLock.
 struct Journal {
   std::atomic<uint32_t> active;
   std::atomic<uint32_t> count;
   int32_t pid;  // who wrote it, for the repair message
   uint32_t reserved;
   UndoRecord records[kMaxUndoRecords];
+};
+
+// A robust, process-shared mutex with the undo journal of the operation its
+// holder is in the middle of (robust_lock.h has the operations).
+struct RobustLock {
+  pthread_mutex_t mutex;
+  int32_t owner_pid;  // diagnostic: who holds it
+  uint32_t reserved;
+  uint64_t repairs;  // times a dead holder's operation was rolled back
+  Journal journal;
 };
 
 struct SegmentHeader {
@@ -143,17 +153,12 @@ struct SegmentHeader {
   // Set by the service at clean shutdown so clients fail fast.
   std::atomic<uint32_t> closed;
 
-  // Robust, process-shared. Guards the table, the index, every ClientSlot,
-  // and `journal`.
-  alignas(64) pthread_mutex_t lock;
-  int32_t lock_owner_pid;  // diagnostic: who holds the lock
-  uint32_t reserved1;
+  // Guards the table, the index, every ClientSlot and `live_refs`.
+  alignas(64) RobustLock lock;
   uint64_t reserved2;
   // Bumped by a client that drops the last reference of a delete-pending
   // object, so the service's sweep knows there is something to reclaim.
   std::atomic<uint64_t> reclaim_hint;
-  uint64_t lock_repairs;  // times a dead holder's operation was rolled back
-  Journal journal;
   // Per client slot: buckets of its reference table with count > 0.
   uint32_t live_refs[kMaxClientsLimit];
 };

@@ -1,7 +1,8 @@
 // ObjectTable: the operations on the segment's object table, id index and
 // client slots. A view over a mapped segment; it owns nothing.
 //
-// Every method REQUIRES the segment lock (SegmentLock) to be held. Methods
+// Every method REQUIRES the segment lock (header()->lock, via LockGuard)
+// to be held. Methods
 // marked "service only" change allocation state and must be called only by
 // the store service. Methods taking a JournaledWriter* write through it when it
 // is non-null (clients) so a crash mid-operation is rolled back.
@@ -16,7 +17,7 @@
 #include "ipc/object_id.h"
 #include "ipc/tensor_meta.h"
 #include "shm/layout.h"
-#include "shm/segment_lock.h"
+#include "shm/robust_lock.h"
 
 namespace shoal::shm {
 

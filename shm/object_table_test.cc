@@ -8,7 +8,7 @@
 #include <set>
 
 #include "gtest/gtest.h"
-#include "shm/segment_lock.h"
+#include "shm/robust_lock.h"
 
 namespace shoal::shm {
 namespace {
@@ -26,7 +26,8 @@ class ObjectTableTest : public ::testing::Test {
     mem_ = static_cast<uint8_t*>(mmap(nullptr, kBytes, PROT_READ | PROT_WRITE,
                                       MAP_SHARED | MAP_ANONYMOUS, -1, 0));
     ASSERT_NE(mem_, MAP_FAILED);
-    ASSERT_TRUE(InitSegmentLock(reinterpret_cast<SegmentHeader*>(mem_)).ok());
+    ASSERT_TRUE(
+        InitRobustLock(&reinterpret_cast<SegmentHeader*>(mem_)->lock).ok());
     table_ = std::make_unique<ObjectTable>(mem_);
     table_->Format(layout_);
   }
@@ -108,24 +109,25 @@ TEST_F(ObjectTableTest, ReferencesPerClientAndLimit) {
 
 TEST_F(ObjectTableTest, RollBackUndoesAnUnfinishedOperation) {
   table_->Insert(ObjectId::Random(), 5);
-  auto lock = SegmentLock::Acquire(mem_, absl::Seconds(1));
+  auto lock =
+      LockGuard::Acquire(mem_, &table_->header()->lock, absl::Seconds(1));
   ASSERT_TRUE(lock.ok());
   {
-    JournaledWriter journal(mem_);
+    JournaledWriter journal(mem_, &table_->header()->lock.journal);
     ASSERT_TRUE(table_->AddRef(2, 5, &journal).ok());
     EXPECT_EQ(table_->entry(5)->refcount, 1u);
     // No commit: pretend this process died here.
-    EXPECT_TRUE(RollBackJournal(mem_));
+    EXPECT_TRUE(RollBackJournal(mem_, &table_->header()->lock.journal));
   }
   EXPECT_EQ(table_->entry(5)->refcount, 0u);
   EXPECT_EQ(table_->HeldBy(2, 5), 0u);
   EXPECT_EQ(table_->LiveRefs(2), 0u);
   // A committed operation is not rolled back.
   {
-    JournaledWriter journal(mem_);
+    JournaledWriter journal(mem_, &table_->header()->lock.journal);
     ASSERT_TRUE(table_->AddRef(2, 5, &journal).ok());
   }
-  EXPECT_FALSE(RollBackJournal(mem_));
+  EXPECT_FALSE(RollBackJournal(mem_, &table_->header()->lock.journal));
   EXPECT_EQ(table_->entry(5)->refcount, 1u);
 }
 
@@ -133,38 +135,43 @@ TEST_F(ObjectTableTest, LockHolderDeathIsRepairedByTheNextLocker) {
   table_->Insert(ObjectId::Random(), 7);
   pid_t pid = fork();
   if (pid == 0) {
-    auto lock = SegmentLock::Acquire(mem_, absl::Seconds(1));
+    auto lock =
+        LockGuard::Acquire(mem_, &table_->header()->lock, absl::Seconds(1));
     if (!lock.ok()) _exit(1);
-    JournaledWriter journal(mem_);
+    JournaledWriter journal(mem_, &table_->header()->lock.journal);
     journal.Write32(&table_->entry(7)->refcount, 41);
     _exit(0);  // dies holding the lock, mid-operation
   }
   int status;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  auto lock = SegmentLock::Acquire(mem_, absl::Seconds(1));
+  auto lock =
+      LockGuard::Acquire(mem_, &table_->header()->lock, absl::Seconds(1));
   ASSERT_TRUE(lock.ok()) << lock.status();
   EXPECT_TRUE(lock->repaired());
   EXPECT_EQ(table_->entry(7)->refcount, 0u);
-  EXPECT_EQ(table_->header()->lock_repairs, 1u);
+  EXPECT_EQ(table_->header()->lock.repairs, 1u);
 }
 
 TEST_F(ObjectTableTest, LockTimesOutNamingTheHolder) {
   pid_t pid = fork();
   if (pid == 0) {
-    auto lock = SegmentLock::Acquire(mem_, absl::Seconds(1));
+    auto lock =
+        LockGuard::Acquire(mem_, &table_->header()->lock, absl::Seconds(1));
     pause();  // holds the lock until killed
     _exit(0);
   }
   // Wait until the child holds it.
-  while (table_->header()->lock_owner_pid != pid) usleep(1000);
-  auto lock = SegmentLock::Acquire(mem_, absl::Milliseconds(50));
+  while (table_->header()->lock.owner_pid != pid) usleep(1000);
+  auto lock =
+      LockGuard::Acquire(mem_, &table_->header()->lock, absl::Milliseconds(50));
   EXPECT_EQ(lock.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_NE(lock.status().message().find(std::to_string(pid)),
             std::string::npos);
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
-  auto after = SegmentLock::Acquire(mem_, absl::Seconds(1));
+  auto after =
+      LockGuard::Acquire(mem_, &table_->header()->lock, absl::Seconds(1));
   EXPECT_TRUE(after.ok());
 }
 

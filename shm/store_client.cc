@@ -13,8 +13,8 @@
 #include "ipc/status_macros.h"
 #include "shm/layout.h"
 #include "shm/object_table.h"
+#include "shm/robust_lock.h"
 #include "shm/segment.h"
-#include "shm/segment_lock.h"
 
 namespace shoal::shm {
 
@@ -32,7 +32,7 @@ class StoreClient::Impl {
   // Sends without waiting for a reply.
   void Notify(ipc::Message message) ABSL_LOCKS_EXCLUDED(mu_);
 
-  absl::StatusOr<SegmentLock> Lock();
+  absl::StatusOr<LockGuard> Lock();
   // Takes a reference on a sealed object locally. NotFound if it is absent,
   // unsealed or being deleted.
   absl::StatusOr<ObjectBuffer> GetLocal(const ObjectId& id);
@@ -133,16 +133,17 @@ void StoreClient::Impl::Notify(ipc::Message message) {
   if (frame.ok()) (void)socket_.Send(*frame, /*dontwait=*/true);
 }
 
-absl::StatusOr<SegmentLock> StoreClient::Impl::Lock() {
+absl::StatusOr<LockGuard> StoreClient::Impl::Lock() {
   const SegmentHeader* h = table_->header();
   if (h->closed.load(std::memory_order_acquire) != 0) {
     return absl::UnavailableError("the store has shut down");
   }
-  return SegmentLock::Acquire(segment_->base(), options_.lock_timeout);
+  return LockGuard::Acquire(segment_->base(), &table_->header()->lock,
+                            options_.lock_timeout);
 }
 
 absl::StatusOr<ObjectBuffer> StoreClient::Impl::GetLocal(const ObjectId& id) {
-  SHOAL_ASSIGN_OR_RETURN(SegmentLock lock, Lock());
+  SHOAL_ASSIGN_OR_RETURN(LockGuard lock, Lock());
   std::optional<uint32_t> e = table_->Find(id);
   if (!e)
     return absl::NotFoundError(
@@ -157,7 +158,7 @@ absl::StatusOr<ObjectBuffer> StoreClient::Impl::GetLocal(const ObjectId& id) {
         absl::StrCat("object ", id.ToHex(), " is being deleted"));
   }
   {
-    JournaledWriter journal(segment_->base());
+    JournaledWriter journal(segment_->base(), &table_->header()->lock.journal);
     SHOAL_RETURN_IF_ERROR(table_->AddRef(slot_, *e, &journal));
   }
   ObjectBuffer view;
@@ -225,7 +226,7 @@ absl::Status StoreClient::Seal(const ObjectId& id) {
   // happens here under the table lock; the service hears of it afterwards to
   // wake waiting Gets (and checks for missed notices in its sweep).
   {
-    SHOAL_ASSIGN_OR_RETURN(SegmentLock lock, impl_->Lock());
+    SHOAL_ASSIGN_OR_RETURN(LockGuard lock, impl_->Lock());
     ObjectTable& table = *impl_->table_;
     std::optional<uint32_t> e = table.Find(id);
     if (!e) return absl::NotFoundError(absl::StrCat("no object ", id.ToHex()));
@@ -238,7 +239,8 @@ absl::Status StoreClient::Seal(const ObjectId& id) {
       return absl::PermissionDeniedError(
           absl::StrCat("only the creator may seal object ", id.ToHex()));
     }
-    JournaledWriter journal(impl_->segment_->base());
+    JournaledWriter journal(impl_->segment_->base(),
+                            &impl_->table_->header()->lock.journal);
     journal.Write32(&x->state, static_cast<uint32_t>(ObjectState::kSealed));
   }
   impl_->Notify(ipc::SealedNotice{id});
@@ -317,11 +319,12 @@ std::vector<absl::StatusOr<ObjectBuffer>> StoreClient::Get(
 absl::Status StoreClient::Release(const ObjectId& id) {
   bool reclaim = false;
   {
-    SHOAL_ASSIGN_OR_RETURN(SegmentLock lock, impl_->Lock());
+    SHOAL_ASSIGN_OR_RETURN(LockGuard lock, impl_->Lock());
     ObjectTable& table = *impl_->table_;
     std::optional<uint32_t> e = table.Find(id);
     if (!e) return absl::NotFoundError(absl::StrCat("no object ", id.ToHex()));
-    JournaledWriter journal(impl_->segment_->base());
+    JournaledWriter journal(impl_->segment_->base(),
+                            &impl_->table_->header()->lock.journal);
     SHOAL_ASSIGN_OR_RETURN(uint32_t left,
                            table.DropRef(impl_->slot_, *e, &journal));
     journal.Commit();
@@ -340,7 +343,7 @@ absl::Status StoreClient::Delete(const ObjectId& id) {
 }
 
 absl::StatusOr<bool> StoreClient::Contains(const ObjectId& id) {
-  SHOAL_ASSIGN_OR_RETURN(SegmentLock lock, impl_->Lock());
+  SHOAL_ASSIGN_OR_RETURN(LockGuard lock, impl_->Lock());
   std::optional<uint32_t> e = impl_->table_->Find(id);
   if (!e) return false;
   const ObjectEntry* x = impl_->table_->entry(*e);

@@ -363,7 +363,7 @@ StoreService::Impl::Reply StoreService::Impl::OnStats() {
   st.evicted_bytes = evicted_bytes_;
   st.clients = clients_.size();
   st.prefaulted_bytes = prefaulter_->prefaulted_bytes();
-  st.lock_repairs = table_->header()->lock_repairs;
+  st.lock_repairs = table_->header()->lock.repairs;
   return st;
 }
 

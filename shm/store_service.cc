@@ -25,8 +25,8 @@
 #include "shm/layout.h"
 #include "shm/object_table.h"
 #include "shm/prefaulter.h"
+#include "shm/robust_lock.h"
 #include "shm/segment.h"
-#include "shm/segment_lock.h"
 #include "shm/store_service_impl.h"
 
 namespace shoal::shm {
@@ -82,7 +82,7 @@ absl::StatusOr<std::unique_ptr<StoreService::Impl>> StoreService::Impl::Create(
   h->owner_pid = getpid();
   h->owner_start_ticks = ProcessStartTicks(getpid()).value_or(0);
   snprintf(h->job_id, sizeof(h->job_id), "%s", impl->options_.job_id.c_str());
-  SHOAL_RETURN_IF_ERROR(InitSegmentLock(h));
+  SHOAL_RETURN_IF_ERROR(InitRobustLock(&h->lock));
   // Allocate the metadata pages (table, index, client slots) now, in one
   // kernel call: clients then map them with MAP_POPULATE at connect instead
   // of taking a fault on each table page they first touch (measured: a cold

@@ -20,8 +20,8 @@
 #include "shm/allocator.h"
 #include "shm/object_table.h"
 #include "shm/prefaulter.h"
+#include "shm/robust_lock.h"
 #include "shm/segment.h"
-#include "shm/segment_lock.h"
 #include "shm/store_service.h"
 
 namespace shoal::shm {
@@ -104,8 +104,9 @@ class StoreService::Impl {
   void ExpireWaiters(absl::Time now);
   void Sweep();
 
-  absl::StatusOr<SegmentLock> Lock() {
-    return SegmentLock::Acquire(segment_->base(), options_.lock_timeout);
+  absl::StatusOr<LockGuard> Lock() {
+    return LockGuard::Acquire(segment_->base(), &table_->header()->lock,
+                              options_.lock_timeout);
   }
 
   StoreOptions options_;

@@ -22,7 +22,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "shm/object_table.h"
-#include "shm/segment_lock.h"
+#include "shm/robust_lock.h"
 #include "shm/store_client.h"
 #include "tools/bench/bench_util.h"
 
@@ -129,11 +129,12 @@ int Run(int argc, char** argv) {
     ObjectId id = IdOrDie(argv[3]);
     uint8_t* base = const_cast<uint8_t*>(client->segment_base());
     shm::ObjectTable table(base);
-    auto lock = shm::SegmentLock::Acquire(base, absl::Seconds(5));
+    auto lock =
+        shm::LockGuard::Acquire(base, &table.header()->lock, absl::Seconds(5));
     if (!lock.ok()) return 1;
     auto e = table.Find(id);
     if (!e) return 1;
-    shm::JournaledWriter journal(base);
+    shm::JournaledWriter journal(base, &table.header()->lock.journal);
     // The first half of taking a reference: the object's count goes up, but
     // the client's own record of it is never written. Left like this, the
     // object could never be freed.

@@ -1,10 +1,11 @@
-#include "shm/segment_lock.h"
+#include "shm/robust_lock.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -13,15 +14,12 @@
 namespace shoal::shm {
 namespace {
 
-SegmentHeader* Header(uint8_t* base) {
-  return reinterpret_cast<SegmentHeader*>(base);
-}
-
-// getpid() is a system call (glibc no longer caches it); the lock's fast path
-// records the holder's pid, so remember it, and forget it in a forked child.
 pid_t g_pid = 0;
 void ForgetPid() { g_pid = 0; }
-pid_t CachedPid() {
+
+}  // namespace
+
+int32_t CachedPid() {
   if (g_pid == 0) {
     static const int registered = pthread_atfork(nullptr, nullptr, ForgetPid);
     (void)registered;
@@ -30,77 +28,77 @@ pid_t CachedPid() {
   return g_pid;
 }
 
-}  // namespace
-
-absl::Status InitSegmentLock(SegmentHeader* header) {
+absl::Status InitRobustLock(RobustLock* lock) {
   pthread_mutexattr_t attr;
   int rc = pthread_mutexattr_init(&attr);
   if (rc == 0) rc = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
   if (rc == 0) rc = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-  if (rc == 0) rc = pthread_mutex_init(&header->lock, &attr);
+  if (rc == 0) rc = pthread_mutex_init(&lock->mutex, &attr);
   pthread_mutexattr_destroy(&attr);
-  if (rc != 0) return SHOAL_ERRNO_VALUE(rc, "initialising the segment mutex");
-  header->journal.active.store(0, std::memory_order_relaxed);
-  header->journal.count.store(0, std::memory_order_relaxed);
+  if (rc != 0) return SHOAL_ERRNO_VALUE(rc, "initialising a robust mutex");
+  lock->owner_pid = 0;
+  lock->repairs = 0;
+  lock->journal.active.store(0, std::memory_order_relaxed);
+  lock->journal.count.store(0, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
-absl::StatusOr<SegmentLock> SegmentLock::Acquire(uint8_t* base,
-                                                 absl::Duration timeout) {
-  SegmentHeader* h = Header(base);
+absl::StatusOr<LockGuard> LockGuard::Acquire(uint8_t* base, RobustLock* lock,
+                                             absl::Duration timeout,
+                                             absl::string_view what) {
   // Uncontended fast path: no clock read, no deadline arithmetic.
-  int rc = pthread_mutex_trylock(&h->lock);
+  int rc = pthread_mutex_trylock(&lock->mutex);
   if (rc != EBUSY) {
     // 0 or EOWNERDEAD (or an error), handled below.
   } else if (timeout == absl::InfiniteDuration()) {
-    rc = pthread_mutex_lock(&h->lock);
+    rc = pthread_mutex_lock(&lock->mutex);
   } else {
     const absl::Time deadline = absl::Now() + timeout;
     timespec ts = absl::ToTimespec(deadline);
     do {
       // timedlock, not clocklock: ThreadSanitizer intercepts only the former.
-      rc = pthread_mutex_timedlock(&h->lock, &ts);
+      rc = pthread_mutex_timedlock(&lock->mutex, &ts);
     } while (rc == EINTR);
   }
   if (rc == ETIMEDOUT) {
     return absl::DeadlineExceededError(
-        absl::StrCat("the store's table lock has been held for over ",
-                     absl::FormatDuration(timeout), " by pid ",
-                     h->lock_owner_pid, " (stopped or deadlocked?)"));
+        absl::StrCat("the ", what, " lock has been held for over ",
+                     absl::FormatDuration(timeout), " by pid ", lock->owner_pid,
+                     " (stopped or deadlocked?)"));
   }
-  SegmentLock lock(base);
+  LockGuard guard(lock);
   if (rc == EOWNERDEAD) {
     // The previous holder died inside its critical section: undo its
     // half-done operation, then make the mutex usable again.
-    lock.repaired_ = RollBackJournal(base);
-    h->lock_repairs++;
-    if (pthread_mutex_consistent(&h->lock) != 0) {
-      lock.base_ = nullptr;
+    guard.repaired_ = RollBackJournal(base, &lock->journal);
+    lock->repairs++;
+    if (pthread_mutex_consistent(&lock->mutex) != 0) {
+      guard.lock_ = nullptr;
       return absl::InternalError(
-          "could not mark the store's table lock consistent");
+          absl::StrCat("could not mark the ", what, " lock consistent"));
     }
   } else if (rc != 0) {
-    lock.base_ = nullptr;
+    guard.lock_ = nullptr;
     if (rc == ENOTRECOVERABLE) {
-      return absl::InternalError(
-          "the store's table lock is unrecoverable; restart the store");
+      return absl::InternalError(absl::StrCat(
+          "the ", what,
+          " lock is unrecoverable; restart the process that owns it"));
     }
-    return SHOAL_ERRNO_VALUE(rc, "locking the store's table");
+    return SHOAL_ERRNO_VALUE(rc, absl::StrCat("locking the ", what));
   }
-  h->lock_owner_pid = CachedPid();
-  return lock;
+  lock->owner_pid = CachedPid();
+  return guard;
 }
 
-SegmentLock::~SegmentLock() {
-  if (base_ != nullptr) {
-    SegmentHeader* h = Header(base_);
-    h->lock_owner_pid = 0;
-    pthread_mutex_unlock(&h->lock);
+LockGuard::~LockGuard() {
+  if (lock_ != nullptr) {
+    lock_->owner_pid = 0;
+    pthread_mutex_unlock(&lock_->mutex);
   }
 }
 
-bool RollBackJournal(uint8_t* base) {
-  Journal& j = Header(base)->journal;
+bool RollBackJournal(uint8_t* base, Journal* journal) {
+  Journal& j = *journal;
   if (j.active.load(std::memory_order_acquire) == 0) return false;
   const uint32_t n = std::min<uint32_t>(j.count.load(std::memory_order_acquire),
                                         kMaxUndoRecords);
@@ -118,22 +116,29 @@ bool RollBackJournal(uint8_t* base) {
   return true;
 }
 
-JournaledWriter::JournaledWriter(uint8_t* base)
-    : base_(base), journal_(&Header(base)->journal) {
+JournaledWriter::JournaledWriter(uint8_t* base, Journal* journal)
+    : base_(base), journal_(journal) {
   journal_->count.store(0, std::memory_order_relaxed);
   journal_->pid = CachedPid();
   journal_->active.store(1, std::memory_order_release);
 }
 
 void JournaledWriter::Record(void* field, uint64_t old_value, uint32_t size) {
-  uint32_t n = journal_->count.load(std::memory_order_relaxed);
+  const uint64_t offset =
+      static_cast<uint64_t>(static_cast<uint8_t*>(field) - base_);
+  const uint32_t n = journal_->count.load(std::memory_order_relaxed);
+  for (uint32_t i = 0; i < n; ++i) {
+    // Already recorded in this operation: its first old value is what a
+    // rollback must restore.
+    if (journal_->records[i].offset == offset) return;
+  }
   if (n >= kMaxUndoRecords) {
     // Operations are sized to fit; overflowing would make the rollback
     // incomplete, which is worse than stopping here.
-    abort();
+    std::abort();
   }
   UndoRecord& r = journal_->records[n];
-  r.offset = static_cast<uint64_t>(static_cast<uint8_t*>(field) - base_);
+  r.offset = offset;
   r.old_value = old_value;
   r.size = size;
   // The record must be complete before the count covers it, and the count
