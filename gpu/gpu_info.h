@@ -18,9 +18,9 @@
 namespace shoal::gpu {
 
 struct BuildInfo {
-  bool cuda = false;             // compiled and linked against CUDA
-  std::string cuda_runtime;      // "13.0" (the runtime linked), or ""
-  std::string nccl;              // "2.28.3" (the NCCL loaded), or ""
+  bool cuda = false;         // compiled and linked against CUDA
+  std::string cuda_runtime;  // "13.0" (the runtime linked), or ""
+  std::string nccl;          // "2.28.3" (the NCCL loaded), or ""
 };
 
 // Never initialises CUDA.
@@ -34,10 +34,6 @@ absl::Status BuiltWithoutCuda(const char* what);
 // cudaErrorNoDevice and cudaErrorInsufficientDriver mean "no GPU" here).
 // Initialises CUDA in this process. Errors: FailedPrecondition without CUDA.
 absl::StatusOr<int> CudaDeviceCount();
-
-// GPUs the NVIDIA driver lists in /proc/driver/nvidia/gpus (0 without a
-// driver). Never initialises CUDA; safe in the coordinator.
-int DriverGpuCount();
 
 }  // namespace shoal::gpu
 

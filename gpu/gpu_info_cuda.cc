@@ -10,36 +10,42 @@
 
 namespace shoal::gpu {
 
-absl::Status CudaStatus(cudaError_t err, const char* call, const char* file, int line) {
+absl::Status CudaStatus(cudaError_t err, const char* call, const char* file,
+                        int line) {
   const char* base = std::strrchr(file, '/');
-  const absl::StatusCode code = err == cudaErrorMemoryAllocation
-                                    ? absl::StatusCode::kResourceExhausted
-                                : err == cudaErrorInvalidValue || err == cudaErrorInvalidDevice
-                                    ? absl::StatusCode::kInvalidArgument
-                                : err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver
-                                    ? absl::StatusCode::kFailedPrecondition
-                                    : absl::StatusCode::kInternal;
-  return absl::Status(code, absl::StrCat(call, ": ", cudaGetErrorName(err), " (",
-                                         cudaGetErrorString(err), ") [",
-                                         base ? base + 1 : file, ":", line, "]"));
+  const absl::StatusCode code =
+      err == cudaErrorMemoryAllocation ? absl::StatusCode::kResourceExhausted
+      : err == cudaErrorInvalidValue || err == cudaErrorInvalidDevice
+          ? absl::StatusCode::kInvalidArgument
+      : err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver
+          ? absl::StatusCode::kFailedPrecondition
+          : absl::StatusCode::kInternal;
+  return absl::Status(
+      code, absl::StrCat(call, ": ", cudaGetErrorName(err), " (",
+                         cudaGetErrorString(err), ") [", base ? base + 1 : file,
+                         ":", line, "]"));
 }
 
-absl::Status NcclStatus(ncclResult_t res, const char* call, const char* file, int line) {
+absl::Status NcclStatus(ncclResult_t res, const char* call, const char* file,
+                        int line) {
   const char* base = std::strrchr(file, '/');
-  const absl::StatusCode code = res == ncclInvalidArgument || res == ncclInvalidUsage
-                                    ? absl::StatusCode::kInvalidArgument
-                                : res == ncclRemoteError || res == ncclSystemError
-                                    ? absl::StatusCode::kUnavailable
-                                : res == ncclInProgress ? absl::StatusCode::kUnavailable
-                                                        : absl::StatusCode::kInternal;
-  return absl::Status(code, absl::StrCat(call, ": ", ncclGetErrorString(res), " [",
-                                         base ? base + 1 : file, ":", line, "]"));
+  const absl::StatusCode code =
+      res == ncclInvalidArgument || res == ncclInvalidUsage
+          ? absl::StatusCode::kInvalidArgument
+      : res == ncclRemoteError || res == ncclSystemError
+          ? absl::StatusCode::kUnavailable
+      : res == ncclInProgress ? absl::StatusCode::kUnavailable
+                              : absl::StatusCode::kInternal;
+  return absl::Status(code,
+                      absl::StrCat(call, ": ", ncclGetErrorString(res), " [",
+                                   base ? base + 1 : file, ":", line, "]"));
 }
 
 BuildInfo GetBuildInfo() {
   BuildInfo info;
   info.cuda = true;
-  info.cuda_runtime = absl::StrCat(CUDART_VERSION / 1000, ".", (CUDART_VERSION % 1000) / 10);
+  info.cuda_runtime =
+      absl::StrCat(CUDART_VERSION / 1000, ".", (CUDART_VERSION % 1000) / 10);
   int v = 0;
   if (ncclGetVersion(&v) == ncclSuccess) {
     // NCCL ≥ 2.9 encodes major*10000 + minor*100 + patch.

@@ -5,6 +5,8 @@ namespace shoal::gpu {
 
 BuildInfo GetBuildInfo() { return BuildInfo{}; }
 
-absl::StatusOr<int> CudaDeviceCount() { return BuiltWithoutCuda("CudaDeviceCount"); }
+absl::StatusOr<int> CudaDeviceCount() {
+  return BuiltWithoutCuda("CudaDeviceCount");
+}
 
 }  // namespace shoal::gpu

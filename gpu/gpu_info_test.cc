@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "gpu/device_visibility.h"
 #include "gtest/gtest.h"
 
 namespace shoal::gpu {
@@ -13,7 +14,8 @@ TEST(GpuInfoTest, BuildInfoMatchesTheBuild) {
   EXPECT_TRUE(info.cuda);
   EXPECT_FALSE(info.cuda_runtime.empty());
   EXPECT_FALSE(info.nccl.empty()) << "NCCL should load in a CUDA build";
-  std::printf("built with CUDA %s, NCCL %s\n", info.cuda_runtime.c_str(), info.nccl.c_str());
+  std::printf("built with CUDA %s, NCCL %s\n", info.cuda_runtime.c_str(),
+              info.nccl.c_str());
 #else
   EXPECT_FALSE(info.cuda);
   absl::StatusOr<int> n = CudaDeviceCount();

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "gpu/device_visibility.h"
 #include "gpu/gpu_info.h"
 #include "ipc/messages.h"
 #include "ipc/runtime_dir.h"
@@ -17,14 +18,19 @@ int InfoCommand(int argc, char** argv) {
   ArgParser p("shoal info", "Prints what this build and this machine offer.");
   if (absl::Status s = p.Parse(argc, argv); !s.ok()) return Fail(s);
   const gpu::BuildInfo build = gpu::GetBuildInfo();
-  std::printf("protocol      %u.%u\n", ipc::kProtocolMajor, ipc::kProtocolMinor);
+  std::printf("protocol      %u.%u\n", ipc::kProtocolMajor,
+              ipc::kProtocolMinor);
   if (build.cuda) {
     std::printf("cuda          built with CUDA runtime %s, NCCL %s\n",
-                build.cuda_runtime.c_str(), build.nccl.empty() ? "(not loaded)" : build.nccl.c_str());
+                build.cuda_runtime.c_str(),
+                build.nccl.empty() ? "(not loaded)" : build.nccl.c_str());
   } else {
-    std::printf("cuda          built without CUDA (GPU features return FailedPrecondition)\n");
+    std::printf(
+        "cuda          built without CUDA (GPU features return "
+        "FailedPrecondition)\n");
   }
-  std::printf("gpus          %d listed by the NVIDIA driver\n", gpu::DriverGpuCount());
+  std::printf("gpus          %d listed by the NVIDIA driver\n",
+              gpu::DriverGpuCount());
   std::printf("cpus          %ld online\n", sysconf(_SC_NPROCESSORS_ONLN));
   if (auto free = shm::ShmFreeBytes(); free.ok()) {
     std::printf("/dev/shm      %s free\n", FormatBytes(*free).c_str());

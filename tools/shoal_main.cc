@@ -13,7 +13,8 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
-    {"info", shoal::cli::InfoCommand, "what this build and machine offer (CUDA, NCCL, GPUs, /dev/shm)"},
+    {"info", shoal::cli::InfoCommand,
+     "what this build and machine offer (CUDA, NCCL, GPUs, /dev/shm)"},
     {"store", shoal::cli::StoreCommand,
      "run a node's shared-memory tensor store in the foreground"},
     {"bench", shoal::cli::BenchCommand, "benchmarks: `shoal bench store` (W1)"},
