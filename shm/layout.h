@@ -126,7 +126,10 @@ struct RobustLock {
   Journal journal;
 };
 
-struct SegmentHeader {
+// The start of every shoal segment (the store's and the task table's): who
+// owns it and whether it is usable. The owner writes `magic` last, after
+// initialising everything else, and sets `closed` at a clean shutdown.
+struct SegmentPrefix {
   uint64_t magic;
   uint32_t layout_version;
   uint32_t header_bytes;
@@ -135,6 +138,12 @@ struct SegmentHeader {
   uint32_t reserved0;
   uint64_t owner_start_ticks;  // /proc/<pid>/stat field 22: guards pid reuse
   char job_id[64];
+  std::atomic<uint32_t> ready;
+  std::atomic<uint32_t> closed;
+};
+
+struct SegmentHeader {
+  SegmentPrefix prefix;
 
   uint32_t max_objects;
   uint32_t index_buckets;  // power of two
@@ -146,12 +155,6 @@ struct SegmentHeader {
   uint64_t client_slot_bytes;
   uint64_t arena_offset;
   uint64_t arena_bytes;
-
-  // Set once the service finished initialising; clients refuse a segment
-  // without it.
-  std::atomic<uint32_t> ready;
-  // Set by the service at clean shutdown so clients fail fast.
-  std::atomic<uint32_t> closed;
 
   // Guards the table, the index, every ClientSlot and `live_refs`.
   alignas(64) RobustLock lock;

@@ -158,6 +158,13 @@ void JournaledWriter::Write64(uint64_t* field, uint64_t value) {
   *field = value;
 }
 
+void JournaledWriter::WriteAtomic32(std::atomic<uint32_t>* field,
+                                    uint32_t value) {
+  Record(field, field->load(std::memory_order_relaxed), 4);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  field->store(value, std::memory_order_release);
+}
+
 void JournaledWriter::Commit() {
   if (committed_) return;
   committed_ = true;

@@ -9,6 +9,7 @@
 #ifndef SHOAL_SHM_ROBUST_LOCK_H_
 #define SHOAL_SHM_ROBUST_LOCK_H_
 
+#include <atomic>
 #include <cstdint>
 
 #include "absl/status/status.h"
@@ -68,6 +69,9 @@ class JournaledWriter {
 
   void Write32(uint32_t* field, uint32_t value);
   void Write64(uint64_t* field, uint64_t value);
+  // For fields also read without the lock: the new value is stored atomically
+  // (release) after the old one is recorded.
+  void WriteAtomic32(std::atomic<uint32_t>* field, uint32_t value);
   // Ends the operation: from here on it is permanent.
   void Commit();
 

@@ -25,6 +25,7 @@ namespace {
 constexpr char kShmDir[] = "/dev/shm";
 constexpr char kPrefix[] = "shoal-";
 constexpr char kSuffix[] = "-store";
+constexpr char kTaskSuffix[] = "-tasks";
 
 std::string HumanBytes(uint64_t b) {
   if (b >= (uint64_t{1} << 30))
@@ -44,10 +45,11 @@ struct OwnerInfo {
 
 OwnerInfo ReadOwner(int fd) {
   OwnerInfo info;
-  SegmentHeader h;
-  if (pread(fd, &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h)))
+  SegmentPrefix h;
+  if (pread(fd, &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h))) {
     return info;
-  if (h.magic != kSegmentMagic) return info;
+  }
+  if (h.magic == 0) return info;
   info.valid = true;
   info.pid = h.owner_pid;
   info.start_ticks = h.owner_start_ticks;
@@ -171,7 +173,7 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::Create(
 }
 
 absl::StatusOr<std::unique_ptr<Segment>> Segment::Open(
-    const std::string& name) {
+    const std::string& name, uint64_t magic, uint32_t layout_version) {
   bip::shared_memory_object shm;
   bip::mapped_region region;
   absl::Status s = CallBoost(absl::StrCat("opening /dev/shm/", name), [&] {
@@ -179,37 +181,63 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::Open(
                                     bip::read_write);
   });
   if (absl::IsNotFound(s)) {
-    return absl::NotFoundError(absl::StrCat("no store segment /dev/shm/", name,
-                                            " (is the store running?)"));
+    return absl::NotFoundError(
+        absl::StrCat("no segment /dev/shm/", name,
+                     " (is its store or coordinator running?)"));
   }
   if (!s.ok()) return s;
   bip::offset_t size = 0;
   if (!shm.get_size(size) || static_cast<uint64_t>(size) < kPageSize) {
     return absl::FailedPreconditionError(
-        absl::StrCat("/dev/shm/", name, " is not a shoal store segment"));
+        absl::StrCat("/dev/shm/", name, " is not a shoal segment"));
   }
   s = CallBoost(absl::StrCat("mapping /dev/shm/", name),
                 [&] { region = bip::mapped_region(shm, bip::read_write); });
   if (!s.ok()) return s;
   std::unique_ptr<Segment> seg(
       new Segment(name, std::move(shm), std::move(region), /*owner=*/false));
-  const auto* h = reinterpret_cast<const SegmentHeader*>(seg->base());
-  if (h->magic != kSegmentMagic || h->segment_bytes != seg->size()) {
+  const auto* h = reinterpret_cast<const SegmentPrefix*>(seg->base());
+  if (h->magic != magic || h->segment_bytes != seg->size()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("/dev/shm/", name, " is not a shoal store segment"));
+        absl::StrCat("/dev/shm/", name, " is not the shoal segment expected"));
   }
-  if (h->layout_version != kLayoutVersion) {
+  if (h->layout_version != layout_version) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "store segment layout version ", h->layout_version,
-        ", this build speaks ", kLayoutVersion, "; use matching shoal builds"));
+        "/dev/shm/", name, " has layout version ", h->layout_version,
+        ", this build speaks ", layout_version, "; use matching shoal builds"));
   }
   if (h->ready.load(std::memory_order_acquire) == 0) {
-    return absl::FailedPreconditionError("the store is still initialising");
+    return absl::FailedPreconditionError(
+        "the segment's owner is still initialising it");
   }
   if (h->closed.load(std::memory_order_acquire) != 0) {
-    return absl::FailedPreconditionError("the store has shut down");
+    return absl::FailedPreconditionError("the segment's owner has shut down");
   }
   return seg;
+}
+
+void Segment::InitPrefix(absl::string_view job_id, uint32_t layout_version,
+                         uint32_t header_bytes) {
+  auto* h = reinterpret_cast<SegmentPrefix*>(base());
+  h->magic = 0;  // written last: a half-initialised segment is never valid
+  h->layout_version = layout_version;
+  h->header_bytes = header_bytes;
+  h->segment_bytes = size();
+  h->owner_pid = getpid();
+  h->owner_start_ticks = ProcessStartTicks(getpid()).value_or(0);
+  snprintf(h->job_id, sizeof(h->job_id), "%s", std::string(job_id).c_str());
+}
+
+void Segment::Publish(uint64_t magic) {
+  auto* h = reinterpret_cast<SegmentPrefix*>(base());
+  std::atomic_thread_fence(std::memory_order_release);
+  h->magic = magic;
+  h->ready.store(1, std::memory_order_release);
+}
+
+void Segment::MarkClosed() {
+  reinterpret_cast<SegmentPrefix*>(base())->closed.store(
+      1, std::memory_order_release);
 }
 
 std::vector<std::string> Segment::RemoveStale() {
@@ -219,8 +247,10 @@ std::vector<std::string> Segment::RemoveStale() {
   const uid_t uid = getuid();
   while (dirent* ent = readdir(dir)) {
     const std::string name = ent->d_name;
-    if (!absl::StartsWith(name, kPrefix) || !absl::EndsWith(name, kSuffix))
+    if (!absl::StartsWith(name, kPrefix) ||
+        !(absl::EndsWith(name, kSuffix) || absl::EndsWith(name, kTaskSuffix))) {
       continue;
+    }
     const std::string path = absl::StrCat("/", name);
     int fd = shm_open(path.c_str(), O_RDONLY, 0);
     if (fd < 0) continue;

@@ -38,13 +38,23 @@ class Segment {
   static absl::StatusOr<std::unique_ptr<Segment>> Create(
       const std::string& name, uint64_t bytes);
 
-  // Maps an existing segment read-write.
-  // Errors: NotFound (no such segment), FailedPrecondition (not a shoal store,
-  // another layout version, not yet initialised, or closed), Internal.
-  static absl::StatusOr<std::unique_ptr<Segment>> Open(const std::string& name);
+  // Maps an existing segment read-write and checks its SegmentPrefix.
+  // Errors: NotFound (no such segment), FailedPrecondition (another magic or
+  // layout version, not yet initialised, or closed), Internal.
+  static absl::StatusOr<std::unique_ptr<Segment>> Open(const std::string& name,
+                                                       uint64_t magic,
+                                                       uint32_t layout_version);
 
-  // Removes every /dev/shm/shoal-*-store segment of this user whose owner is
-  // dead (a store killed without cleaning up). Returns the names removed.
+  // Fills the prefix of a freshly created segment (magic stays 0) ...
+  void InitPrefix(absl::string_view job_id, uint32_t layout_version,
+                  uint32_t header_bytes);
+  // ... and, once everything else is initialised, makes it valid.
+  void Publish(uint64_t magic);
+  // Marks it closed, so clients fail fast (clean shutdown).
+  void MarkClosed();
+
+  // Removes every /dev/shm/shoal-* segment of this user whose owner is dead
+  // (a store or coordinator killed without cleaning up). Returns the names.
   static std::vector<std::string> RemoveStale();
 
   // Unmaps; the creator also unlinks the file.

@@ -70,7 +70,8 @@ absl::Status StoreClient::Impl::Connect() {
   const auto* r = std::get_if<ipc::StoreConnectReply>(&reply);
   if (r == nullptr)
     return absl::InternalError("unexpected reply to store_connect");
-  SHOAL_ASSIGN_OR_RETURN(segment_, Segment::Open(r->segment_name));
+  SHOAL_ASSIGN_OR_RETURN(
+      segment_, Segment::Open(r->segment_name, kSegmentMagic, kLayoutVersion));
   table_ = std::make_unique<ObjectTable>(segment_->base());
   slot_ = r->client_slot;
   const SegmentHeader* h = table_->header();
@@ -135,7 +136,7 @@ void StoreClient::Impl::Notify(ipc::Message message) {
 
 absl::StatusOr<LockGuard> StoreClient::Impl::Lock() {
   const SegmentHeader* h = table_->header();
-  if (h->closed.load(std::memory_order_acquire) != 0) {
+  if (h->prefix.closed.load(std::memory_order_acquire) != 0) {
     return absl::UnavailableError("the store has shut down");
   }
   return LockGuard::Acquire(segment_->base(), &table_->header()->lock,

@@ -75,13 +75,8 @@ absl::StatusOr<std::unique_ptr<StoreService::Impl>> StoreService::Impl::Create(
 
   uint8_t* base = impl->segment_->base();
   auto* h = reinterpret_cast<SegmentHeader*>(base);
-  h->magic = 0;  // written last: a half-initialised segment is never "valid"
-  h->layout_version = kLayoutVersion;
-  h->header_bytes = sizeof(SegmentHeader);
-  h->segment_bytes = impl->segment_->size();
-  h->owner_pid = getpid();
-  h->owner_start_ticks = ProcessStartTicks(getpid()).value_or(0);
-  snprintf(h->job_id, sizeof(h->job_id), "%s", impl->options_.job_id.c_str());
+  impl->segment_->InitPrefix(impl->options_.job_id, kLayoutVersion,
+                             sizeof(SegmentHeader));
   SHOAL_RETURN_IF_ERROR(InitRobustLock(&h->lock));
   // Allocate the metadata pages (table, index, client slots) now, in one
   // kernel call: clients then map them with MAP_POPULATE at connect instead
@@ -98,9 +93,7 @@ absl::StatusOr<std::unique_ptr<StoreService::Impl>> StoreService::Impl::Create(
   impl->free_entries_.reserve(layout.max_objects);
   for (uint32_t i = layout.max_objects; i-- > 0;)
     impl->free_entries_.push_back(i);
-  std::atomic_thread_fence(std::memory_order_release);
-  h->magic = kSegmentMagic;
-  h->ready.store(1, std::memory_order_release);
+  impl->segment_->Publish(kSegmentMagic);
 
   impl->prefaulter_ = std::make_unique<Prefaulter>(
       impl->segment_->fd(), layout.arena_offset, layout.arena_bytes,
@@ -132,10 +125,7 @@ absl::StatusOr<std::unique_ptr<StoreService::Impl>> StoreService::Impl::Create(
 }
 
 StoreService::Impl::~Impl() {
-  if (segment_ != nullptr) {
-    reinterpret_cast<SegmentHeader*>(segment_->base())
-        ->closed.store(1, std::memory_order_release);
-  }
+  if (segment_ != nullptr) segment_->MarkClosed();
   for (auto& [slot, c] : clients_) {
     if (c.pidfd >= 0) close(c.pidfd);
   }
