@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "ipc/object_id.h"
 #include "ipc/tensor_meta.h"
+#include "ipc/value.h"
 
 namespace shoal::ipc {
 
@@ -118,12 +119,127 @@ struct ReclaimHint {
   ObjectId id;
 };
 
+// Tasks ---------------------------------------------------------------------
+
+struct Resources {
+  uint32_t cpus = 1;
+  uint32_t gpus = 0;
+};
+
+inline constexpr int32_t kDefaultMaxRetries = 3;
+
+struct TaskSpec {
+  std::string function;
+  std::vector<Value> args;
+  Resources resources;
+  int64_t timeout_ms = 0;   // 0: none
+  int32_t max_retries = -1;  // -1: kDefaultMaxRetries
+};
+
+struct TaskResult {
+  uint64_t task_id = 0;
+  absl::Status status;
+  std::vector<Value> outputs;
+  uint32_t attempts = 0;
+};
+
+struct ClientHello {
+  int32_t pid = 0;
+  std::string name;
+  std::string boot_id;
+};
+
+struct ClientWelcome {
+  std::string job_id;
+  bool local = false;
+  std::string task_segment;
+  uint32_t task_client = 0;
+  std::string store_endpoint;
+};
+
+struct SubmitRequest {
+  std::vector<TaskSpec> tasks;
+};
+
+struct SubmitReply {
+  std::vector<uint64_t> task_ids;
+};
+
+struct WaitRequest {
+  std::vector<uint64_t> task_ids;
+  int64_t timeout_ms = -1;  // negative: no limit
+  uint32_t min_done = 0;    // 0: all
+  bool release = false;
+};
+
+struct WaitReply {
+  std::vector<TaskResult> results;
+};
+
+struct CancelRequest {
+  std::vector<uint64_t> task_ids;
+};
+
+struct ReleaseTasksRequest {
+  std::vector<uint64_t> task_ids;
+};
+
+struct FetchObjectRequest {
+  ObjectId id;
+};
+
+struct FetchObjectReply {
+  TensorValue tensor;
+};
+
+struct WorkerHello {
+  uint32_t worker_id = 0;
+  int32_t pid = 0;
+};
+
+struct WorkerHeartbeat {
+  uint32_t worker_id = 0;
+  uint64_t tasks_done = 0;
+};
+
+struct StatusRequest {};
+
+struct WorkerStatus {
+  uint32_t id = 0;
+  int32_t pid = 0;
+  std::string gpus;
+  std::string state;
+  uint64_t tasks_done = 0;
+  uint64_t tasks_failed = 0;
+  uint32_t restarts = 0;
+  uint64_t rss_bytes = 0;
+  std::string last_exit;
+};
+
+struct NodeStatus {
+  std::string job_id;
+  int32_t coordinator_pid = 0;
+  int64_t uptime_ms = 0;
+  std::vector<WorkerStatus> workers;
+  uint32_t queued = 0;
+  uint32_t running = 0;
+  uint64_t submitted = 0;
+  uint64_t completed = 0;
+  StoreStats store;
+  std::string frontend;
+};
+
+struct StopRequest {};
+
 using Message =
     std::variant<ErrorReply, OkReply, StoreConnectRequest, StoreConnectReply,
                  StoreDisconnectRequest, CreateRequest, CreateReply,
                  SealedNotice, AbortRequest, GetRequest, GetReply,
                  ReleaseRequest, DeleteRequest, ContainsRequest, ContainsReply,
-                 StoreStatsRequest, StoreStats, ReclaimHint>;
+                 StoreStatsRequest, StoreStats, ReclaimHint, ClientHello,
+                 ClientWelcome, SubmitRequest, SubmitReply, WaitRequest, WaitReply,
+                 CancelRequest, ReleaseTasksRequest, FetchObjectRequest, FetchObjectReply,
+                 WorkerHello, WorkerHeartbeat, StatusRequest, NodeStatus, StopRequest>;
 
 struct Envelope {
   uint64_t request_id = 0;

@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "ipc/wire_convert.h"
 #include "proto/shoal.pb.h"
 
 namespace shoal::ipc {
@@ -15,90 +16,11 @@ struct Overloaded : Ts... {
 template <class... Ts>
 Overloaded(Ts...) -> Overloaded<Ts...>;
 
-// ---- value conversions ------------------------------------------------------
+std::string IdBytes(const ObjectId& id) { return std::string(id.Binary()); }
 
-void ToWire(const TensorMeta& m, wire::TensorMetaSpec* out) {
-  out->set_dtype(static_cast<uint32_t>(m.dtype));
-  for (int64_t d : m.shape) out->add_shape(d);
-  for (int64_t s : m.strides) out->add_strides(s);
-  out->mutable_device()->set_type(static_cast<uint32_t>(m.device.type));
-  out->mutable_device()->set_index(m.device.index);
-}
-
-absl::StatusOr<TensorMeta> FromWire(const wire::TensorMetaSpec& w) {
-  if (!IsValidDType(w.dtype())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown dtype value ", w.dtype()));
-  }
-  if (w.shape_size() > kMaxRank || w.strides_size() > kMaxRank) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor rank ", std::max(w.shape_size(), w.strides_size()),
-                     " exceeds the maximum of ", kMaxRank));
-  }
-  if (w.device().type() > 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown device type ", w.device().type()));
-  }
-  TensorMeta m;
-  m.dtype = static_cast<DType>(w.dtype());
-  m.shape.assign(w.shape().begin(), w.shape().end());
-  m.strides.assign(w.strides().begin(), w.strides().end());
-  m.device.type = static_cast<Device::Type>(w.device().type());
-  m.device.index = w.device().index();
-  absl::Status s = m.Validate();
-  if (!s.ok()) return s;
-  return m;
-}
-
-absl::StatusOr<ObjectId> IdFromWire(const std::string& bytes) {
-  return ObjectId::FromBinary(bytes);
-}
-
-bool ValidCode(int32_t code) {
-  return code > 0 &&
-         code <= static_cast<int32_t>(absl::StatusCode::kUnauthenticated);
-}
-
-absl::Status StatusFromWire(int32_t code, const std::string& message) {
-  if (code == 0) return absl::OkStatus();
-  if (!ValidCode(code)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid status code ", code));
-  }
-  return absl::Status(static_cast<absl::StatusCode>(code), message);
-}
-
-void InfoToWire(const ObjectInfo& info, wire::ObjectInfo* out) {
-  out->set_id(std::string(info.id.Binary()));
-  out->set_code(static_cast<int32_t>(info.status.code()));
-  out->set_message(std::string(info.status.message()));
-  out->set_offset(info.offset);
-  out->set_nbytes(info.nbytes);
-  out->set_entry(info.entry);
-  out->set_generation(info.generation);
-  if (info.status.ok()) ToWire(info.meta, out->mutable_meta());
-}
-
-absl::StatusOr<ObjectInfo> InfoFromWire(const wire::ObjectInfo& w) {
-  ObjectInfo info;
-  auto id = IdFromWire(w.id());
-  if (!id.ok()) return id.status();
-  info.id = *id;
-  if (w.code() != 0 && !ValidCode(w.code())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid status code ", w.code()));
-  }
-  info.status = StatusFromWire(w.code(), w.message());
-  info.offset = w.offset();
-  info.nbytes = w.nbytes();
-  info.entry = w.entry();
-  info.generation = w.generation();
-  if (info.status.ok()) {
-    auto meta = FromWire(w.meta());
-    if (!meta.ok()) return meta.status();
-    info.meta = *std::move(meta);
-  }
-  return info;
+absl::Status TooMany(absl::string_view what, size_t n, size_t limit) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat(what, " lists ", n, " items, above the limit of ", limit));
 }
 
 // ---- encode -----------------------------------------------------------------
@@ -108,8 +30,7 @@ absl::Status BodyToWire(const Message& body, wire::Envelope* w) {
       Overloaded{
           [&](const ErrorReply& m) -> absl::Status {
             if (m.status.ok()) {
-              return absl::InvalidArgumentError(
-                  "an ErrorReply needs a non-OK status");
+              return absl::InvalidArgumentError("an ErrorReply needs a non-OK status");
             }
             w->mutable_error()->set_code(static_cast<int32_t>(m.status.code()));
             w->mutable_error()->set_message(std::string(m.status.message()));
@@ -140,7 +61,7 @@ absl::Status BodyToWire(const Message& body, wire::Envelope* w) {
             absl::Status s = m.meta.Validate();
             if (!s.ok()) return s;
             auto* r = w->mutable_create();
-            r->set_id(std::string(m.id.Binary()));
+            r->set_id(IdBytes(m.id));
             ToWire(m.meta, r->mutable_meta());
             r->set_nbytes(m.nbytes);
             return absl::OkStatus();
@@ -153,37 +74,44 @@ absl::Status BodyToWire(const Message& body, wire::Envelope* w) {
             return absl::OkStatus();
           },
           [&](const SealedNotice& m) -> absl::Status {
-            w->mutable_sealed()->set_id(std::string(m.id.Binary()));
+            w->mutable_sealed()->set_id(IdBytes(m.id));
             return absl::OkStatus();
           },
           [&](const AbortRequest& m) -> absl::Status {
-            w->mutable_abort()->set_id(std::string(m.id.Binary()));
+            w->mutable_abort()->set_id(IdBytes(m.id));
             return absl::OkStatus();
           },
           [&](const GetRequest& m) -> absl::Status {
             auto* r = w->mutable_get();
-            for (const ObjectId& id : m.ids)
-              r->add_ids(std::string(id.Binary()));
+            for (const ObjectId& id : m.ids) r->add_ids(IdBytes(id));
             r->set_timeout_ms(m.timeout_ms);
             return absl::OkStatus();
           },
           [&](const GetReply& m) -> absl::Status {
             auto* r = w->mutable_get_reply();
             for (const ObjectInfo& info : m.objects) {
-              InfoToWire(info, r->add_objects());
+              auto* o = r->add_objects();
+              o->set_id(IdBytes(info.id));
+              o->set_code(static_cast<int32_t>(info.status.code()));
+              o->set_message(std::string(info.status.message()));
+              o->set_offset(info.offset);
+              o->set_nbytes(info.nbytes);
+              o->set_entry(info.entry);
+              o->set_generation(info.generation);
+              if (info.status.ok()) ToWire(info.meta, o->mutable_meta());
             }
             return absl::OkStatus();
           },
           [&](const ReleaseRequest& m) -> absl::Status {
-            w->mutable_release()->set_id(std::string(m.id.Binary()));
+            w->mutable_release()->set_id(IdBytes(m.id));
             return absl::OkStatus();
           },
           [&](const DeleteRequest& m) -> absl::Status {
-            w->mutable_delete_object()->set_id(std::string(m.id.Binary()));
+            w->mutable_delete_object()->set_id(IdBytes(m.id));
             return absl::OkStatus();
           },
           [&](const ContainsRequest& m) -> absl::Status {
-            w->mutable_contains()->set_id(std::string(m.id.Binary()));
+            w->mutable_contains()->set_id(IdBytes(m.id));
             return absl::OkStatus();
           },
           [&](const ContainsReply& m) -> absl::Status {
@@ -195,22 +123,110 @@ absl::Status BodyToWire(const Message& body, wire::Envelope* w) {
             return absl::OkStatus();
           },
           [&](const StoreStats& m) -> absl::Status {
-            auto* r = w->mutable_store_stats_reply();
-            r->set_capacity_bytes(m.capacity_bytes);
-            r->set_used_bytes(m.used_bytes);
-            r->set_objects(m.objects);
-            r->set_sealed_objects(m.sealed_objects);
-            r->set_referenced_objects(m.referenced_objects);
-            r->set_evictions(m.evictions);
-            r->set_evicted_bytes(m.evicted_bytes);
-            r->set_clients(m.clients);
-            r->set_prefaulted_bytes(m.prefaulted_bytes);
-            r->set_max_objects(m.max_objects);
-            r->set_lock_repairs(m.lock_repairs);
+            ToWire(m, w->mutable_store_stats_reply());
             return absl::OkStatus();
           },
           [&](const ReclaimHint& m) -> absl::Status {
-            w->mutable_reclaim_hint()->set_id(std::string(m.id.Binary()));
+            w->mutable_reclaim_hint()->set_id(IdBytes(m.id));
+            return absl::OkStatus();
+          },
+          [&](const ClientHello& m) -> absl::Status {
+            auto* r = w->mutable_client_hello();
+            r->set_pid(m.pid);
+            r->set_name(m.name);
+            r->set_boot_id(m.boot_id);
+            return absl::OkStatus();
+          },
+          [&](const ClientWelcome& m) -> absl::Status {
+            auto* r = w->mutable_client_welcome();
+            r->set_job_id(m.job_id);
+            r->set_local(m.local);
+            r->set_task_segment(m.task_segment);
+            r->set_task_client(m.task_client);
+            r->set_store_endpoint(m.store_endpoint);
+            return absl::OkStatus();
+          },
+          [&](const SubmitRequest& m) -> absl::Status {
+            auto* r = w->mutable_submit();
+            for (const TaskSpec& t : m.tasks) ToWire(t, r->add_tasks());
+            return absl::OkStatus();
+          },
+          [&](const SubmitReply& m) -> absl::Status {
+            for (uint64_t id : m.task_ids) w->mutable_submit_reply()->add_task_ids(id);
+            return absl::OkStatus();
+          },
+          [&](const WaitRequest& m) -> absl::Status {
+            auto* r = w->mutable_wait();
+            for (uint64_t id : m.task_ids) r->add_task_ids(id);
+            r->set_timeout_ms(m.timeout_ms);
+            r->set_min_done(m.min_done);
+            r->set_release(m.release);
+            return absl::OkStatus();
+          },
+          [&](const WaitReply& m) -> absl::Status {
+            auto* r = w->mutable_wait_reply();
+            for (const TaskResult& t : m.results) ToWire(t, r->add_results());
+            return absl::OkStatus();
+          },
+          [&](const CancelRequest& m) -> absl::Status {
+            for (uint64_t id : m.task_ids) w->mutable_cancel()->add_task_ids(id);
+            return absl::OkStatus();
+          },
+          [&](const ReleaseTasksRequest& m) -> absl::Status {
+            for (uint64_t id : m.task_ids) w->mutable_release_tasks()->add_task_ids(id);
+            return absl::OkStatus();
+          },
+          [&](const FetchObjectRequest& m) -> absl::Status {
+            w->mutable_fetch_object()->set_id(IdBytes(m.id));
+            return absl::OkStatus();
+          },
+          [&](const FetchObjectReply& m) -> absl::Status {
+            auto* t = w->mutable_fetch_object_reply()->mutable_tensor();
+            ToWire(m.tensor.meta, t->mutable_meta());
+            t->set_data(m.tensor.data);
+            return absl::OkStatus();
+          },
+          [&](const WorkerHello& m) -> absl::Status {
+            w->mutable_worker_hello()->set_worker_id(m.worker_id);
+            w->mutable_worker_hello()->set_pid(m.pid);
+            return absl::OkStatus();
+          },
+          [&](const WorkerHeartbeat& m) -> absl::Status {
+            w->mutable_worker_heartbeat()->set_worker_id(m.worker_id);
+            w->mutable_worker_heartbeat()->set_tasks_done(m.tasks_done);
+            return absl::OkStatus();
+          },
+          [&](const StatusRequest&) -> absl::Status {
+            w->mutable_status();
+            return absl::OkStatus();
+          },
+          [&](const NodeStatus& m) -> absl::Status {
+            auto* r = w->mutable_node_status();
+            r->set_job_id(m.job_id);
+            r->set_coordinator_pid(m.coordinator_pid);
+            r->set_uptime_ms(m.uptime_ms);
+            for (const WorkerStatus& ws : m.workers) {
+              auto* o = r->add_workers();
+              o->set_id(ws.id);
+              o->set_pid(ws.pid);
+              o->set_gpus(ws.gpus);
+              o->set_state(ws.state);
+              o->set_tasks_done(ws.tasks_done);
+              o->set_tasks_failed(ws.tasks_failed);
+              o->set_restarts(ws.restarts);
+              o->set_rss_bytes(ws.rss_bytes);
+              o->set_last_exit(ws.last_exit);
+            }
+            r->set_queued(m.queued);
+            r->set_running(m.running);
+            r->set_submitted(m.submitted);
+            r->set_completed(m.completed);
+            ToWire(m.store, r->mutable_store());
+            r->set_frontend(m.frontend);
+            return absl::OkStatus();
+          },
+          [&](const StopRequest&) -> absl::Status {
+            w->mutable_stop();
             return absl::OkStatus();
           },
       },
@@ -219,16 +235,24 @@ absl::Status BodyToWire(const Message& body, wire::Envelope* w) {
 
 // ---- decode -----------------------------------------------------------------
 
-absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
-                                     const DecodeLimits& limits) {
-  auto id_of = [](const std::string& bytes) { return IdFromWire(bytes); };
+absl::StatusOr<std::vector<uint64_t>> TaskIds(const google::protobuf::RepeatedField<uint64_t>& ids,
+                                              const DecodeLimits& limits) {
+  if (static_cast<size_t>(ids.size()) > limits.max_ids) {
+    return TooMany("the request", ids.size(), limits.max_ids);
+  }
+  return std::vector<uint64_t>(ids.begin(), ids.end());
+}
+
+absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w, const DecodeLimits& limits) {
+  auto id_of = [](const std::string& bytes) { return ObjectId::FromBinary(bytes); };
   switch (w.body_case()) {
     case wire::Envelope::kError: {
-      if (!ValidCode(w.error().code())) {
+      if (!ValidStatusCode(w.error().code())) {
         return absl::InvalidArgumentError(
             absl::StrCat("error reply with invalid code ", w.error().code()));
       }
-      return ErrorReply{StatusFromWire(w.error().code(), w.error().message())};
+      return ErrorReply{absl::Status(static_cast<absl::StatusCode>(w.error().code()),
+                                     w.error().message())};
     }
     case wire::Envelope::kOk:
       return OkReply{};
@@ -237,16 +261,13 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
         return absl::ResourceExhaustedError("client name too long");
       }
       if (w.store_connect().pid() <= 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("invalid pid ", w.store_connect().pid()));
+        return absl::InvalidArgumentError(absl::StrCat("invalid pid ", w.store_connect().pid()));
       }
-      return StoreConnectRequest{w.store_connect().pid(),
-                                 w.store_connect().name()};
+      return StoreConnectRequest{w.store_connect().pid(), w.store_connect().name()};
     }
     case wire::Envelope::kStoreConnectReply: {
       const auto& r = w.store_connect_reply();
-      return StoreConnectReply{r.client_slot(), r.segment_name(),
-                               r.segment_bytes(), r.session()};
+      return StoreConnectReply{r.client_slot(), r.segment_name(), r.segment_bytes(), r.session()};
     }
     case wire::Envelope::kStoreDisconnect:
       return StoreDisconnectRequest{};
@@ -277,9 +298,7 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
     }
     case wire::Envelope::kGet: {
       if (static_cast<size_t>(w.get().ids_size()) > limits.max_ids) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("get of ", w.get().ids_size(),
-                         " ids exceeds the limit of ", limits.max_ids));
+        return TooMany("get", w.get().ids_size(), limits.max_ids);
       }
       GetRequest m;
       m.timeout_ms = w.get().timeout_ms();
@@ -292,13 +311,27 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
     }
     case wire::Envelope::kGetReply: {
       if (static_cast<size_t>(w.get_reply().objects_size()) > limits.max_ids) {
-        return absl::ResourceExhaustedError("get reply holds too many objects");
+        return TooMany("get reply", w.get_reply().objects_size(), limits.max_ids);
       }
       GetReply m;
       for (const wire::ObjectInfo& o : w.get_reply().objects()) {
-        auto info = InfoFromWire(o);
-        if (!info.ok()) return info.status();
-        m.objects.push_back(*std::move(info));
+        ObjectInfo info;
+        auto id = id_of(o.id());
+        if (!id.ok()) return id.status();
+        info.id = *id;
+        auto st = StatusFromWire(o.code(), o.message());
+        if (!st.ok()) return st.status();
+        info.status = *st;
+        info.offset = o.offset();
+        info.nbytes = o.nbytes();
+        info.entry = o.entry();
+        info.generation = o.generation();
+        if (info.status.ok()) {
+          auto meta = FromWire(o.meta());
+          if (!meta.ok()) return meta.status();
+          info.meta = *std::move(meta);
+        }
+        m.objects.push_back(std::move(info));
       }
       return m;
     }
@@ -321,27 +354,111 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
       return ContainsReply{w.contains_reply().sealed()};
     case wire::Envelope::kStoreStats:
       return StoreStatsRequest{};
-    case wire::Envelope::kStoreStatsReply: {
-      const auto& r = w.store_stats_reply();
-      StoreStats m;
-      m.capacity_bytes = r.capacity_bytes();
-      m.used_bytes = r.used_bytes();
-      m.objects = r.objects();
-      m.sealed_objects = r.sealed_objects();
-      m.referenced_objects = r.referenced_objects();
-      m.evictions = r.evictions();
-      m.evicted_bytes = r.evicted_bytes();
-      m.clients = r.clients();
-      m.prefaulted_bytes = r.prefaulted_bytes();
-      m.max_objects = r.max_objects();
-      m.lock_repairs = r.lock_repairs();
-      return m;
-    }
+    case wire::Envelope::kStoreStatsReply:
+      return FromWire(w.store_stats_reply());
     case wire::Envelope::kReclaimHint: {
       auto id = id_of(w.reclaim_hint().id());
       if (!id.ok()) return id.status();
       return ReclaimHint{*id};
     }
+    case wire::Envelope::kClientHello: {
+      const auto& r = w.client_hello();
+      if (r.name().size() > limits.max_string_bytes || r.boot_id().size() > 64) {
+        return absl::ResourceExhaustedError("client hello fields too long");
+      }
+      return ClientHello{r.pid(), r.name(), r.boot_id()};
+    }
+    case wire::Envelope::kClientWelcome: {
+      const auto& r = w.client_welcome();
+      return ClientWelcome{r.job_id(), r.local(), r.task_segment(), r.task_client(),
+                           r.store_endpoint()};
+    }
+    case wire::Envelope::kSubmit: {
+      if (static_cast<size_t>(w.submit().tasks_size()) > limits.max_ids) {
+        return TooMany("submit", w.submit().tasks_size(), limits.max_ids);
+      }
+      if (w.submit().tasks_size() == 0) return absl::InvalidArgumentError("submit of no tasks");
+      SubmitRequest m;
+      m.tasks.reserve(w.submit().tasks_size());
+      for (const wire::TaskSpec& t : w.submit().tasks()) {
+        auto spec = FromWire(t, limits);
+        if (!spec.ok()) return spec.status();
+        m.tasks.push_back(*std::move(spec));
+      }
+      return m;
+    }
+    case wire::Envelope::kSubmitReply: {
+      auto ids = TaskIds(w.submit_reply().task_ids(), limits);
+      if (!ids.ok()) return ids.status();
+      return SubmitReply{*std::move(ids)};
+    }
+    case wire::Envelope::kWait: {
+      auto ids = TaskIds(w.wait().task_ids(), limits);
+      if (!ids.ok()) return ids.status();
+      return WaitRequest{*std::move(ids), w.wait().timeout_ms(), w.wait().min_done(),
+                         w.wait().release()};
+    }
+    case wire::Envelope::kWaitReply: {
+      if (static_cast<size_t>(w.wait_reply().results_size()) > limits.max_ids) {
+        return TooMany("wait reply", w.wait_reply().results_size(), limits.max_ids);
+      }
+      WaitReply m;
+      for (const wire::TaskResult& r : w.wait_reply().results()) {
+        auto res = FromWire(r, limits);
+        if (!res.ok()) return res.status();
+        m.results.push_back(*std::move(res));
+      }
+      return m;
+    }
+    case wire::Envelope::kCancel: {
+      auto ids = TaskIds(w.cancel().task_ids(), limits);
+      if (!ids.ok()) return ids.status();
+      return CancelRequest{*std::move(ids)};
+    }
+    case wire::Envelope::kReleaseTasks: {
+      auto ids = TaskIds(w.release_tasks().task_ids(), limits);
+      if (!ids.ok()) return ids.status();
+      return ReleaseTasksRequest{*std::move(ids)};
+    }
+    case wire::Envelope::kFetchObject: {
+      auto id = id_of(w.fetch_object().id());
+      if (!id.ok()) return id.status();
+      return FetchObjectRequest{*id};
+    }
+    case wire::Envelope::kFetchObjectReply: {
+      wire::Value v;
+      *v.mutable_tensor() = w.fetch_object_reply().tensor();
+      auto value = FromWire(v);
+      if (!value.ok()) return value.status();
+      return FetchObjectReply{std::get<TensorValue>(*std::move(value))};
+    }
+    case wire::Envelope::kWorkerHello:
+      return WorkerHello{w.worker_hello().worker_id(), w.worker_hello().pid()};
+    case wire::Envelope::kWorkerHeartbeat:
+      return WorkerHeartbeat{w.worker_heartbeat().worker_id(), w.worker_heartbeat().tasks_done()};
+    case wire::Envelope::kStatus:
+      return StatusRequest{};
+    case wire::Envelope::kNodeStatus: {
+      const auto& r = w.node_status();
+      NodeStatus m;
+      m.job_id = r.job_id();
+      m.coordinator_pid = r.coordinator_pid();
+      m.uptime_ms = r.uptime_ms();
+      for (const wire::WorkerStatus& ws : r.workers()) {
+        m.workers.push_back(WorkerStatus{ws.id(), ws.pid(), ws.gpus(), ws.state(),
+                                         ws.tasks_done(), ws.tasks_failed(), ws.restarts(),
+                                         ws.rss_bytes(), ws.last_exit()});
+      }
+      m.queued = r.queued();
+      m.running = r.running();
+      m.submitted = r.submitted();
+      m.completed = r.completed();
+      m.store = FromWire(r.store());
+      m.frontend = r.frontend();
+      return m;
+    }
+    case wire::Envelope::kStop:
+      return StopRequest{};
     case wire::Envelope::BODY_NOT_SET:
       break;
   }
@@ -358,9 +475,7 @@ absl::StatusOr<std::string> Encode(const Envelope& envelope) {
   absl::Status s = BodyToWire(envelope.body, &w);
   if (!s.ok()) return s;
   std::string out;
-  if (!w.SerializeToString(&out)) {
-    return absl::InternalError("protobuf serialisation failed");
-  }
+  if (!w.SerializeToString(&out)) return absl::InternalError("protobuf serialisation failed");
   return out;
 }
 
@@ -370,16 +485,14 @@ absl::StatusOr<std::string> Encode(uint64_t request_id, Message body) {
 
 std::string EncodeError(uint64_t request_id, const absl::Status& status) {
   absl::StatusOr<std::string> frame = Encode(
-      request_id, ErrorReply{status.ok() ? absl::InternalError(
-                                               "error reply without an error")
-                                         : status});
+      request_id,
+      ErrorReply{status.ok() ? absl::InternalError("error reply without an error") : status});
   if (frame.ok()) return *std::move(frame);
   wire::Envelope w;
   w.set_major(kProtocolMajor);
   w.set_minor(kProtocolMinor);
   w.set_request_id(request_id);
-  w.mutable_error()->set_code(
-      static_cast<int32_t>(absl::StatusCode::kInternal));
+  w.mutable_error()->set_code(static_cast<int32_t>(absl::StatusCode::kInternal));
   w.mutable_error()->set_message("failed to encode an error reply");
   return w.SerializeAsString();
 }
@@ -394,16 +507,16 @@ DecodeResult Decode(absl::string_view frame, const DecodeLimits& limits) {
   }
   wire::Envelope w;
   if (!w.ParseFromArray(frame.data(), static_cast<int>(frame.size()))) {
-    result.envelope = absl::InvalidArgumentError(absl::StrCat(
-        "frame of ", frame.size(), " bytes is not a shoal message"));
+    result.envelope = absl::InvalidArgumentError(
+        absl::StrCat("frame of ", frame.size(), " bytes is not a shoal message"));
     return result;
   }
   result.request_id = w.request_id();
   if (w.major() != kProtocolMajor) {
     result.envelope = absl::FailedPreconditionError(
-        absl::StrCat("protocol version mismatch: peer speaks ", w.major(), ".",
-                     w.minor(), ", this side speaks ", kProtocolMajor, ".",
-                     kProtocolMinor, "; use matching shoal builds"));
+        absl::StrCat("protocol version mismatch: peer speaks ", w.major(), ".", w.minor(),
+                     ", this side speaks ", kProtocolMajor, ".", kProtocolMinor,
+                     "; use matching shoal builds"));
     return result;
   }
   absl::StatusOr<Message> body = BodyFromWire(w, limits);
@@ -416,24 +529,16 @@ DecodeResult Decode(absl::string_view frame, const DecodeLimits& limits) {
 }
 
 absl::string_view MessageName(const Message& m) {
-  static constexpr absl::string_view kNames[] = {"error",
-                                                 "ok",
-                                                 "store_connect",
-                                                 "store_connect_reply",
-                                                 "store_disconnect",
-                                                 "create",
-                                                 "create_reply",
-                                                 "sealed",
-                                                 "abort",
-                                                 "get",
-                                                 "get_reply",
-                                                 "release",
-                                                 "delete",
-                                                 "contains",
-                                                 "contains_reply",
-                                                 "store_stats",
-                                                 "store_stats_reply",
-                                                 "reclaim_hint"};
+  static constexpr absl::string_view kNames[] = {
+      "error",         "ok",           "store_connect",   "store_connect_reply",
+      "store_disconnect", "create",    "create_reply",    "sealed",
+      "abort",         "get",          "get_reply",       "release",
+      "delete",        "contains",     "contains_reply",  "store_stats",
+      "store_stats_reply", "reclaim_hint", "client_hello", "client_welcome",
+      "submit",        "submit_reply", "wait",            "wait_reply",
+      "cancel",        "release_tasks", "fetch_object",   "fetch_object_reply",
+      "worker_hello",  "worker_heartbeat", "status",      "node_status",
+      "stop"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[m.index()];
 }

@@ -119,6 +119,13 @@ class StoreClient {
   // Errors: NotFound (no such object), FailedPrecondition (none held).
   absl::Status Release(const ObjectId& id);
 
+  // Hands one of this client's references to another connected client (by
+  // its store slot), atomically: a worker gives a task's output object to the
+  // client that submitted the task. Errors: NotFound, FailedPrecondition (none
+  // held, or the target slot is not connected), ResourceExhausted (the target
+  // holds its limit of objects).
+  absl::Status Transfer(const ObjectId& id, uint32_t to_client_slot);
+
   // Deletes a sealed object; its memory is freed when the last reference is
   // released. Errors: NotFound, FailedPrecondition (not sealed).
   absl::Status Delete(const ObjectId& id);

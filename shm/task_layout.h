@@ -39,8 +39,8 @@ enum class TaskState : uint32_t {
 
 // TaskEntry::flags
 inline constexpr uint32_t kTaskCancelRequested = 1u << 0;
-inline constexpr uint32_t kTaskReleaseWhenDone =
-    1u << 1;  // owner gone or released
+inline constexpr uint32_t kTaskReleaseWhenDone = 1u << 1;  // owner gone/released
+inline constexpr uint32_t kTaskTimedOut = 1u << 2;  // cancelled by its deadline
 
 // Tasks needing these resources share one FIFO.
 struct ResourceClass {
@@ -67,6 +67,8 @@ struct alignas(64) TaskWorkerSlot {
 struct alignas(64) TaskClientSlot {
   uint32_t in_use;
   int32_t pid;
+  uint32_t store_slot;  // its store client slot + 1 (0: none), for outputs
+  uint32_t reserved;
   uint64_t submitted;
   uint64_t completed;
   Doorbell bell;  // rung when one of its tasks finished

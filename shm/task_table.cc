@@ -246,6 +246,12 @@ class TaskTable::Op {
       FreeEntry(i);
       return 0;
     }
+    if (x->flags.load(std::memory_order_relaxed) & kTaskTimedOut) {
+      // Whatever the worker ended with, a task stopped by its deadline failed
+      // with DeadlineExceeded (the owner composes the message).
+      code = static_cast<int32_t>(absl::StatusCode::kDeadlineExceeded);
+      result = "";
+    }
     absl::Status s = WritePayload(result, &x->result_bytes, &x->result_chunk,
                                   x->inline_result);
     if (!s.ok()) {
@@ -381,12 +387,13 @@ absl::Status TaskTable::RemoveWorker(uint32_t worker) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint32_t> TaskTable::AddClient(pid_t pid) {
+absl::StatusOr<uint32_t> TaskTable::AddClient(pid_t pid, int32_t store_slot) {
   SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
   for (uint32_t c = 0; c < kMaxTaskClients; ++c) {
     TaskClientSlot& s = op.h()->clients[c];
     if (s.in_use) continue;
     op.W32(reinterpret_cast<uint32_t*>(&s.pid), static_cast<uint32_t>(pid));
+    op.W32(&s.store_slot, static_cast<uint32_t>(store_slot + 1));
     op.W32(&s.in_use, 1);
     return c;
   }
@@ -467,12 +474,31 @@ std::vector<ExpiredTask> TaskTable::Expired(int64_t now_ns) const {
     const TaskEntry* x = entry(cur - 1);
     const int64_t timeout = __atomic_load_n(&x->timeout_ns, __ATOMIC_RELAXED);
     const int64_t started = __atomic_load_n(&x->started_ns, __ATOMIC_RELAXED);
-    if (timeout > 0 && now_ns - started > timeout) {
+    if (timeout > 0 && now_ns - started > timeout &&
+        !(x->flags.load(std::memory_order_relaxed) & kTaskTimedOut)) {
       out.push_back({MakeTaskId(x->generation, cur - 1), w,
                      absl::Nanoseconds(now_ns - started - timeout)});
     }
   }
   return out;
+}
+
+absl::Status TaskTable::Expire(uint64_t id) {
+  SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
+  SHOAL_ASSIGN_OR_RETURN(const uint32_t i, op.Live(id));
+  TaskEntry* x = op.e(i);
+  if (static_cast<TaskState>(x->state.load()) != TaskState::kRunning) {
+    return absl::FailedPreconditionError("the task is not running");
+  }
+  op.WA32(&x->flags, x->flags.load() | kTaskCancelRequested | kTaskTimedOut);
+  return absl::OkStatus();
+}
+
+absl::Status TaskTable::SetClientStoreSlot(uint32_t client, int32_t store_slot) {
+  if (client >= kMaxTaskClients) return absl::InvalidArgumentError("bad client slot");
+  SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
+  op.W32(&op.h()->clients[client].store_slot, static_cast<uint32_t>(store_slot + 1));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TaskTableStats> TaskTable::Stats() {
@@ -607,6 +633,8 @@ absl::StatusOr<TaskOutcome> TaskTable::Take(uint32_t client, uint64_t id,
   out.attempts = x->attempts;
   out.result =
       op.ReadPayload(x->result_bytes, x->result_chunk, x->inline_result);
+  out.timed_out = x->flags.load() & kTaskTimedOut;
+  out.timeout_ns = x->timeout_ns;
   if (release) op.FreeEntry(i);
   return out;
 }
@@ -697,6 +725,9 @@ absl::StatusOr<std::optional<TaskClaim>> TaskTable::Claim(uint32_t worker) {
   claim.args = op.ReadPayload(x->args_bytes, x->args_chunk, x->inline_args);
   claim.attempt = x->attempts;
   claim.timeout_ns = x->timeout_ns;
+  if (x->owner != 0) {
+    claim.owner_store_slot = static_cast<int32_t>(op.h()->clients[x->owner - 1].store_slot) - 1;
+  }
   return claim;
 }
 

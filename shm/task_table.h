@@ -62,6 +62,7 @@ struct TaskClaim {
   std::string args;
   uint32_t attempt = 0;  // 1 for the first run
   int64_t timeout_ns = 0;
+  int32_t owner_store_slot = -1;  // where output objects go; -1: none
 };
 
 // A finished task's outcome, as its owner takes it.
@@ -70,6 +71,8 @@ struct TaskOutcome {
   int32_t code = 0;    // absl::StatusCode
   std::string result;  // encoded result (opaque here)
   uint32_t attempts = 0;
+  bool timed_out = false;  // stopped by its deadline
+  int64_t timeout_ns = 0;
 };
 
 struct TaskTableStats {
@@ -110,8 +113,10 @@ class TaskTable {
   absl::StatusOr<uint32_t> AddWorker(pid_t pid, uint32_t cpus, uint32_t gpus);
   // Frees a worker slot. REQUIRES: its task was handled (FailRunning).
   absl::Status RemoveWorker(uint32_t worker);
-  // Registers a client slot. Errors: ResourceExhausted (64 clients).
-  absl::StatusOr<uint32_t> AddClient(pid_t pid);
+  // Registers a client slot; `store_slot` is the client's store connection
+  // (workers hand it the outputs they put in the store), or -1 for none.
+  // Errors: ResourceExhausted (64 clients).
+  absl::StatusOr<uint32_t> AddClient(pid_t pid, int32_t store_slot = -1);
   // Frees a client slot: its queued and finished tasks are freed, its running
   // ones are cancelled and freed when they end.
   absl::Status RemoveClient(uint32_t client);
@@ -125,8 +130,12 @@ class TaskTable {
   // Completes a task on its worker's behalf (a timeout the worker ignored).
   absl::Status CompleteFor(uint32_t worker, int32_t code,
                            absl::string_view result);
-  // Running tasks past their deadline.
+  // Running tasks past their deadline (and not yet marked timed out).
   std::vector<ExpiredTask> Expired(int64_t now_ns) const;
+  // Marks a running task timed out and cancelled: the worker sees
+  // CancelRequested, and whatever it completes with becomes DeadlineExceeded
+  // with an empty result (TaskOutcome::timed_out tells the owner why).
+  absl::Status Expire(uint64_t id);
   absl::StatusOr<TaskTableStats> Stats();
   // Marks the segment closed (waiters give up) at shutdown.
   void Close();
@@ -148,6 +157,8 @@ class TaskTable {
   // Cancels a queued (dropped, completes Cancelled) or running (flagged) task.
   // Returns the state it was in. Errors: NotFound.
   absl::StatusOr<TaskState> Cancel(uint64_t id);
+  // Records the client's store slot (outputs of its tasks are handed there).
+  absl::Status SetClientStoreSlot(uint32_t client, int32_t store_slot);
   // Sleeps until one of `client`'s tasks completes after `Arm`, or timeout.
   uint32_t ArmClient(uint32_t client) { return ClientBell(client).Arm(); }
   void SleepClient(uint32_t client, uint32_t armed, absl::Duration timeout) {

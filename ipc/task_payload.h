@@ -1,0 +1,33 @@
+// Encodings of a task's arguments and outcome as they sit in the node's task
+// table (shm/task_table.h stores them as opaque bytes). Defined by the schema
+// (TaskArgs, TaskOutcomeBody in proto/shoal.proto).
+#ifndef SHOAL_IPC_TASK_PAYLOAD_H_
+#define SHOAL_IPC_TASK_PAYLOAD_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "ipc/value.h"
+
+namespace shoal::ipc {
+
+// Arguments → bytes ("" for none, so a no-argument task costs nothing).
+std::string EncodeTaskArgs(absl::Span<const Value> args);
+// Errors: InvalidArgument for bytes that are not TaskArgs.
+absl::StatusOr<std::vector<Value>> DecodeTaskArgs(absl::string_view bytes);
+
+// A task's message (for errors) and outputs → bytes ("" for none).
+std::string EncodeTaskOutcome(absl::string_view message, absl::Span<const Value> outputs);
+struct TaskOutcomeBody {
+  std::string message;
+  std::vector<Value> outputs;
+};
+absl::StatusOr<TaskOutcomeBody> DecodeTaskOutcome(absl::string_view bytes);
+
+}  // namespace shoal::ipc
+
+#endif  // SHOAL_IPC_TASK_PAYLOAD_H_

@@ -1,0 +1,177 @@
+#include "worker/executor.h"
+
+#include <deque>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ipc/log.h"
+#include "ipc/task_payload.h"
+#include "worker/registry.h"
+
+namespace shoal::worker {
+namespace {
+
+class CppRunner : public TaskRunner {
+ public:
+  bool Handles(absl::string_view function) const override {
+    return FindTask(function) != nullptr;
+  }
+  absl::Status Run(absl::string_view function, TaskContext& ctx) override {
+    const TaskFunction* fn = FindTask(function);
+    if (fn == nullptr) return absl::NotFoundError(absl::StrCat("no task function ", function));
+    return (*fn)(ctx);
+  }
+  std::string Describe() const override {
+    return absl::StrCat("C++: ", absl::StrJoin(RegisteredTasks(), ", "));
+  }
+};
+
+// The TaskContext of one execution: owns the decoded arguments, the store
+// references taken to read them, and the outputs as they are produced.
+class ExecutionContext : public TaskContext {
+ public:
+  ExecutionContext(std::vector<Value> args, const shm::TaskClaim& claim, uint32_t worker_id,
+                   shm::StoreClient* store, shm::TaskTable* table)
+      : args_(std::move(args)), claim_(claim), worker_id_(worker_id), store_(store),
+        table_(table) {}
+
+  ~ExecutionContext() override {
+    // Arguments read from the store were referenced for the function's
+    // duration only.
+    for (const ObjectId& id : held_) (void)store_->Release(id);
+  }
+
+  size_t num_args() const override { return args_.size(); }
+  const Value& arg(size_t i) const override { return args_[i]; }
+
+  absl::StatusOr<TensorView> TensorArg(size_t i) override {
+    if (i >= args_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("missing argument ", i, " (a tensor)"));
+    }
+    if (const auto* t = std::get_if<TensorValue>(&args_[i])) {
+      return TensorView{t->meta, reinterpret_cast<const uint8_t*>(t->data.data()),
+                        t->data.size()};
+    }
+    if (const auto* o = std::get_if<ObjectValue>(&args_[i])) {
+      if (store_ == nullptr) {
+        return absl::FailedPreconditionError("this worker has no store connection");
+      }
+      SHOAL_ASSIGN_OR_RETURN(shm::ObjectBuffer buf, store_->Get(o->id, absl::Seconds(30)));
+      held_.push_back(o->id);
+      return TensorView{buf.meta, buf.data, buf.nbytes};
+    }
+    return absl::InvalidArgumentError(absl::StrCat("argument ", i, " must be a tensor, got ",
+                                                   ValueKindName(args_[i]), " ",
+                                                   ValueToString(args_[i])));
+  }
+
+  void AddOutput(Value v) override { outputs_.push_back(std::move(v)); }
+
+  absl::StatusOr<MutableTensorView> NewTensorOutput(const TensorMeta& meta) override {
+    SHOAL_RETURN_IF_ERROR(meta.Validate());
+    const uint64_t nbytes = static_cast<uint64_t>(meta.NumBytes());
+    if (nbytes <= kInlineValueLimit) {
+      outputs_.push_back(TensorValue{meta, std::string(nbytes, '\0')});
+      auto& t = std::get<TensorValue>(outputs_.back());  // deque: never moves
+      return MutableTensorView{meta, reinterpret_cast<uint8_t*>(t.data.data()), nbytes};
+    }
+    if (store_ == nullptr) {
+      return absl::FailedPreconditionError("a large output needs the store, not connected");
+    }
+    const ObjectId id = ObjectId::Random();
+    SHOAL_ASSIGN_OR_RETURN(shm::MutableObjectBuffer buf, store_->Create(id, meta));
+    created_.push_back(id);
+    outputs_.push_back(ObjectValue{id, meta, nbytes});
+    return MutableTensorView{meta, buf.data, nbytes};
+  }
+
+  bool cancelled() const override {
+    return table_ != nullptr && table_->CancelRequested(claim_.id);
+  }
+  uint32_t attempt() const override { return claim_.attempt; }
+  uint32_t worker_id() const override { return worker_id_; }
+  shm::StoreClient* store() override { return store_; }
+
+  // After the function: seals the objects it wrote and hands them to the
+  // task's owner; or, on failure, aborts them.
+  absl::Status FinishObjects(bool ok) {
+    absl::Status first;
+    for (const ObjectId& id : created_) {
+      if (!ok) {
+        (void)store_->Abort(id);
+        continue;
+      }
+      absl::Status s = store_->Seal(id);
+      if (s.ok() && claim_.owner_store_slot >= 0) {
+        s = store_->Transfer(id, static_cast<uint32_t>(claim_.owner_store_slot));
+      } else if (s.ok()) {
+        // No one can hold it for the owner (remote client through a
+        // coordinator without a store slot): keep ours until released.
+        s = absl::FailedPreconditionError("the task's owner has no store connection");
+      }
+      if (!s.ok()) {
+        (void)store_->Release(id);
+        (void)store_->Delete(id);
+        if (first.ok()) first = s;
+      }
+    }
+    created_.clear();
+    return first;
+  }
+
+  std::vector<Value> TakeOutputs() {
+    return std::vector<Value>(std::make_move_iterator(outputs_.begin()),
+                              std::make_move_iterator(outputs_.end()));
+  }
+
+ private:
+  std::vector<Value> args_;
+  const shm::TaskClaim& claim_;
+  uint32_t worker_id_;
+  shm::StoreClient* store_;
+  shm::TaskTable* table_;
+  std::deque<Value> outputs_;
+  std::vector<ObjectId> held_;
+  std::vector<ObjectId> created_;
+};
+
+TaskOutcome Failed(const absl::Status& s) {
+  return TaskOutcome{static_cast<int32_t>(s.code()), ipc::EncodeTaskOutcome(s.message(), {})};
+}
+
+}  // namespace
+
+std::unique_ptr<TaskRunner> MakeCppRunner() { return std::make_unique<CppRunner>(); }
+
+Executor::Executor(uint32_t worker_id, shm::StoreClient* store, shm::TaskTable* table,
+                   std::vector<std::unique_ptr<TaskRunner>> runners)
+    : worker_id_(worker_id), store_(store), table_(table), runners_(std::move(runners)) {}
+
+TaskOutcome Executor::Execute(const shm::TaskClaim& claim) {
+  TaskRunner* runner = nullptr;
+  for (auto& r : runners_) {
+    if (r->Handles(claim.function)) {
+      runner = r.get();
+      break;
+    }
+  }
+  if (runner == nullptr) {
+    std::vector<std::string> offers;
+    for (auto& r : runners_) offers.push_back(r->Describe());
+    return Failed(absl::NotFoundError(absl::StrCat(
+        "no task function '", claim.function, "' on this worker (", absl::StrJoin(offers, "; "),
+        "); load more with `shoal start --plugin lib.so`")));
+  }
+  absl::StatusOr<std::vector<Value>> args = ipc::DecodeTaskArgs(claim.args);
+  if (!args.ok()) return Failed(args.status());
+  ExecutionContext ctx(*std::move(args), claim, worker_id_, store_, table_);
+  absl::Status s = runner->Run(claim.function, ctx);
+  if (s.ok() && ctx.cancelled()) s = absl::CancelledError("cancelled");
+  absl::Status objects = ctx.FinishObjects(s.ok());
+  if (s.ok() && !objects.ok()) s = objects;
+  if (!s.ok()) return Failed(s);
+  std::vector<Value> outputs = ctx.TakeOutputs();
+  return TaskOutcome{0, ipc::EncodeTaskOutcome("", outputs)};
+}
+
+}  // namespace shoal::worker

@@ -1,0 +1,139 @@
+#include "worker/worker_main.h"
+
+#include <unistd.h>
+#include <zmq.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "ipc/log.h"
+#include "ipc/mutex.h"
+#include "ipc/protocol.h"
+#include "ipc/socket.h"
+#include "shm/store_client.h"
+#include "shm/task_table.h"
+#include "worker/executor.h"
+#include "worker/registry.h"
+
+namespace shoal::worker {
+namespace {
+
+absl::StatusOr<std::string> Env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, " is not set (a worker is started by the coordinator, `shoal start`)"));
+  }
+  return std::string(v);
+}
+
+absl::StatusOr<uint32_t> EnvInt(const char* name) {
+  auto v = Env(name);
+  if (!v.ok()) return v.status();
+  uint32_t n;
+  if (!absl::SimpleAtoi(*v, &n)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, "='", *v, "' is not a number"));
+  }
+  return n;
+}
+
+// Says hello to the coordinator's backend and heartbeats until stopped. The
+// coordinator restarts a worker whose heartbeats stop (a hung process).
+class Heartbeat {
+ public:
+  Heartbeat(const WorkerOptions& o, std::atomic<uint64_t>* done) : o_(o), done_(done) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~Heartbeat() {
+    {
+      MutexLock lock(&mu_);
+      stop_ = true;
+      cv_.SignalAll();
+    }
+    thread_.join();
+  }
+
+ private:
+  void Run() {
+    auto socket = ipc::Socket::Create(ZMQ_DEALER);
+    if (!socket.ok() || !socket->Connect(o_.backend).ok()) {
+      SHOAL_LOG(ERROR, "worker %d: cannot reach the coordinator at %s", o_.worker_id, o_.backend);
+      return;
+    }
+    auto send = [&](ipc::Message m) {
+      auto frame = ipc::Encode(0, std::move(m));
+      if (frame.ok()) (void)socket->Send(*frame, /*dontwait=*/true);
+    };
+    send(ipc::WorkerHello{o_.worker_id, static_cast<int32_t>(getpid())});
+    MutexLock lock(&mu_);
+    while (!stop_) {
+      cv_.WaitWithDeadline(&mu_, absl::Now() + o_.heartbeat_interval);
+      if (stop_) break;
+      send(ipc::WorkerHeartbeat{o_.worker_id, done_->load(std::memory_order_relaxed)});
+    }
+  }
+
+  const WorkerOptions& o_;
+  std::atomic<uint64_t>* done_;
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+absl::StatusOr<WorkerOptions> WorkerOptionsFromEnv() {
+  WorkerOptions o;
+  SHOAL_ASSIGN_OR_RETURN(o.worker_id, EnvInt("SHOAL_WORKER_ID"));
+  SHOAL_ASSIGN_OR_RETURN(o.task_slot, EnvInt("SHOAL_WORKER_SLOT"));
+  SHOAL_ASSIGN_OR_RETURN(o.task_segment, Env("SHOAL_TASK_SEGMENT"));
+  SHOAL_ASSIGN_OR_RETURN(o.store_endpoint, Env("SHOAL_STORE_ENDPOINT"));
+  SHOAL_ASSIGN_OR_RETURN(o.backend, Env("SHOAL_BACKEND_ENDPOINT"));
+  if (const char* p = std::getenv("SHOAL_PLUGINS"); p != nullptr && *p) {
+    o.plugins = absl::StrSplit(p, ':', absl::SkipEmpty());
+  }
+  if (const char* s = std::getenv("SHOAL_WORKER_SPIN_US"); s != nullptr) {
+    int64_t us;
+    if (absl::SimpleAtoi(s, &us) && us >= 0) o.spin = absl::Microseconds(us);
+  }
+  return o;
+}
+
+absl::Status RunWorker(const WorkerOptions& o) {
+  RegisterBuiltins();
+  for (const std::string& plugin : o.plugins) SHOAL_RETURN_IF_ERROR(LoadPlugin(plugin));
+  shm::StoreClientOptions so;
+  so.endpoint = o.store_endpoint;
+  so.name = absl::StrCat("worker ", o.worker_id);
+  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<shm::StoreClient> store, shm::StoreClient::Connect(so));
+  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<shm::TaskTable> table,
+                         shm::TaskTable::Open(o.task_segment, absl::Seconds(10)));
+  std::vector<std::unique_ptr<TaskRunner>> runners;
+  runners.push_back(MakeCppRunner());
+  Executor executor(o.worker_id, store.get(), table.get(), std::move(runners));
+  std::atomic<uint64_t> done{0};
+  Heartbeat heartbeat(o, &done);
+  while (true) {
+    absl::StatusOr<std::optional<shm::TaskClaim>> claim = table->Claim(o.task_slot);
+    if (!claim.ok()) {
+      if (absl::IsUnavailable(claim.status())) return absl::OkStatus();  // shutting down
+      return claim.status();
+    }
+    if (!claim->has_value()) {
+      table->WaitForWork(o.task_slot, o.spin, absl::Seconds(1));
+      continue;
+    }
+    const shm::TaskClaim& c = **claim;
+    TaskOutcome outcome = executor.Execute(c);
+    absl::Status s = table->Complete(o.task_slot, c.id, outcome.code, outcome.payload);
+    if (!s.ok() && !absl::IsFailedPrecondition(s) && !absl::IsNotFound(s)) return s;
+    done.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace shoal::worker

@@ -1,0 +1,41 @@
+// The main loop of a worker process (`shoal worker`, exec'd by the
+// coordinator): claim a task from the node's task table, run it, complete it;
+// heartbeat to the coordinator's backend meanwhile.
+#ifndef SHOAL_WORKER_WORKER_MAIN_H_
+#define SHOAL_WORKER_WORKER_MAIN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace shoal::worker {
+
+struct WorkerOptions {
+  uint32_t worker_id = 0;      // SHOAL_WORKER_ID
+  uint32_t task_slot = 0;      // SHOAL_WORKER_SLOT: its slot in the task table
+  std::string task_segment;    // SHOAL_TASK_SEGMENT
+  std::string store_endpoint;  // SHOAL_STORE_ENDPOINT
+  std::string backend;         // SHOAL_BACKEND_ENDPOINT (ipc://)
+  std::vector<std::string> plugins;  // SHOAL_PLUGINS, ':'-separated
+  // How long an idle worker keeps looking for work (yielding the CPU) before
+  // it sleeps. Default 50 µs (SHOAL_WORKER_SPIN_US).
+  absl::Duration spin = absl::Microseconds(50);
+  // Heartbeat period. Default 500 ms.
+  absl::Duration heartbeat_interval = absl::Milliseconds(500);
+};
+
+// Reads the options from the environment the coordinator set.
+// Errors: InvalidArgument naming a missing or malformed variable.
+absl::StatusOr<WorkerOptions> WorkerOptionsFromEnv();
+
+// Runs until the coordinator closes the task table (returns OK) or a fatal
+// error. The process also dies with the coordinator (PR_SET_PDEATHSIG).
+absl::Status RunWorker(const WorkerOptions& options);
+
+}  // namespace shoal::worker
+
+#endif  // SHOAL_WORKER_WORKER_MAIN_H_
