@@ -132,7 +132,7 @@ struct TaskSpec {
   std::string function;
   std::vector<Value> args;
   Resources resources;
-  int64_t timeout_ms = 0;   // 0: none
+  int64_t timeout_ms = 0;    // 0: none
   int32_t max_retries = -1;  // -1: kDefaultMaxRetries
 };
 
@@ -155,6 +155,8 @@ struct ClientWelcome {
   std::string task_segment;
   uint32_t task_client = 0;
   std::string store_endpoint;
+  uint32_t cpus_per_worker = 1;
+  uint32_t gpus_per_worker = 0;
 };
 
 struct SubmitRequest {
@@ -237,9 +239,10 @@ using Message =
                  SealedNotice, AbortRequest, GetRequest, GetReply,
                  ReleaseRequest, DeleteRequest, ContainsRequest, ContainsReply,
                  StoreStatsRequest, StoreStats, ReclaimHint, ClientHello,
-                 ClientWelcome, SubmitRequest, SubmitReply, WaitRequest, WaitReply,
-                 CancelRequest, ReleaseTasksRequest, FetchObjectRequest, FetchObjectReply,
-                 WorkerHello, WorkerHeartbeat, StatusRequest, NodeStatus, StopRequest>;
+                 ClientWelcome, SubmitRequest, SubmitReply, WaitRequest,
+                 WaitReply, CancelRequest, ReleaseTasksRequest,
+                 FetchObjectRequest, FetchObjectReply, WorkerHello,
+                 WorkerHeartbeat, StatusRequest, NodeStatus, StopRequest>;
 
 struct Envelope {
   uint64_t request_id = 0;

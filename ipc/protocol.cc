@@ -30,7 +30,8 @@ absl::Status BodyToWire(const Message& body, wire::Envelope* w) {
       Overloaded{
           [&](const ErrorReply& m) -> absl::Status {
             if (m.status.ok()) {
-              return absl::InvalidArgumentError("an ErrorReply needs a non-OK status");
+              return absl::InvalidArgumentError(
+                  "an ErrorReply needs a non-OK status");
             }
             w->mutable_error()->set_code(static_cast<int32_t>(m.status.code()));
             w->mutable_error()->set_message(std::string(m.status.message()));
@@ -144,6 +145,8 @@ absl::Status BodyToWire(const Message& body, wire::Envelope* w) {
             r->set_task_segment(m.task_segment);
             r->set_task_client(m.task_client);
             r->set_store_endpoint(m.store_endpoint);
+            r->set_cpus_per_worker(m.cpus_per_worker);
+            r->set_gpus_per_worker(m.gpus_per_worker);
             return absl::OkStatus();
           },
           [&](const SubmitRequest& m) -> absl::Status {
@@ -152,7 +155,8 @@ absl::Status BodyToWire(const Message& body, wire::Envelope* w) {
             return absl::OkStatus();
           },
           [&](const SubmitReply& m) -> absl::Status {
-            for (uint64_t id : m.task_ids) w->mutable_submit_reply()->add_task_ids(id);
+            for (uint64_t id : m.task_ids)
+              w->mutable_submit_reply()->add_task_ids(id);
             return absl::OkStatus();
           },
           [&](const WaitRequest& m) -> absl::Status {
@@ -169,11 +173,13 @@ absl::Status BodyToWire(const Message& body, wire::Envelope* w) {
             return absl::OkStatus();
           },
           [&](const CancelRequest& m) -> absl::Status {
-            for (uint64_t id : m.task_ids) w->mutable_cancel()->add_task_ids(id);
+            for (uint64_t id : m.task_ids)
+              w->mutable_cancel()->add_task_ids(id);
             return absl::OkStatus();
           },
           [&](const ReleaseTasksRequest& m) -> absl::Status {
-            for (uint64_t id : m.task_ids) w->mutable_release_tasks()->add_task_ids(id);
+            for (uint64_t id : m.task_ids)
+              w->mutable_release_tasks()->add_task_ids(id);
             return absl::OkStatus();
           },
           [&](const FetchObjectRequest& m) -> absl::Status {
@@ -235,24 +241,29 @@ absl::Status BodyToWire(const Message& body, wire::Envelope* w) {
 
 // ---- decode -----------------------------------------------------------------
 
-absl::StatusOr<std::vector<uint64_t>> TaskIds(const google::protobuf::RepeatedField<uint64_t>& ids,
-                                              const DecodeLimits& limits) {
+absl::StatusOr<std::vector<uint64_t>> TaskIds(
+    const google::protobuf::RepeatedField<uint64_t>& ids,
+    const DecodeLimits& limits) {
   if (static_cast<size_t>(ids.size()) > limits.max_ids) {
     return TooMany("the request", ids.size(), limits.max_ids);
   }
   return std::vector<uint64_t>(ids.begin(), ids.end());
 }
 
-absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w, const DecodeLimits& limits) {
-  auto id_of = [](const std::string& bytes) { return ObjectId::FromBinary(bytes); };
+absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
+                                     const DecodeLimits& limits) {
+  auto id_of = [](const std::string& bytes) {
+    return ObjectId::FromBinary(bytes);
+  };
   switch (w.body_case()) {
     case wire::Envelope::kError: {
       if (!ValidStatusCode(w.error().code())) {
         return absl::InvalidArgumentError(
             absl::StrCat("error reply with invalid code ", w.error().code()));
       }
-      return ErrorReply{absl::Status(static_cast<absl::StatusCode>(w.error().code()),
-                                     w.error().message())};
+      return ErrorReply{
+          absl::Status(static_cast<absl::StatusCode>(w.error().code()),
+                       w.error().message())};
     }
     case wire::Envelope::kOk:
       return OkReply{};
@@ -261,13 +272,16 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w, const DecodeLimits
         return absl::ResourceExhaustedError("client name too long");
       }
       if (w.store_connect().pid() <= 0) {
-        return absl::InvalidArgumentError(absl::StrCat("invalid pid ", w.store_connect().pid()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("invalid pid ", w.store_connect().pid()));
       }
-      return StoreConnectRequest{w.store_connect().pid(), w.store_connect().name()};
+      return StoreConnectRequest{w.store_connect().pid(),
+                                 w.store_connect().name()};
     }
     case wire::Envelope::kStoreConnectReply: {
       const auto& r = w.store_connect_reply();
-      return StoreConnectReply{r.client_slot(), r.segment_name(), r.segment_bytes(), r.session()};
+      return StoreConnectReply{r.client_slot(), r.segment_name(),
+                               r.segment_bytes(), r.session()};
     }
     case wire::Envelope::kStoreDisconnect:
       return StoreDisconnectRequest{};
@@ -311,7 +325,8 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w, const DecodeLimits
     }
     case wire::Envelope::kGetReply: {
       if (static_cast<size_t>(w.get_reply().objects_size()) > limits.max_ids) {
-        return TooMany("get reply", w.get_reply().objects_size(), limits.max_ids);
+        return TooMany("get reply", w.get_reply().objects_size(),
+                       limits.max_ids);
       }
       GetReply m;
       for (const wire::ObjectInfo& o : w.get_reply().objects()) {
@@ -363,21 +378,25 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w, const DecodeLimits
     }
     case wire::Envelope::kClientHello: {
       const auto& r = w.client_hello();
-      if (r.name().size() > limits.max_string_bytes || r.boot_id().size() > 64) {
+      if (r.name().size() > limits.max_string_bytes ||
+          r.boot_id().size() > 64) {
         return absl::ResourceExhaustedError("client hello fields too long");
       }
       return ClientHello{r.pid(), r.name(), r.boot_id()};
     }
     case wire::Envelope::kClientWelcome: {
       const auto& r = w.client_welcome();
-      return ClientWelcome{r.job_id(), r.local(), r.task_segment(), r.task_client(),
-                           r.store_endpoint()};
+      return ClientWelcome{r.job_id(),         r.local(),
+                           r.task_segment(),   r.task_client(),
+                           r.store_endpoint(), r.cpus_per_worker(),
+                           r.gpus_per_worker()};
     }
     case wire::Envelope::kSubmit: {
       if (static_cast<size_t>(w.submit().tasks_size()) > limits.max_ids) {
         return TooMany("submit", w.submit().tasks_size(), limits.max_ids);
       }
-      if (w.submit().tasks_size() == 0) return absl::InvalidArgumentError("submit of no tasks");
+      if (w.submit().tasks_size() == 0)
+        return absl::InvalidArgumentError("submit of no tasks");
       SubmitRequest m;
       m.tasks.reserve(w.submit().tasks_size());
       for (const wire::TaskSpec& t : w.submit().tasks()) {
@@ -395,12 +414,13 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w, const DecodeLimits
     case wire::Envelope::kWait: {
       auto ids = TaskIds(w.wait().task_ids(), limits);
       if (!ids.ok()) return ids.status();
-      return WaitRequest{*std::move(ids), w.wait().timeout_ms(), w.wait().min_done(),
-                         w.wait().release()};
+      return WaitRequest{*std::move(ids), w.wait().timeout_ms(),
+                         w.wait().min_done(), w.wait().release()};
     }
     case wire::Envelope::kWaitReply: {
       if (static_cast<size_t>(w.wait_reply().results_size()) > limits.max_ids) {
-        return TooMany("wait reply", w.wait_reply().results_size(), limits.max_ids);
+        return TooMany("wait reply", w.wait_reply().results_size(),
+                       limits.max_ids);
       }
       WaitReply m;
       for (const wire::TaskResult& r : w.wait_reply().results()) {
@@ -435,7 +455,8 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w, const DecodeLimits
     case wire::Envelope::kWorkerHello:
       return WorkerHello{w.worker_hello().worker_id(), w.worker_hello().pid()};
     case wire::Envelope::kWorkerHeartbeat:
-      return WorkerHeartbeat{w.worker_heartbeat().worker_id(), w.worker_heartbeat().tasks_done()};
+      return WorkerHeartbeat{w.worker_heartbeat().worker_id(),
+                             w.worker_heartbeat().tasks_done()};
     case wire::Envelope::kStatus:
       return StatusRequest{};
     case wire::Envelope::kNodeStatus: {
@@ -445,9 +466,9 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w, const DecodeLimits
       m.coordinator_pid = r.coordinator_pid();
       m.uptime_ms = r.uptime_ms();
       for (const wire::WorkerStatus& ws : r.workers()) {
-        m.workers.push_back(WorkerStatus{ws.id(), ws.pid(), ws.gpus(), ws.state(),
-                                         ws.tasks_done(), ws.tasks_failed(), ws.restarts(),
-                                         ws.rss_bytes(), ws.last_exit()});
+        m.workers.push_back(WorkerStatus{
+            ws.id(), ws.pid(), ws.gpus(), ws.state(), ws.tasks_done(),
+            ws.tasks_failed(), ws.restarts(), ws.rss_bytes(), ws.last_exit()});
       }
       m.queued = r.queued();
       m.running = r.running();
@@ -475,7 +496,8 @@ absl::StatusOr<std::string> Encode(const Envelope& envelope) {
   absl::Status s = BodyToWire(envelope.body, &w);
   if (!s.ok()) return s;
   std::string out;
-  if (!w.SerializeToString(&out)) return absl::InternalError("protobuf serialisation failed");
+  if (!w.SerializeToString(&out))
+    return absl::InternalError("protobuf serialisation failed");
   return out;
 }
 
@@ -485,14 +507,16 @@ absl::StatusOr<std::string> Encode(uint64_t request_id, Message body) {
 
 std::string EncodeError(uint64_t request_id, const absl::Status& status) {
   absl::StatusOr<std::string> frame = Encode(
-      request_id,
-      ErrorReply{status.ok() ? absl::InternalError("error reply without an error") : status});
+      request_id, ErrorReply{status.ok() ? absl::InternalError(
+                                               "error reply without an error")
+                                         : status});
   if (frame.ok()) return *std::move(frame);
   wire::Envelope w;
   w.set_major(kProtocolMajor);
   w.set_minor(kProtocolMinor);
   w.set_request_id(request_id);
-  w.mutable_error()->set_code(static_cast<int32_t>(absl::StatusCode::kInternal));
+  w.mutable_error()->set_code(
+      static_cast<int32_t>(absl::StatusCode::kInternal));
   w.mutable_error()->set_message("failed to encode an error reply");
   return w.SerializeAsString();
 }
@@ -507,16 +531,16 @@ DecodeResult Decode(absl::string_view frame, const DecodeLimits& limits) {
   }
   wire::Envelope w;
   if (!w.ParseFromArray(frame.data(), static_cast<int>(frame.size()))) {
-    result.envelope = absl::InvalidArgumentError(
-        absl::StrCat("frame of ", frame.size(), " bytes is not a shoal message"));
+    result.envelope = absl::InvalidArgumentError(absl::StrCat(
+        "frame of ", frame.size(), " bytes is not a shoal message"));
     return result;
   }
   result.request_id = w.request_id();
   if (w.major() != kProtocolMajor) {
     result.envelope = absl::FailedPreconditionError(
-        absl::StrCat("protocol version mismatch: peer speaks ", w.major(), ".", w.minor(),
-                     ", this side speaks ", kProtocolMajor, ".", kProtocolMinor,
-                     "; use matching shoal builds"));
+        absl::StrCat("protocol version mismatch: peer speaks ", w.major(), ".",
+                     w.minor(), ", this side speaks ", kProtocolMajor, ".",
+                     kProtocolMinor, "; use matching shoal builds"));
     return result;
   }
   absl::StatusOr<Message> body = BodyFromWire(w, limits);
@@ -529,16 +553,39 @@ DecodeResult Decode(absl::string_view frame, const DecodeLimits& limits) {
 }
 
 absl::string_view MessageName(const Message& m) {
-  static constexpr absl::string_view kNames[] = {
-      "error",         "ok",           "store_connect",   "store_connect_reply",
-      "store_disconnect", "create",    "create_reply",    "sealed",
-      "abort",         "get",          "get_reply",       "release",
-      "delete",        "contains",     "contains_reply",  "store_stats",
-      "store_stats_reply", "reclaim_hint", "client_hello", "client_welcome",
-      "submit",        "submit_reply", "wait",            "wait_reply",
-      "cancel",        "release_tasks", "fetch_object",   "fetch_object_reply",
-      "worker_hello",  "worker_heartbeat", "status",      "node_status",
-      "stop"};
+  static constexpr absl::string_view kNames[] = {"error",
+                                                 "ok",
+                                                 "store_connect",
+                                                 "store_connect_reply",
+                                                 "store_disconnect",
+                                                 "create",
+                                                 "create_reply",
+                                                 "sealed",
+                                                 "abort",
+                                                 "get",
+                                                 "get_reply",
+                                                 "release",
+                                                 "delete",
+                                                 "contains",
+                                                 "contains_reply",
+                                                 "store_stats",
+                                                 "store_stats_reply",
+                                                 "reclaim_hint",
+                                                 "client_hello",
+                                                 "client_welcome",
+                                                 "submit",
+                                                 "submit_reply",
+                                                 "wait",
+                                                 "wait_reply",
+                                                 "cancel",
+                                                 "release_tasks",
+                                                 "fetch_object",
+                                                 "fetch_object_reply",
+                                                 "worker_hello",
+                                                 "worker_heartbeat",
+                                                 "status",
+                                                 "node_status",
+                                                 "stop"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[m.index()];
 }

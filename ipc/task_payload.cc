@@ -16,7 +16,8 @@ absl::StatusOr<std::vector<Value>> DecodeTaskArgs(absl::string_view bytes) {
   if (bytes.empty()) return out;
   wire::TaskArgs w;
   if (!w.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    return absl::InvalidArgumentError("task arguments are not a TaskArgs message");
+    return absl::InvalidArgumentError(
+        "task arguments are not a TaskArgs message");
   }
   out.reserve(w.args_size());
   for (const wire::Value& a : w.args()) {
@@ -27,7 +28,8 @@ absl::StatusOr<std::vector<Value>> DecodeTaskArgs(absl::string_view bytes) {
   return out;
 }
 
-std::string EncodeTaskOutcome(absl::string_view message, absl::Span<const Value> outputs) {
+std::string EncodeTaskOutcome(absl::string_view message,
+                              absl::Span<const Value> outputs) {
   if (message.empty() && outputs.empty()) return "";
   wire::TaskOutcomeBody w;
   w.set_message(std::string(message));
@@ -40,7 +42,8 @@ absl::StatusOr<TaskOutcomeBody> DecodeTaskOutcome(absl::string_view bytes) {
   if (bytes.empty()) return out;
   wire::TaskOutcomeBody w;
   if (!w.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    return absl::InvalidArgumentError("a task outcome is not a TaskOutcomeBody message");
+    return absl::InvalidArgumentError(
+        "a task outcome is not a TaskOutcomeBody message");
   }
   out.message = w.message();
   for (const wire::Value& o : w.outputs()) {

@@ -21,7 +21,8 @@ std::string EncodeTaskArgs(absl::Span<const Value> args);
 absl::StatusOr<std::vector<Value>> DecodeTaskArgs(absl::string_view bytes);
 
 // A task's message (for errors) and outputs → bytes ("" for none).
-std::string EncodeTaskOutcome(absl::string_view message, absl::Span<const Value> outputs);
+std::string EncodeTaskOutcome(absl::string_view message,
+                              absl::Span<const Value> outputs);
 struct TaskOutcomeBody {
   std::string message;
   std::vector<Value> outputs;

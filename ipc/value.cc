@@ -22,7 +22,9 @@ std::string Preview(const TensorValue& t) {
   if (elem == 0 || !t.meta.IsContiguous()) return out;
   const int64_t n = std::min<int64_t>(t.meta.NumElements(), 6);
   out += "{";
-  for (int64_t i = 0; i < n && (i + 1) * static_cast<int64_t>(elem) <= static_cast<int64_t>(t.data.size()); ++i) {
+  for (int64_t i = 0; i < n && (i + 1) * static_cast<int64_t>(elem) <=
+                                   static_cast<int64_t>(t.data.size());
+       ++i) {
     const char* p = t.data.data() + i * elem;
     if (i) out += ", ";
     switch (t.meta.dtype) {
@@ -68,22 +70,24 @@ std::string ValueToString(const Value& v) {
           [](int64_t i) -> std::string { return absl::StrCat(i); },
           [](double d) -> std::string { return absl::StrFormat("%.17g", d); },
           [](const std::string& s) -> std::string {
-            return absl::StrCat("\"", s.size() > 80 ? s.substr(0, 77) + "..." : s, "\"");
+            return absl::StrCat(
+                "\"", s.size() > 80 ? s.substr(0, 77) + "..." : s, "\"");
           },
           [](const BytesValue& b) -> std::string {
             return absl::StrCat("bytes[", b.data.size(), "]");
           },
           [](const TensorValue& t) -> std::string { return Preview(t); },
           [](const ObjectValue& o) -> std::string {
-            return absl::StrCat("object ", o.id.ToHex(), " ", o.meta.ToString());
+            return absl::StrCat("object ", o.id.ToHex(), " ",
+                                o.meta.ToString());
           },
       },
       v);
 }
 
 const char* ValueKindName(const Value& v) {
-  static constexpr const char* kNames[] = {"none",  "bool",  "int",    "float",
-                                           "str",   "bytes", "tensor", "object"};
+  static constexpr const char* kNames[] = {"none", "bool",  "int",    "float",
+                                           "str",  "bytes", "tensor", "object"};
   return kNames[v.index()];
 }
 

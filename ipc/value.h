@@ -34,10 +34,11 @@ struct BytesValue {
   std::string data;
 };
 
-using Value = std::variant<std::monostate, bool, int64_t, double, std::string, BytesValue,
-                           TensorValue, ObjectValue>;
+using Value = std::variant<std::monostate, bool, int64_t, double, std::string,
+                           BytesValue, TensorValue, ObjectValue>;
 
-// A short human rendering: 3, 2.5, "text", bytes[12], f32[2,3]{1, 2, ...}, obj:ab12….
+// A short human rendering: 3, 2.5, "text", bytes[12], f32[2,3]{1, 2, ...},
+// obj:ab12….
 std::string ValueToString(const Value& v);
 
 // "none", "bool", "int", "float", "str", "bytes", "tensor", "object".

@@ -5,13 +5,16 @@
 namespace shoal::ipc {
 
 bool ValidStatusCode(int32_t code) {
-  return code > 0 && code <= static_cast<int32_t>(absl::StatusCode::kUnauthenticated);
+  return code > 0 &&
+         code <= static_cast<int32_t>(absl::StatusCode::kUnauthenticated);
 }
 
-absl::StatusOr<absl::Status> StatusFromWire(int32_t code, const std::string& message) {
+absl::StatusOr<absl::Status> StatusFromWire(int32_t code,
+                                            const std::string& message) {
   if (code == 0) return absl::OkStatus();
   if (!ValidStatusCode(code)) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid status code ", code));
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid status code ", code));
   }
   return absl::Status(static_cast<absl::StatusCode>(code), message);
 }
@@ -26,7 +29,8 @@ void ToWire(const TensorMeta& m, wire::TensorMetaSpec* out) {
 
 absl::StatusOr<TensorMeta> FromWire(const wire::TensorMetaSpec& w) {
   if (!IsValidDType(w.dtype())) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown dtype value ", w.dtype()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown dtype value ", w.dtype()));
   }
   if (w.shape_size() > kMaxRank || w.strides_size() > kMaxRank) {
     return absl::InvalidArgumentError(
@@ -34,7 +38,8 @@ absl::StatusOr<TensorMeta> FromWire(const wire::TensorMetaSpec& w) {
                      " exceeds the maximum of ", kMaxRank));
   }
   if (w.device().type() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown device type ", w.device().type()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown device type ", w.device().type()));
   }
   TensorMeta m;
   m.dtype = static_cast<DType>(w.dtype());
@@ -98,8 +103,8 @@ absl::StatusOr<Value> FromWire(const wire::Value& w) {
       if (!meta.ok()) return meta.status();
       if (static_cast<int64_t>(w.tensor().data().size()) != meta->NumBytes()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "inline tensor ", meta->ToString(), " needs ", meta->NumBytes(), " bytes, got ",
-            w.tensor().data().size()));
+            "inline tensor ", meta->ToString(), " needs ", meta->NumBytes(),
+            " bytes, got ", w.tensor().data().size()));
       }
       return Value(TensorValue{*std::move(meta), w.tensor().data()});
     }
@@ -123,14 +128,16 @@ void ToWire(const TaskSpec& t, wire::TaskSpec* out) {
   out->set_max_retries(t.max_retries);
 }
 
-absl::StatusOr<TaskSpec> FromWire(const wire::TaskSpec& w, const DecodeLimits& limits) {
+absl::StatusOr<TaskSpec> FromWire(const wire::TaskSpec& w,
+                                  const DecodeLimits& limits) {
   if (w.function().empty() || w.function().size() > 95) {
     return absl::InvalidArgumentError(
-        absl::StrCat("a task's function name must be 1-95 bytes, got ", w.function().size()));
+        absl::StrCat("a task's function name must be 1-95 bytes, got ",
+                     w.function().size()));
   }
   if (static_cast<size_t>(w.args_size()) > limits.max_ids) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("a task with ", w.args_size(), " arguments exceeds the limit"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "a task with ", w.args_size(), " arguments exceeds the limit"));
   }
   TaskSpec t;
   t.function = w.function();
@@ -145,11 +152,12 @@ absl::StatusOr<TaskSpec> FromWire(const wire::TaskSpec& w, const DecodeLimits& l
     return absl::InvalidArgumentError("implausible resource request");
   }
   t.timeout_ms = w.timeout_ms();
-  if (t.timeout_ms < 0) return absl::InvalidArgumentError("negative task timeout");
+  if (t.timeout_ms < 0)
+    return absl::InvalidArgumentError("negative task timeout");
   t.max_retries = w.max_retries();
   if (t.max_retries < -1 || t.max_retries > 1000) {
-    return absl::InvalidArgumentError(absl::StrCat("max_retries ", t.max_retries,
-                                                   " out of range [-1, 1000]"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_retries ", t.max_retries, " out of range [-1, 1000]"));
   }
   return t;
 }
@@ -162,7 +170,8 @@ void ToWire(const TaskResult& r, wire::TaskResult* out) {
   out->set_attempts(r.attempts);
 }
 
-absl::StatusOr<TaskResult> FromWire(const wire::TaskResult& w, const DecodeLimits& limits) {
+absl::StatusOr<TaskResult> FromWire(const wire::TaskResult& w,
+                                    const DecodeLimits& limits) {
   TaskResult r;
   r.task_id = w.task_id();
   auto st = StatusFromWire(w.code(), w.message());

@@ -21,16 +21,19 @@ void ToWire(const Value& v, wire::Value* out);
 absl::StatusOr<Value> FromWire(const wire::Value& w);
 
 void ToWire(const TaskSpec& t, wire::TaskSpec* out);
-absl::StatusOr<TaskSpec> FromWire(const wire::TaskSpec& w, const DecodeLimits& limits);
+absl::StatusOr<TaskSpec> FromWire(const wire::TaskSpec& w,
+                                  const DecodeLimits& limits);
 
 void ToWire(const TaskResult& r, wire::TaskResult* out);
-absl::StatusOr<TaskResult> FromWire(const wire::TaskResult& w, const DecodeLimits& limits);
+absl::StatusOr<TaskResult> FromWire(const wire::TaskResult& w,
+                                    const DecodeLimits& limits);
 
 void ToWire(const StoreStats& m, wire::StoreStatsReply* r);
 StoreStats FromWire(const wire::StoreStatsReply& r);
 
 // A status from a wire code and message; InvalidArgument for an unknown code.
-absl::StatusOr<absl::Status> StatusFromWire(int32_t code, const std::string& message);
+absl::StatusOr<absl::Status> StatusFromWire(int32_t code,
+                                            const std::string& message);
 bool ValidStatusCode(int32_t code);
 
 }  // namespace shoal::ipc

@@ -338,21 +338,26 @@ absl::Status StoreClient::Release(const ObjectId& id) {
   return absl::OkStatus();
 }
 
-absl::Status StoreClient::Transfer(const ObjectId& id, uint32_t to_client_slot) {
+absl::Status StoreClient::Transfer(const ObjectId& id,
+                                   uint32_t to_client_slot) {
   SHOAL_ASSIGN_OR_RETURN(LockGuard lock, impl_->Lock());
   ObjectTable& table = *impl_->table_;
-  if (to_client_slot >= table.header()->max_clients || !table.slot(to_client_slot)->in_use) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("store client slot ", to_client_slot, " is not connected"));
+  if (to_client_slot >= table.header()->max_clients ||
+      !table.slot(to_client_slot)->in_use) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "store client slot ", to_client_slot, " is not connected"));
   }
   std::optional<uint32_t> e = table.Find(id);
   if (!e) return absl::NotFoundError(absl::StrCat("no object ", id.ToHex()));
   if (table.HeldBy(impl_->slot_, *e) == 0) {
-    return absl::FailedPreconditionError("this client holds no reference to the object");
+    return absl::FailedPreconditionError(
+        "this client holds no reference to the object");
   }
-  JournaledWriter journal(impl_->segment_->base(), &table.header()->lock.journal);
+  JournaledWriter journal(impl_->segment_->base(),
+                          &table.header()->lock.journal);
   SHOAL_RETURN_IF_ERROR(table.AddRef(to_client_slot, *e, &journal));
-  SHOAL_ASSIGN_OR_RETURN(uint32_t left, table.DropRef(impl_->slot_, *e, &journal));
+  SHOAL_ASSIGN_OR_RETURN(uint32_t left,
+                         table.DropRef(impl_->slot_, *e, &journal));
   (void)left;
   return absl::OkStatus();
 }

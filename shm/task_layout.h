@@ -39,7 +39,8 @@ enum class TaskState : uint32_t {
 
 // TaskEntry::flags
 inline constexpr uint32_t kTaskCancelRequested = 1u << 0;
-inline constexpr uint32_t kTaskReleaseWhenDone = 1u << 1;  // owner gone/released
+inline constexpr uint32_t kTaskReleaseWhenDone = 1u
+                                                 << 1;  // owner gone/released
 inline constexpr uint32_t kTaskTimedOut = 1u << 2;  // cancelled by its deadline
 
 // Tasks needing these resources share one FIFO.

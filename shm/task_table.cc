@@ -426,6 +426,18 @@ absl::Status TaskTable::RemoveClient(uint32_t client) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<TaskWorkerCounters> TaskTable::WorkerCounters(
+    uint32_t worker) const {
+  if (worker >= kMaxTaskWorkers)
+    return absl::InvalidArgumentError("bad worker slot");
+  const TaskWorkerSlot& s = header()->workers[worker];
+  TaskWorkerCounters c;
+  c.done = __atomic_load_n(&s.done, __ATOMIC_RELAXED);
+  c.failed = __atomic_load_n(&s.failed, __ATOMIC_RELAXED);
+  c.busy = RelaxedLoad(&s.current) != 0;
+  return c;
+}
+
 std::optional<uint64_t> TaskTable::RunningOn(uint32_t worker) const {
   const uint32_t cur = RelaxedLoad(&header()->workers[worker].current);
   if (cur == 0) return std::nullopt;
@@ -494,10 +506,13 @@ absl::Status TaskTable::Expire(uint64_t id) {
   return absl::OkStatus();
 }
 
-absl::Status TaskTable::SetClientStoreSlot(uint32_t client, int32_t store_slot) {
-  if (client >= kMaxTaskClients) return absl::InvalidArgumentError("bad client slot");
+absl::Status TaskTable::SetClientStoreSlot(uint32_t client,
+                                           int32_t store_slot) {
+  if (client >= kMaxTaskClients)
+    return absl::InvalidArgumentError("bad client slot");
   SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
-  op.W32(&op.h()->clients[client].store_slot, static_cast<uint32_t>(store_slot + 1));
+  op.W32(&op.h()->clients[client].store_slot,
+         static_cast<uint32_t>(store_slot + 1));
   return absl::OkStatus();
 }
 
@@ -726,7 +741,8 @@ absl::StatusOr<std::optional<TaskClaim>> TaskTable::Claim(uint32_t worker) {
   claim.attempt = x->attempts;
   claim.timeout_ns = x->timeout_ns;
   if (x->owner != 0) {
-    claim.owner_store_slot = static_cast<int32_t>(op.h()->clients[x->owner - 1].store_slot) - 1;
+    claim.owner_store_slot =
+        static_cast<int32_t>(op.h()->clients[x->owner - 1].store_slot) - 1;
   }
   return claim;
 }

@@ -85,6 +85,13 @@ struct TaskTableStats {
   uint32_t free_chunks = 0;
 };
 
+// A worker slot's counters.
+struct TaskWorkerCounters {
+  uint64_t done = 0;
+  uint64_t failed = 0;
+  bool busy = false;
+};
+
 // A running task whose deadline passed.
 struct ExpiredTask {
   uint64_t id;
@@ -120,6 +127,8 @@ class TaskTable {
   // Frees a client slot: its queued and finished tasks are freed, its running
   // ones are cancelled and freed when they end.
   absl::Status RemoveClient(uint32_t client);
+  // A worker slot's counters (read without the lock).
+  absl::StatusOr<TaskWorkerCounters> WorkerCounters(uint32_t worker) const;
   // The task worker `worker` is running, if any (as an id).
   std::optional<uint64_t> RunningOn(uint32_t worker) const;
   // Handles the task a dead worker was running: requeued at the head of its
@@ -165,6 +174,10 @@ class TaskTable {
     ClientBell(client).Sleep(armed, timeout);
   }
   void DisarmClient(uint32_t client) { ClientBell(client).Disarm(); }
+  // How many times the client's bell rang (changes when a task completes).
+  uint32_t ClientRings(uint32_t client) const {
+    return ClientBell(client).rings.load(std::memory_order_seq_cst);
+  }
 
   // ---- workers --------------------------------------------------------------
   // The oldest queued task this worker can run (FIFO per class; across

@@ -6,6 +6,11 @@
 namespace shoal::cli {
 
 int InfoCommand(int argc, char** argv);
+int StartCommand(int argc, char** argv);
+int StatusCommand(int argc, char** argv);
+int StopCommand(int argc, char** argv);
+int SubmitCommand(int argc, char** argv);
+int WorkerCommand(int argc, char** argv);
 int StoreCommand(int argc, char** argv);
 int BenchCommand(int argc, char** argv);
 

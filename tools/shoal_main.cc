@@ -15,6 +15,13 @@ struct Command {
 constexpr Command kCommands[] = {
     {"info", shoal::cli::InfoCommand,
      "what this build and machine offer (CUDA, NCCL, GPUs, /dev/shm)"},
+    {"start", shoal::cli::StartCommand,
+     "start a node: store, workers, coordinator"},
+    {"submit", shoal::cli::SubmitCommand,
+     "run a task on a node and print its outputs"},
+    {"status", shoal::cli::StatusCommand,
+     "show a node's workers, tasks and store"},
+    {"stop", shoal::cli::StopCommand, "stop a node"},
     {"store", shoal::cli::StoreCommand,
      "run a node's shared-memory tensor store in the foreground"},
     {"bench", shoal::cli::BenchCommand, "benchmarks: `shoal bench store` (W1)"},
@@ -42,6 +49,9 @@ int main(int argc, char** argv) {
   for (const Command& c : kCommands) {
     if (std::strcmp(argv[1], c.name) == 0) return c.run(argc - 1, argv + 1);
   }
+  // Not listed: exec'd by the coordinator only.
+  if (std::strcmp(argv[1], "worker") == 0)
+    return shoal::cli::WorkerCommand(argc - 1, argv + 1);
   std::fprintf(stderr, "shoal: unknown command '%s'\n\n", argv[1]);
   Usage(stderr);
   return 2;

@@ -2,8 +2,9 @@
 //
 //   noop()                      nothing
 //   echo(args...)               its arguments, unchanged
-//   fill(n, value[, dtype])     a tensor of n elements equal to value (f32 default)
-//   add(a, b)                   elementwise a + b (tensors of one shape and dtype),
+//   fill(n, value[, dtype])     a tensor of n elements equal to value (f32
+//   default) add(a, b)                   elementwise a + b (tensors of one
+//   shape and dtype),
 //                               or the sum of two numbers
 //   scale(t, factor)            t * factor, elementwise
 //   sum(t)                      the sum of t's elements, as a float
@@ -38,14 +39,15 @@ absl::Status WithNumeric(DType t, Fn fn) {
       return fn(static_cast<int64_t*>(nullptr));
     default:
       return absl::InvalidArgumentError(
-          absl::StrCat("dtype ", DTypeName(t), " is not supported here (f32, f64, i32, i64)"));
+          absl::StrCat("dtype ", DTypeName(t),
+                       " is not supported here (f32, f64, i32, i64)"));
   }
 }
 
 absl::Status RequireContiguous(const TensorView& t, absl::string_view what) {
   if (!t.meta.IsContiguous() || !t.meta.device.is_cpu()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " must be a contiguous CPU tensor, got ", t.meta.ToString()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " must be a contiguous CPU tensor, got ", t.meta.ToString()));
   }
   return absl::OkStatus();
 }
@@ -66,8 +68,9 @@ absl::Status Fill(TaskContext& ctx) {
     SHOAL_ASSIGN_OR_RETURN(dtype, ParseDType(name));
   }
   if (n < 0) return absl::InvalidArgumentError("fill: n must be ≥ 0");
-  SHOAL_ASSIGN_OR_RETURN(MutableTensorView out,
-                         ctx.NewTensorOutput(TensorMeta::Contiguous(dtype, {n})));
+  SHOAL_ASSIGN_OR_RETURN(
+      MutableTensorView out,
+      ctx.NewTensorOutput(TensorMeta::Contiguous(dtype, {n})));
   return WithNumeric(dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
     T* p = reinterpret_cast<T*>(out.data);
@@ -81,7 +84,8 @@ absl::Status Add(TaskContext& ctx) {
       !std::holds_alternative<ObjectValue>(ctx.arg(0))) {
     if (std::holds_alternative<int64_t>(ctx.arg(0)) &&
         std::holds_alternative<int64_t>(ctx.arg(1))) {
-      ctx.AddOutput(std::get<int64_t>(ctx.arg(0)) + std::get<int64_t>(ctx.arg(1)));
+      ctx.AddOutput(std::get<int64_t>(ctx.arg(0)) +
+                    std::get<int64_t>(ctx.arg(1)));
       return absl::OkStatus();
     }
     SHOAL_ASSIGN_OR_RETURN(const double a, ctx.FloatArg(0));
@@ -94,11 +98,12 @@ absl::Status Add(TaskContext& ctx) {
   SHOAL_RETURN_IF_ERROR(RequireContiguous(a, "add's first argument"));
   SHOAL_RETURN_IF_ERROR(RequireContiguous(b, "add's second argument"));
   if (a.meta.dtype != b.meta.dtype || a.meta.shape != b.meta.shape) {
-    return absl::InvalidArgumentError(absl::StrCat("add: ", a.meta.ToString(), " and ",
-                                                   b.meta.ToString(), " differ"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "add: ", a.meta.ToString(), " and ", b.meta.ToString(), " differ"));
   }
-  SHOAL_ASSIGN_OR_RETURN(MutableTensorView out,
-                         ctx.NewTensorOutput(TensorMeta::Contiguous(a.meta.dtype, a.meta.shape)));
+  SHOAL_ASSIGN_OR_RETURN(
+      MutableTensorView out,
+      ctx.NewTensorOutput(TensorMeta::Contiguous(a.meta.dtype, a.meta.shape)));
   return WithNumeric(a.meta.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
     const T* x = reinterpret_cast<const T*>(a.data);
@@ -114,8 +119,9 @@ absl::Status Scale(TaskContext& ctx) {
   SHOAL_ASSIGN_OR_RETURN(const TensorView t, ctx.TensorArg(0));
   SHOAL_ASSIGN_OR_RETURN(const double factor, ctx.FloatArg(1));
   SHOAL_RETURN_IF_ERROR(RequireContiguous(t, "scale's tensor"));
-  SHOAL_ASSIGN_OR_RETURN(MutableTensorView out,
-                         ctx.NewTensorOutput(TensorMeta::Contiguous(t.meta.dtype, t.meta.shape)));
+  SHOAL_ASSIGN_OR_RETURN(
+      MutableTensorView out,
+      ctx.NewTensorOutput(TensorMeta::Contiguous(t.meta.dtype, t.meta.shape)));
   return WithNumeric(t.meta.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
     const T* x = reinterpret_cast<const T*>(t.data);
@@ -146,18 +152,19 @@ absl::Status Matmul(TaskContext& ctx) {
   SHOAL_ASSIGN_OR_RETURN(const TensorView b, ctx.TensorArg(1));
   SHOAL_RETURN_IF_ERROR(RequireContiguous(a, "matmul's first argument"));
   SHOAL_RETURN_IF_ERROR(RequireContiguous(b, "matmul's second argument"));
-  if (a.meta.shape.size() != 2 || b.meta.shape.size() != 2 || a.meta.shape[1] != b.meta.shape[0] ||
-      a.meta.dtype != b.meta.dtype) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "matmul needs (m×k)·(k×n) of one dtype, got ", a.meta.ToString(), " and ",
-        b.meta.ToString()));
+  if (a.meta.shape.size() != 2 || b.meta.shape.size() != 2 ||
+      a.meta.shape[1] != b.meta.shape[0] || a.meta.dtype != b.meta.dtype) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("matmul needs (m×k)·(k×n) of one dtype, got ",
+                     a.meta.ToString(), " and ", b.meta.ToString()));
   }
   const int64_t m = a.meta.shape[0], k = a.meta.shape[1], n = b.meta.shape[1];
   if (a.meta.dtype != DType::kF32 && a.meta.dtype != DType::kF64) {
     return absl::InvalidArgumentError("matmul supports f32 and f64");
   }
-  SHOAL_ASSIGN_OR_RETURN(MutableTensorView out,
-                         ctx.NewTensorOutput(TensorMeta::Contiguous(a.meta.dtype, {m, n})));
+  SHOAL_ASSIGN_OR_RETURN(
+      MutableTensorView out,
+      ctx.NewTensorOutput(TensorMeta::Contiguous(a.meta.dtype, {m, n})));
   return WithNumeric(a.meta.dtype, [&](auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
     const T* x = reinterpret_cast<const T*>(a.data);
@@ -196,9 +203,7 @@ absl::Status Fail(TaskContext& ctx) {
   return absl::UnknownError(message);
 }
 
-absl::Status Crash(TaskContext&) {
-  std::abort();
-}
+absl::Status Crash(TaskContext&) { std::abort(); }
 
 }  // namespace
 

@@ -18,7 +18,8 @@ class CppRunner : public TaskRunner {
   }
   absl::Status Run(absl::string_view function, TaskContext& ctx) override {
     const TaskFunction* fn = FindTask(function);
-    if (fn == nullptr) return absl::NotFoundError(absl::StrCat("no task function ", function));
+    if (fn == nullptr)
+      return absl::NotFoundError(absl::StrCat("no task function ", function));
     return (*fn)(ctx);
   }
   std::string Describe() const override {
@@ -30,9 +31,13 @@ class CppRunner : public TaskRunner {
 // references taken to read them, and the outputs as they are produced.
 class ExecutionContext : public TaskContext {
  public:
-  ExecutionContext(std::vector<Value> args, const shm::TaskClaim& claim, uint32_t worker_id,
-                   shm::StoreClient* store, shm::TaskTable* table)
-      : args_(std::move(args)), claim_(claim), worker_id_(worker_id), store_(store),
+  ExecutionContext(std::vector<Value> args, const shm::TaskClaim& claim,
+                   uint32_t worker_id, shm::StoreClient* store,
+                   shm::TaskTable* table)
+      : args_(std::move(args)),
+        claim_(claim),
+        worker_id_(worker_id),
+        store_(store),
         table_(table) {}
 
   ~ExecutionContext() override {
@@ -46,40 +51,48 @@ class ExecutionContext : public TaskContext {
 
   absl::StatusOr<TensorView> TensorArg(size_t i) override {
     if (i >= args_.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("missing argument ", i, " (a tensor)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("missing argument ", i, " (a tensor)"));
     }
     if (const auto* t = std::get_if<TensorValue>(&args_[i])) {
-      return TensorView{t->meta, reinterpret_cast<const uint8_t*>(t->data.data()),
+      return TensorView{t->meta,
+                        reinterpret_cast<const uint8_t*>(t->data.data()),
                         t->data.size()};
     }
     if (const auto* o = std::get_if<ObjectValue>(&args_[i])) {
       if (store_ == nullptr) {
-        return absl::FailedPreconditionError("this worker has no store connection");
+        return absl::FailedPreconditionError(
+            "this worker has no store connection");
       }
-      SHOAL_ASSIGN_OR_RETURN(shm::ObjectBuffer buf, store_->Get(o->id, absl::Seconds(30)));
+      SHOAL_ASSIGN_OR_RETURN(shm::ObjectBuffer buf,
+                             store_->Get(o->id, absl::Seconds(30)));
       held_.push_back(o->id);
       return TensorView{buf.meta, buf.data, buf.nbytes};
     }
-    return absl::InvalidArgumentError(absl::StrCat("argument ", i, " must be a tensor, got ",
-                                                   ValueKindName(args_[i]), " ",
-                                                   ValueToString(args_[i])));
+    return absl::InvalidArgumentError(
+        absl::StrCat("argument ", i, " must be a tensor, got ",
+                     ValueKindName(args_[i]), " ", ValueToString(args_[i])));
   }
 
   void AddOutput(Value v) override { outputs_.push_back(std::move(v)); }
 
-  absl::StatusOr<MutableTensorView> NewTensorOutput(const TensorMeta& meta) override {
+  absl::StatusOr<MutableTensorView> NewTensorOutput(
+      const TensorMeta& meta) override {
     SHOAL_RETURN_IF_ERROR(meta.Validate());
     const uint64_t nbytes = static_cast<uint64_t>(meta.NumBytes());
     if (nbytes <= kInlineValueLimit) {
       outputs_.push_back(TensorValue{meta, std::string(nbytes, '\0')});
       auto& t = std::get<TensorValue>(outputs_.back());  // deque: never moves
-      return MutableTensorView{meta, reinterpret_cast<uint8_t*>(t.data.data()), nbytes};
+      return MutableTensorView{meta, reinterpret_cast<uint8_t*>(t.data.data()),
+                               nbytes};
     }
     if (store_ == nullptr) {
-      return absl::FailedPreconditionError("a large output needs the store, not connected");
+      return absl::FailedPreconditionError(
+          "a large output needs the store, not connected");
     }
     const ObjectId id = ObjectId::Random();
-    SHOAL_ASSIGN_OR_RETURN(shm::MutableObjectBuffer buf, store_->Create(id, meta));
+    SHOAL_ASSIGN_OR_RETURN(shm::MutableObjectBuffer buf,
+                           store_->Create(id, meta));
     created_.push_back(id);
     outputs_.push_back(ObjectValue{id, meta, nbytes});
     return MutableTensorView{meta, buf.data, nbytes};
@@ -103,11 +116,13 @@ class ExecutionContext : public TaskContext {
       }
       absl::Status s = store_->Seal(id);
       if (s.ok() && claim_.owner_store_slot >= 0) {
-        s = store_->Transfer(id, static_cast<uint32_t>(claim_.owner_store_slot));
+        s = store_->Transfer(id,
+                             static_cast<uint32_t>(claim_.owner_store_slot));
       } else if (s.ok()) {
         // No one can hold it for the owner (remote client through a
         // coordinator without a store slot): keep ours until released.
-        s = absl::FailedPreconditionError("the task's owner has no store connection");
+        s = absl::FailedPreconditionError(
+            "the task's owner has no store connection");
       }
       if (!s.ok()) {
         (void)store_->Release(id);
@@ -136,16 +151,23 @@ class ExecutionContext : public TaskContext {
 };
 
 TaskOutcome Failed(const absl::Status& s) {
-  return TaskOutcome{static_cast<int32_t>(s.code()), ipc::EncodeTaskOutcome(s.message(), {})};
+  return TaskOutcome{static_cast<int32_t>(s.code()),
+                     ipc::EncodeTaskOutcome(s.message(), {})};
 }
 
 }  // namespace
 
-std::unique_ptr<TaskRunner> MakeCppRunner() { return std::make_unique<CppRunner>(); }
+std::unique_ptr<TaskRunner> MakeCppRunner() {
+  return std::make_unique<CppRunner>();
+}
 
-Executor::Executor(uint32_t worker_id, shm::StoreClient* store, shm::TaskTable* table,
+Executor::Executor(uint32_t worker_id, shm::StoreClient* store,
+                   shm::TaskTable* table,
                    std::vector<std::unique_ptr<TaskRunner>> runners)
-    : worker_id_(worker_id), store_(store), table_(table), runners_(std::move(runners)) {}
+    : worker_id_(worker_id),
+      store_(store),
+      table_(table),
+      runners_(std::move(runners)) {}
 
 TaskOutcome Executor::Execute(const shm::TaskClaim& claim) {
   TaskRunner* runner = nullptr;
@@ -158,9 +180,10 @@ TaskOutcome Executor::Execute(const shm::TaskClaim& claim) {
   if (runner == nullptr) {
     std::vector<std::string> offers;
     for (auto& r : runners_) offers.push_back(r->Describe());
-    return Failed(absl::NotFoundError(absl::StrCat(
-        "no task function '", claim.function, "' on this worker (", absl::StrJoin(offers, "; "),
-        "); load more with `shoal start --plugin lib.so`")));
+    return Failed(absl::NotFoundError(
+        absl::StrCat("no task function '", claim.function, "' on this worker (",
+                     absl::StrJoin(offers, "; "),
+                     "); load more with `shoal start --plugin lib.so`")));
   }
   absl::StatusOr<std::vector<Value>> args = ipc::DecodeTaskArgs(claim.args);
   if (!args.ok()) return Failed(args.status());

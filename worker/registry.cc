@@ -18,7 +18,8 @@ struct Registry {
 };
 
 Registry& GlobalRegistry() {
-  static Registry* r = new Registry;  // never destroyed: plugins outlive exit order
+  static Registry* r =
+      new Registry;  // never destroyed: plugins outlive exit order
   return *r;
 }
 
@@ -27,8 +28,11 @@ Registry& GlobalRegistry() {
 bool RegisterTask(absl::string_view name, TaskFunction fn) {
   Registry& r = GlobalRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
-  auto [it, inserted] = r.functions.insert_or_assign(std::string(name), std::move(fn));
-  if (!inserted) SHOAL_LOG(WARNING, "task function '%s' registered twice; the last wins", name);
+  auto [it, inserted] =
+      r.functions.insert_or_assign(std::string(name), std::move(fn));
+  if (!inserted)
+    SHOAL_LOG(WARNING, "task function '%s' registered twice; the last wins",
+              name);
   return true;
 }
 
@@ -52,8 +56,8 @@ absl::Status LoadPlugin(const std::string& path) {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = dlerror();
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot load plugin ", path, ": ", err ? err : "unknown error"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot load plugin ", path, ": ", err ? err : "unknown error"));
   }
   return absl::OkStatus();
 }

@@ -70,7 +70,8 @@ class TaskContext {
   virtual void AddOutput(Value v) = 0;
   // A tensor output to fill: small ones travel inline, large ones are written
   // straight into the store (no copy). Errors: the store's (ResourceExhausted).
-  virtual absl::StatusOr<MutableTensorView> NewTensorOutput(const TensorMeta& meta) = 0;
+  virtual absl::StatusOr<MutableTensorView> NewTensorOutput(
+      const TensorMeta& meta) = 0;
 
   // True once the task is cancelled or timed out: a long function should
   // check it and return absl::CancelledError().
@@ -95,7 +96,7 @@ bool RegisterTask(absl::string_view name, TaskFunction fn);
 #define SHOAL_TASK_CONCAT_(a, b) SHOAL_TASK_CONCAT_INNER_(a, b)
 
 // Registers a task function at load time (of the worker, or of a plugin).
-#define SHOAL_TASK(name, fn)                                                   \
+#define SHOAL_TASK(name, fn)                                                  \
   static const bool SHOAL_TASK_CONCAT_(shoal_task_registered_, __COUNTER__) = \
       ::shoal::worker::RegisterTask((name), (fn))
 

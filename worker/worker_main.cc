@@ -26,7 +26,8 @@ absl::StatusOr<std::string> Env(const char* name) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') {
     return absl::InvalidArgumentError(absl::StrCat(
-        name, " is not set (a worker is started by the coordinator, `shoal start`)"));
+        name,
+        " is not set (a worker is started by the coordinator, `shoal start`)"));
   }
   return std::string(v);
 }
@@ -36,7 +37,8 @@ absl::StatusOr<uint32_t> EnvInt(const char* name) {
   if (!v.ok()) return v.status();
   uint32_t n;
   if (!absl::SimpleAtoi(*v, &n)) {
-    return absl::InvalidArgumentError(absl::StrCat(name, "='", *v, "' is not a number"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, "='", *v, "' is not a number"));
   }
   return n;
 }
@@ -45,7 +47,8 @@ absl::StatusOr<uint32_t> EnvInt(const char* name) {
 // coordinator restarts a worker whose heartbeats stop (a hung process).
 class Heartbeat {
  public:
-  Heartbeat(const WorkerOptions& o, std::atomic<uint64_t>* done) : o_(o), done_(done) {
+  Heartbeat(const WorkerOptions& o, std::atomic<uint64_t>* done)
+      : o_(o), done_(done) {
     thread_ = std::thread([this] { Run(); });
   }
   ~Heartbeat() {
@@ -61,7 +64,8 @@ class Heartbeat {
   void Run() {
     auto socket = ipc::Socket::Create(ZMQ_DEALER);
     if (!socket.ok() || !socket->Connect(o_.backend).ok()) {
-      SHOAL_LOG(ERROR, "worker %d: cannot reach the coordinator at %s", o_.worker_id, o_.backend);
+      SHOAL_LOG(ERROR, "worker %d: cannot reach the coordinator at %s",
+                o_.worker_id, o_.backend);
       return;
     }
     auto send = [&](ipc::Message m) {
@@ -73,7 +77,8 @@ class Heartbeat {
     while (!stop_) {
       cv_.WaitWithDeadline(&mu_, absl::Now() + o_.heartbeat_interval);
       if (stop_) break;
-      send(ipc::WorkerHeartbeat{o_.worker_id, done_->load(std::memory_order_relaxed)});
+      send(ipc::WorkerHeartbeat{o_.worker_id,
+                                done_->load(std::memory_order_relaxed)});
     }
   }
 
@@ -106,22 +111,27 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromEnv() {
 
 absl::Status RunWorker(const WorkerOptions& o) {
   RegisterBuiltins();
-  for (const std::string& plugin : o.plugins) SHOAL_RETURN_IF_ERROR(LoadPlugin(plugin));
+  for (const std::string& plugin : o.plugins)
+    SHOAL_RETURN_IF_ERROR(LoadPlugin(plugin));
   shm::StoreClientOptions so;
   so.endpoint = o.store_endpoint;
   so.name = absl::StrCat("worker ", o.worker_id);
-  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<shm::StoreClient> store, shm::StoreClient::Connect(so));
-  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<shm::TaskTable> table,
-                         shm::TaskTable::Open(o.task_segment, absl::Seconds(10)));
+  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<shm::StoreClient> store,
+                         shm::StoreClient::Connect(so));
+  SHOAL_ASSIGN_OR_RETURN(
+      std::unique_ptr<shm::TaskTable> table,
+      shm::TaskTable::Open(o.task_segment, absl::Seconds(10)));
   std::vector<std::unique_ptr<TaskRunner>> runners;
   runners.push_back(MakeCppRunner());
   Executor executor(o.worker_id, store.get(), table.get(), std::move(runners));
   std::atomic<uint64_t> done{0};
   Heartbeat heartbeat(o, &done);
   while (true) {
-    absl::StatusOr<std::optional<shm::TaskClaim>> claim = table->Claim(o.task_slot);
+    absl::StatusOr<std::optional<shm::TaskClaim>> claim =
+        table->Claim(o.task_slot);
     if (!claim.ok()) {
-      if (absl::IsUnavailable(claim.status())) return absl::OkStatus();  // shutting down
+      if (absl::IsUnavailable(claim.status()))
+        return absl::OkStatus();  // shutting down
       return claim.status();
     }
     if (!claim->has_value()) {
@@ -130,8 +140,10 @@ absl::Status RunWorker(const WorkerOptions& o) {
     }
     const shm::TaskClaim& c = **claim;
     TaskOutcome outcome = executor.Execute(c);
-    absl::Status s = table->Complete(o.task_slot, c.id, outcome.code, outcome.payload);
-    if (!s.ok() && !absl::IsFailedPrecondition(s) && !absl::IsNotFound(s)) return s;
+    absl::Status s =
+        table->Complete(o.task_slot, c.id, outcome.code, outcome.payload);
+    if (!s.ok() && !absl::IsFailedPrecondition(s) && !absl::IsNotFound(s))
+      return s;
     done.fetch_add(1, std::memory_order_relaxed);
   }
 }

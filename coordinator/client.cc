@@ -1,0 +1,410 @@
+#include "coordinator/client.h"
+
+#include <sched.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "coordinator/discovery.h"
+#include "coordinator/task_results.h"
+#include "ipc/curve.h"
+#include "ipc/protocol.h"
+#include "ipc/socket.h"
+#include "ipc/status_macros.h"
+#include "shm/task_table.h"
+
+namespace shoal::coordinator {
+namespace {
+
+std::string BootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return std::string(absl::StripAsciiWhitespace(id));
+}
+
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v ? std::string(v) : fallback;
+}
+
+}  // namespace
+
+class Client::Impl {
+ public:
+  explicit Impl(ClientOptions o) : o_(std::move(o)) {}
+  ~Impl();
+
+  absl::Status Connect();
+  absl::StatusOr<ipc::Message> Call(ipc::Message request,
+                                    absl::Duration timeout);
+
+  // Local fast path.
+  absl::StatusOr<std::vector<TaskRef>> SubmitLocal(
+      std::vector<ipc::TaskSpec> tasks);
+  absl::StatusOr<std::vector<ipc::TaskResult>> WaitLocal(
+      absl::Span<const TaskRef> tasks, absl::Duration timeout, size_t min_done,
+      bool release);
+  // Moves arguments over the inline limit into the store.
+  absl::Status SpillLargeArgs(ipc::TaskSpec& task,
+                              std::vector<ObjectId>* spilled);
+  void ReleaseSpilled(uint64_t task);
+
+  ClientOptions o_;
+  ipc::Socket socket_;
+  uint64_t next_request_ = 1;
+  ipc::ClientWelcome welcome_;
+  std::unique_ptr<shm::StoreClient> store_;
+  std::unique_ptr<shm::TaskTable> table_;
+  std::map<uint64_t, std::vector<ObjectId>>
+      spilled_;  // task → argument objects
+};
+
+absl::Status Client::Impl::Connect() {
+  std::string server_key = o_.server_key;
+  if (o_.endpoint.empty()) o_.endpoint = EnvOr("SHOAL_COORDINATOR", "");
+  if (o_.endpoint.empty()) {
+    SHOAL_ASSIGN_OR_RETURN(Discovery d, ReadDiscovery(o_.job_id));
+    o_.endpoint = d.frontend;
+    if (server_key.empty()) server_key = d.server_key;
+  }
+  if (server_key.empty()) server_key = EnvOr("SHOAL_SERVER_KEY", "");
+  if (o_.name.empty()) o_.name = absl::StrCat("pid ", getpid());
+  ipc::SocketOptions so;
+  so.max_msg_bytes = 128 << 20;
+  SHOAL_ASSIGN_OR_RETURN(socket_, ipc::Socket::Create(ZMQ_DEALER, so));
+  if (!server_key.empty()) {
+    const std::string key_file = o_.client_key_file.empty()
+                                     ? EnvOr("SHOAL_CLIENT_KEY_FILE", "")
+                                     : o_.client_key_file;
+    if (key_file.empty()) {
+      return absl::FailedPreconditionError(
+          "the coordinator uses CURVE: pass a client key-pair file "
+          "(SHOAL_CLIENT_KEY_FILE) "
+          "whose public key it admits");
+    }
+    SHOAL_ASSIGN_OR_RETURN(ipc::CurveKeyPair keys, ipc::ReadKeyPair(key_file));
+    SHOAL_RETURN_IF_ERROR(ipc::ConfigureCurveClient(socket_, server_key, keys));
+  }
+  SHOAL_RETURN_IF_ERROR(socket_.Connect(o_.endpoint));
+  ipc::ClientHello hello{static_cast<int32_t>(getpid()), o_.name,
+                         o_.force_remote ? "" : BootId()};
+  SHOAL_ASSIGN_OR_RETURN(ipc::Message reply, Call(hello, o_.rpc_timeout));
+  const auto* w = std::get_if<ipc::ClientWelcome>(&reply);
+  if (w == nullptr)
+    return absl::InternalError("unexpected reply to client_hello");
+  welcome_ = *w;
+  if (!welcome_.local) return absl::OkStatus();
+  shm::StoreClientOptions so2;
+  so2.endpoint = welcome_.store_endpoint;
+  so2.name = o_.name;
+  SHOAL_ASSIGN_OR_RETURN(store_, shm::StoreClient::Connect(so2));
+  SHOAL_ASSIGN_OR_RETURN(
+      table_, shm::TaskTable::Open(welcome_.task_segment, absl::Seconds(10)));
+  return table_->SetClientStoreSlot(
+      welcome_.task_client, static_cast<int32_t>(store_->client_slot()));
+}
+
+Client::Impl::~Impl() {
+  // The coordinator frees our tasks when it sees this process exit; a client
+  // object that goes away while the process lives releases them itself.
+  if (table_ != nullptr) {
+    for (const auto& [task, ids] : spilled_) {
+      for (const ObjectId& id : ids) (void)store_->Release(id);
+    }
+  }
+}
+
+absl::StatusOr<ipc::Message> Client::Impl::Call(ipc::Message request,
+                                                absl::Duration timeout) {
+  const uint64_t id = next_request_++;
+  SHOAL_ASSIGN_OR_RETURN(std::string frame,
+                         ipc::Encode(id, std::move(request)));
+  SHOAL_RETURN_IF_ERROR(socket_.Send(frame));
+  const absl::Time deadline = timeout == absl::InfiniteDuration()
+                                  ? absl::InfiniteFuture()
+                                  : absl::Now() + timeout;
+  std::vector<std::string> frames;
+  ipc::DecodeLimits limits;
+  limits.max_frame_bytes = 128 << 20;
+  while (true) {
+    const absl::Duration left =
+        deadline == absl::InfiniteFuture()
+            ? absl::InfiniteDuration()
+            : std::max(absl::ZeroDuration(), deadline - absl::Now());
+    absl::Status s = socket_.Recv(&frames, left);
+    if (absl::IsDeadlineExceeded(s)) {
+      return absl::UnavailableError(absl::StrCat(
+          "the coordinator at ", o_.endpoint, " did not answer within ",
+          absl::FormatDuration(timeout)));
+    }
+    SHOAL_RETURN_IF_ERROR(s);
+    if (frames.size() != 1) continue;
+    ipc::DecodeResult d = ipc::Decode(frames[0], limits);
+    if (!d.envelope.ok()) {
+      if (d.request_id == id) return d.envelope.status();
+      continue;
+    }
+    if (d.envelope->request_id != id) continue;  // a reply to an abandoned call
+    if (auto* e = std::get_if<ipc::ErrorReply>(&d.envelope->body))
+      return e->status;
+    return std::move(d.envelope->body);
+  }
+}
+
+absl::Status Client::Impl::SpillLargeArgs(ipc::TaskSpec& task,
+                                          std::vector<ObjectId>* spilled) {
+  for (Value& v : task.args) {
+    const TensorValue* t = std::get_if<TensorValue>(&v);
+    const BytesValue* b = std::get_if<BytesValue>(&v);
+    const size_t size = t ? t->data.size() : b ? b->data.size() : 0;
+    if (size <= kInlineValueLimit) continue;
+    const TensorMeta meta =
+        t ? t->meta : TensorMeta::Bytes(static_cast<int64_t>(size));
+    const std::string& data = t ? t->data : b->data;
+    const ObjectId id = ObjectId::Random();
+    SHOAL_RETURN_IF_ERROR(store_->Put(id, meta, data.data()));
+    spilled->push_back(id);
+    v = ObjectValue{id, meta, size};
+  }
+  return absl::OkStatus();
+}
+
+void Client::Impl::ReleaseSpilled(uint64_t task) {
+  auto it = spilled_.find(task);
+  if (it == spilled_.end()) return;
+  for (const ObjectId& id : it->second) {
+    (void)store_->Release(id);
+    (void)store_->Delete(id);
+  }
+  spilled_.erase(it);
+}
+
+absl::StatusOr<std::vector<TaskRef>> Client::Impl::SubmitLocal(
+    std::vector<ipc::TaskSpec> tasks) {
+  std::vector<shm::TaskSubmission> subs;
+  std::vector<std::vector<ObjectId>> spilled(tasks.size());
+  subs.reserve(tasks.size());
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    absl::Status s = SpillLargeArgs(tasks[i], &spilled[i]);
+    absl::StatusOr<shm::TaskSubmission> sub =
+        s.ok() ? ToSubmission(tasks[i], welcome_.cpus_per_worker,
+                              welcome_.gpus_per_worker)
+               : absl::StatusOr<shm::TaskSubmission>(s);
+    if (!sub.ok()) {
+      for (auto& ids : spilled) {
+        for (const ObjectId& id : ids) (void)store_->Release(id);
+      }
+      return sub.status();
+    }
+    subs.push_back(*std::move(sub));
+  }
+  absl::StatusOr<std::vector<uint64_t>> ids =
+      table_->Submit(welcome_.task_client, subs);
+  if (!ids.ok()) {
+    for (auto& list : spilled) {
+      for (const ObjectId& id : list) (void)store_->Release(id);
+    }
+    return ids.status();
+  }
+  std::vector<TaskRef> refs;
+  refs.reserve(ids->size());
+  for (size_t i = 0; i < ids->size(); ++i) {
+    refs.push_back(TaskRef{(*ids)[i]});
+    if (!spilled[i].empty()) spilled_[(*ids)[i]] = std::move(spilled[i]);
+  }
+  return refs;
+}
+
+absl::StatusOr<std::vector<ipc::TaskResult>> Client::Impl::WaitLocal(
+    absl::Span<const TaskRef> tasks, absl::Duration timeout, size_t min_done,
+    bool release) {
+  const size_t want =
+      min_done == 0 ? tasks.size() : std::min(min_done, tasks.size());
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = timeout == absl::InfiniteDuration()
+                                  ? absl::InfiniteFuture()
+                                  : start + timeout;
+  auto count_done = [&]() -> absl::StatusOr<size_t> {
+    size_t done = 0;
+    for (const TaskRef& t : tasks) {
+      SHOAL_ASSIGN_OR_RETURN(shm::TaskState st, table_->Poll(t.id));
+      if (st == shm::TaskState::kDone) ++done;
+    }
+    return done;
+  };
+  while (true) {
+    SHOAL_ASSIGN_OR_RETURN(size_t done, count_done());
+    if (done >= want) break;
+    const absl::Time now = absl::Now();
+    if (now >= deadline) break;
+    if (now - start < o_.spin) {
+      // A result usually arrives within microseconds: yield instead of
+      // paying for a sleep and a wake-up (~20 µs each way here).
+      sched_yield();
+      continue;
+    }
+    const uint32_t armed = table_->ArmClient(welcome_.task_client);
+    SHOAL_ASSIGN_OR_RETURN(done, count_done());
+    if (done < want) {
+      table_->SleepClient(welcome_.task_client, armed,
+                          deadline == absl::InfiniteFuture()
+                              ? absl::Seconds(1)
+                              : std::min(absl::Seconds(1), deadline - now));
+    }
+    table_->DisarmClient(welcome_.task_client);
+  }
+  std::vector<ipc::TaskResult> results;
+  for (const TaskRef& t : tasks) {
+    absl::StatusOr<shm::TaskState> st = table_->Poll(t.id);
+    if (!st.ok() || *st != shm::TaskState::kDone) continue;
+    results.push_back(
+        ToResult(t.id, table_->Take(welcome_.task_client, t.id, release)));
+    ReleaseSpilled(t.id);
+  }
+  return results;
+}
+
+// ---- Client
+// ----------------------------------------------------------------------
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
+  auto impl = std::make_unique<Impl>(std::move(options));
+  SHOAL_RETURN_IF_ERROR(impl->Connect());
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+bool Client::local() const { return impl_->welcome_.local; }
+const std::string& Client::job_id() const { return impl_->welcome_.job_id; }
+shm::StoreClient* Client::store() { return impl_->store_.get(); }
+
+absl::StatusOr<TaskRef> Client::Submit(ipc::TaskSpec task) {
+  std::vector<ipc::TaskSpec> one;
+  one.push_back(std::move(task));
+  SHOAL_ASSIGN_OR_RETURN(std::vector<TaskRef> refs, Submit(std::move(one)));
+  return refs[0];
+}
+
+absl::StatusOr<std::vector<TaskRef>> Client::Submit(
+    std::vector<ipc::TaskSpec> tasks) {
+  if (tasks.empty()) return std::vector<TaskRef>();
+  if (local()) return impl_->SubmitLocal(std::move(tasks));
+  SHOAL_ASSIGN_OR_RETURN(
+      ipc::Message reply,
+      impl_->Call(ipc::SubmitRequest{std::move(tasks)}, impl_->o_.rpc_timeout));
+  const auto* r = std::get_if<ipc::SubmitReply>(&reply);
+  if (r == nullptr) return absl::InternalError("unexpected reply to submit");
+  std::vector<TaskRef> refs;
+  for (uint64_t id : r->task_ids) refs.push_back(TaskRef{id});
+  return refs;
+}
+
+absl::StatusOr<std::vector<ipc::TaskResult>> Client::Wait(
+    absl::Span<const TaskRef> tasks, absl::Duration timeout, size_t min_done,
+    bool release) {
+  if (local()) return impl_->WaitLocal(tasks, timeout, min_done, release);
+  ipc::WaitRequest w;
+  for (const TaskRef& t : tasks) w.task_ids.push_back(t.id);
+  w.timeout_ms = timeout == absl::InfiniteDuration()
+                     ? -1
+                     : absl::ToInt64Milliseconds(timeout);
+  w.min_done = static_cast<uint32_t>(min_done);
+  w.release = release;
+  const absl::Duration rpc = timeout == absl::InfiniteDuration()
+                                 ? absl::InfiniteDuration()
+                                 : timeout + impl_->o_.rpc_timeout;
+  SHOAL_ASSIGN_OR_RETURN(ipc::Message reply, impl_->Call(std::move(w), rpc));
+  auto* r = std::get_if<ipc::WaitReply>(&reply);
+  if (r == nullptr) return absl::InternalError("unexpected reply to wait");
+  return std::move(r->results);
+}
+
+absl::StatusOr<ipc::TaskResult> Client::Wait(TaskRef task,
+                                             absl::Duration timeout,
+                                             bool release) {
+  SHOAL_ASSIGN_OR_RETURN(
+      std::vector<ipc::TaskResult> results,
+      Wait(absl::MakeConstSpan(&task, 1), timeout, 1, release));
+  if (results.empty()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("task ", task.id, " did not finish within ",
+                     absl::FormatDuration(timeout)));
+  }
+  return std::move(results[0]);
+}
+
+absl::Status Client::Cancel(TaskRef task) {
+  if (local()) return impl_->table_->Cancel(task.id).status();
+  return impl_->Call(ipc::CancelRequest{{task.id}}, impl_->o_.rpc_timeout)
+      .status();
+}
+
+absl::Status Client::Release(TaskRef task) {
+  if (local()) {
+    // Output objects of a finished task are ours to release too.
+    absl::StatusOr<shm::TaskState> st = impl_->table_->Poll(task.id);
+    if (st.ok() && *st == shm::TaskState::kDone) {
+      ReleaseOutputs(ToResult(
+          task.id, impl_->table_->Take(impl_->welcome_.task_client, task.id,
+                                       /*release=*/true)));
+      impl_->ReleaseSpilled(task.id);
+      return absl::OkStatus();
+    }
+    absl::Status s =
+        impl_->table_->Release(impl_->welcome_.task_client, task.id);
+    impl_->ReleaseSpilled(task.id);
+    return s;
+  }
+  return impl_->Call(ipc::ReleaseTasksRequest{{task.id}}, impl_->o_.rpc_timeout)
+      .status();
+}
+
+void Client::ReleaseOutputs(const ipc::TaskResult& result) {
+  if (!local()) return;  // the coordinator holds remote clients' objects
+  for (const Value& v : result.outputs) {
+    if (const auto* o = std::get_if<ObjectValue>(&v)) {
+      (void)impl_->store_->Release(o->id);
+      (void)impl_->store_->Delete(o->id);
+    }
+  }
+}
+
+absl::StatusOr<TensorValue> Client::Fetch(const ObjectId& id) {
+  if (local()) {
+    SHOAL_ASSIGN_OR_RETURN(shm::ObjectBuffer buf, impl_->store_->Get(id));
+    TensorValue t{buf.meta, std::string(reinterpret_cast<const char*>(buf.data),
+                                        buf.nbytes)};
+    (void)impl_->store_->Release(id);
+    return t;
+  }
+  SHOAL_ASSIGN_OR_RETURN(
+      ipc::Message reply,
+      impl_->Call(ipc::FetchObjectRequest{id}, impl_->o_.rpc_timeout));
+  auto* r = std::get_if<ipc::FetchObjectReply>(&reply);
+  if (r == nullptr)
+    return absl::InternalError("unexpected reply to fetch_object");
+  return std::move(r->tensor);
+}
+
+absl::StatusOr<ipc::NodeStatus> Client::Status() {
+  SHOAL_ASSIGN_OR_RETURN(
+      ipc::Message reply,
+      impl_->Call(ipc::StatusRequest{}, impl_->o_.rpc_timeout));
+  auto* r = std::get_if<ipc::NodeStatus>(&reply);
+  if (r == nullptr) return absl::InternalError("unexpected reply to status");
+  return std::move(*r);
+}
+
+absl::Status Client::StopNode() {
+  return impl_->Call(ipc::StopRequest{}, impl_->o_.rpc_timeout).status();
+}
+
+}  // namespace shoal::coordinator

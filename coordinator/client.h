@@ -1,0 +1,116 @@
+// Client: submits tasks to a shoal node and collects their results; also the
+// node's store (Put/Get) for processes on the same machine.
+//
+//   auto client = shoal::coordinator::Client::Connect();     // finds the node
+//   auto task = (*client)->Submit({.function = "add", .args = {int64_t{2},
+//   int64_t{3}}}); auto result = (*client)->Wait(*task, absl::Seconds(10));  //
+//   outputs: {5}
+//
+// On the node's own machine the client talks to workers through the task
+// table in shared memory (no process in between: tens of microseconds per
+// task); from elsewhere it goes through the coordinator's frontend over TCP.
+// Results belong to the client that submitted them; they are freed when it
+// releases them (Wait with release, or Release) or disconnects. Output tensors
+// larger than 64 KiB arrive as store objects this client holds: read them with
+// store()->Get (local) or Fetch (remote), and ReleaseOutputs when done.
+// Thread-compatible: use one Client per thread, or lock around it.
+#ifndef SHOAL_COORDINATOR_CLIENT_H_
+#define SHOAL_COORDINATOR_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "ipc/messages.h"
+#include "shm/store_client.h"
+
+namespace shoal::coordinator {
+
+struct ClientOptions {
+  // The coordinator's frontend (tcp://host:port). Default "":
+  // $SHOAL_COORDINATOR, else the discovery file of `job_id`, $SHOAL_JOB_ID or
+  // the node started last on this machine.
+  std::string endpoint;
+  std::string job_id;
+  // A name for logs. Default: "pid <pid>".
+  std::string name;
+  // Use the frontend even on the node's machine. Default false.
+  bool force_remote = false;
+  // Longest wait for a reply from the coordinator. Default 30 s.
+  absl::Duration rpc_timeout = absl::Seconds(30);
+  // CURVE (for a frontend off loopback): the server's public key (default:
+  // the discovery file's, or $SHOAL_SERVER_KEY) and this client's key-pair
+  // file (default $SHOAL_CLIENT_KEY_FILE).
+  std::string server_key;
+  std::string client_key_file;
+  // A local client waiting for results spins (yielding the CPU) this long
+  // before it sleeps. Default 100 µs.
+  absl::Duration spin = absl::Microseconds(100);
+};
+
+struct TaskRef {
+  uint64_t id = 0;
+};
+
+class Client {
+ public:
+  // Errors: NotFound (no node to find), Unavailable (no answer),
+  // FailedPrecondition (protocol or CURVE mismatch).
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(
+      ClientOptions options = {});
+  // Disconnects: every task and output this client still owns is freed.
+  ~Client();
+
+  bool local() const;
+  const std::string& job_id() const;
+  // The node's store (local clients only; nullptr otherwise).
+  shm::StoreClient* store();
+
+  // Queues tasks. Arguments over 64 KiB (tensors, bytes) are put in the store
+  // first (local clients) and passed by reference.
+  // Errors: InvalidArgument (a request no worker can satisfy, bad names),
+  // ResourceExhausted (too many tasks in flight), Unavailable.
+  absl::StatusOr<TaskRef> Submit(ipc::TaskSpec task);
+  absl::StatusOr<std::vector<TaskRef>> Submit(std::vector<ipc::TaskSpec> tasks);
+
+  // Waits until `min_done` of `tasks` finished (0: all of them) or `timeout`
+  // passes, and returns the results of those finished, in the order given.
+  // With `release`, their table entries are freed (a task is then unknown).
+  // Errors: NotFound (an unknown or released task), Unavailable.
+  absl::StatusOr<std::vector<ipc::TaskResult>> Wait(
+      absl::Span<const TaskRef> tasks, absl::Duration timeout,
+      size_t min_done = 0, bool release = true);
+  // One task: its result, or DeadlineExceeded if it did not finish in time.
+  absl::StatusOr<ipc::TaskResult> Wait(TaskRef task, absl::Duration timeout,
+                                       bool release = true);
+
+  // Cancels a queued task (it completes as Cancelled) or a running one (its
+  // function sees cancelled()). Errors: NotFound.
+  absl::Status Cancel(TaskRef task);
+  // Frees a task (cancelling it if it has not finished). Errors: NotFound.
+  absl::Status Release(TaskRef task);
+  // Releases the store objects among a result's outputs.
+  void ReleaseOutputs(const ipc::TaskResult& result);
+  // Copies a store object's bytes (for remote clients). Errors: NotFound.
+  absl::StatusOr<TensorValue> Fetch(const ObjectId& id);
+
+  // The node's workers, queue and store.
+  absl::StatusOr<ipc::NodeStatus> Status();
+  // Asks the coordinator to shut the node down.
+  absl::Status StopNode();
+
+  class Impl;
+
+ private:
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace shoal::coordinator
+
+#endif  // SHOAL_COORDINATOR_CLIENT_H_

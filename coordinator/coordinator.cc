@@ -1,0 +1,506 @@
+#include "coordinator/coordinator.h"
+
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <cerrno>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "coordinator/coordinator_impl.h"
+#include "coordinator/discovery.h"
+#include "gpu/device_visibility.h"
+#include "ipc/log.h"
+#include "ipc/process_info.h"
+#include "ipc/runtime_dir.h"
+#include "ipc/status_macros.h"
+#include "ipc/subprocess.h"
+#include "ipc/task_payload.h"
+#include "shm/segment.h"
+
+namespace shoal::coordinator {
+namespace {
+
+int64_t MonotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+void Signal(int fd) {
+  const uint64_t one = 1;
+  ssize_t unused = write(fd, &one, sizeof(one));
+  (void)unused;
+}
+
+void Drain(int fd) {
+  uint64_t v;
+  ssize_t unused = read(fd, &v, sizeof(v));
+  (void)unused;
+}
+
+}  // namespace
+
+// ---- start-up
+// ------------------------------------------------------------------
+
+absl::Status Coordinator::Impl::Init() {
+  if (options_.num_workers < 1 || options_.num_workers > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "-n must be between 1 and 64, got ", options_.num_workers));
+  }
+  if (options_.cpus_per_worker < 1 || options_.gpus_per_worker < 0) {
+    return absl::InvalidArgumentError(
+        "--cpus-per-worker must be ≥ 1 and --gpus-per-worker ≥ 0");
+  }
+  if (options_.job_id.empty()) options_.job_id = NewJobId();
+  for (const std::string& job : RemoveStaleJobDirs()) {
+    SHOAL_LOG(INFO, "removed the runtime folder of dead job %s", job);
+  }
+  SHOAL_ASSIGN_OR_RETURN(job_dir_, JobDir(options_.job_id));
+  // GPUs first: asking for more than exist is an error before anything runs.
+  SHOAL_ASSIGN_OR_RETURN(std::vector<std::string> gpus,
+                         gpu::DiscoverGpusFromEnvironment(options_.gpus));
+  SHOAL_ASSIGN_OR_RETURN(
+      std::vector<std::vector<int>> assignment,
+      gpu::AssignGpus(options_.num_workers, options_.gpus_per_worker,
+                      static_cast<int>(gpus.size())));
+  for (const std::vector<int>& logical : assignment) {
+    SHOAL_ASSIGN_OR_RETURN(std::string visible,
+                           gpu::ChildVisibleDevices(gpus, logical));
+    worker_gpus_.push_back(std::move(visible));
+  }
+  stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  completion_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (stop_fd_ < 0 || completion_fd_ < 0) return SHOAL_ERRNO("eventfd");
+  SHOAL_RETURN_IF_ERROR(StartStore());
+  SHOAL_RETURN_IF_ERROR(StartTaskTable());
+  SHOAL_RETURN_IF_ERROR(StartSockets());
+  SHOAL_RETURN_IF_ERROR(StartWorkers());
+  Discovery d{options_.job_id,        frontend_endpoint_, store_endpoint_,
+              table_->segment_name(), getpid(),           server_public_key_};
+  return WriteDiscovery(d);
+}
+
+absl::Status Coordinator::Impl::StartStore() {
+  shm::StoreOptions so;
+  so.job_id = options_.job_id;
+  so.store_bytes = options_.store_bytes;
+  SHOAL_ASSIGN_OR_RETURN(store_, shm::StoreService::Create(so));
+  store_endpoint_ = store_->endpoint();
+  shm::StoreService* store = store_.get();
+  store_thread_ = std::thread([store] {
+    absl::Status s = store->Run();
+    if (!s.ok()) SHOAL_LOG(ERROR, "store service stopped: %s", s.ToString());
+  });
+  shm::StoreClientOptions co;
+  co.endpoint = store_endpoint_;
+  co.name = "coordinator";
+  SHOAL_ASSIGN_OR_RETURN(store_client_, shm::StoreClient::Connect(co));
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::Impl::StartTaskTable() {
+  SHOAL_ASSIGN_OR_RETURN(
+      table_, shm::TaskTable::Create(options_.job_id, shm::TaskTableOptions()));
+  SHOAL_ASSIGN_OR_RETURN(
+      own_client_,
+      table_->AddClient(getpid(),
+                        static_cast<int32_t>(store_client_->client_slot())));
+  // Our own task client's completions wake the event loop through an eventfd
+  // (the loop waits in zmq_poll, which cannot wait on a futex).
+  watcher_ = std::thread([this] {
+    uint32_t seen = table_->ClientRings(own_client_);
+    while (!watcher_stop_.load()) {
+      const uint32_t armed = table_->ArmClient(own_client_);
+      if (armed == seen)
+        table_->SleepClient(own_client_, armed, absl::Milliseconds(200));
+      table_->DisarmClient(own_client_);
+      const uint32_t rings = table_->ClientRings(own_client_);
+      if (rings != seen) {
+        seen = rings;
+        Signal(completion_fd_);
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::Impl::StartSockets() {
+  ipc::SocketOptions fo;
+  fo.max_msg_bytes = 128 << 20;
+  SHOAL_ASSIGN_OR_RETURN(frontend_, ipc::Socket::Create(ZMQ_ROUTER, fo));
+  std::string host = options_.bind, port = "0";
+  if (size_t colon = options_.bind.rfind(':'); colon != std::string::npos) {
+    host = options_.bind.substr(0, colon);
+    port = options_.bind.substr(colon + 1);
+  }
+  if (host.empty()) host = "127.0.0.1";
+  const std::string bind =
+      absl::StrCat("tcp://", host, ":", port == "0" ? "*" : port);
+  if (!ipc::IsLoopbackEndpoint(absl::StrCat("tcp://", host, ":1"))) {
+    if (!options_.insecure) {
+      SHOAL_RETURN_IF_ERROR(ConfigureCurve(frontend_));
+    } else {
+      SHOAL_LOG(WARNING,
+                "the frontend listens on %s without CURVE (--insecure): anyone "
+                "who can "
+                "reach it can run tasks",
+                bind);
+    }
+  }
+  SHOAL_RETURN_IF_ERROR(frontend_.Bind(bind));
+  SHOAL_ASSIGN_OR_RETURN(frontend_endpoint_, frontend_.LastEndpoint());
+  SHOAL_ASSIGN_OR_RETURN(backend_, ipc::Socket::Create(ZMQ_ROUTER));
+  backend_endpoint_ = absl::StrCat("ipc://", job_dir_, "/backend.sock");
+  unlink(absl::StrCat(job_dir_, "/backend.sock").c_str());
+  SHOAL_RETURN_IF_ERROR(backend_.Bind(backend_endpoint_));
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::Impl::ConfigureCurve(ipc::Socket& frontend) {
+  const std::string key_file = options_.server_key_file.empty()
+                                   ? absl::StrCat(job_dir_, "/server.key")
+                                   : options_.server_key_file;
+  absl::StatusOr<ipc::CurveKeyPair> keys = ipc::ReadKeyPair(key_file);
+  if (absl::IsNotFound(keys.status())) {
+    SHOAL_ASSIGN_OR_RETURN(ipc::CurveKeyPair fresh,
+                           ipc::GenerateCurveKeyPair());
+    SHOAL_RETURN_IF_ERROR(ipc::WriteKeyPair(key_file, fresh));
+    keys = fresh;
+  }
+  if (!keys.ok()) return keys.status();
+  std::vector<std::string> allowed;
+  if (!options_.client_keys_file.empty()) {
+    std::ifstream in(options_.client_keys_file);
+    if (!in) {
+      return absl::NotFoundError(absl::StrCat("cannot read --client-keys ",
+                                              options_.client_keys_file));
+    }
+    std::string line;
+    while (std::getline(in, line)) {
+      std::string key(absl::StripAsciiWhitespace(line));
+      if (key.empty() || key[0] == '#') continue;
+      if (!ipc::IsValidZ85Key(key)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "not a Z85 public key in ", options_.client_keys_file, ": ", key));
+      }
+      allowed.push_back(key);
+    }
+  }
+  if (allowed.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("binding to ", options_.bind,
+                     " (not loopback) needs CURVE: pass --client-keys FILE "
+                     "with the public keys of the clients to admit (or "
+                     "--insecure to accept anyone)"));
+  }
+  SHOAL_ASSIGN_OR_RETURN(zap_, ipc::ZapAuthenticator::Start(allowed));
+  SHOAL_RETURN_IF_ERROR(ipc::ConfigureCurveServer(frontend, *keys));
+  server_public_key_ = keys->public_key;
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::Impl::StartWorkers() {
+  SupervisorOptions so;
+  so.command = options_.worker_command.empty()
+                   ? std::vector<std::string>{SelfExePath(), "worker"}
+                   : options_.worker_command;
+  so.log_dir = options_.log_dir.empty() ? absl::StrCat(job_dir_, "/logs")
+                                        : options_.log_dir;
+  if (mkdir(so.log_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return SHOAL_ERRNO(absl::StrCat("mkdir ", so.log_dir));
+  }
+  so.heartbeat_timeout = options_.heartbeat_timeout;
+  so.env = {{"SHOAL_JOB_ID", options_.job_id},
+            {"SHOAL_TASK_SEGMENT", table_->segment_name()},
+            {"SHOAL_STORE_ENDPOINT", store_endpoint_},
+            {"SHOAL_BACKEND_ENDPOINT", backend_endpoint_},
+            {"SHOAL_COORDINATOR", frontend_endpoint_},
+            {"SHOAL_PLUGINS", absl::StrJoin(options_.plugins, ":")},
+            {"WORLD_SIZE", absl::StrCat(options_.num_workers)},
+            {"LOCAL_WORLD_SIZE", absl::StrCat(options_.num_workers)}};
+  std::vector<WorkerSpec> specs;
+  for (int i = 0; i < options_.num_workers; ++i) {
+    specs.push_back({static_cast<uint32_t>(i),
+                     static_cast<uint32_t>(options_.cpus_per_worker),
+                     static_cast<uint32_t>(options_.gpus_per_worker),
+                     worker_gpus_[i]});
+  }
+  worker_slot_.assign(options_.num_workers, -1);
+  Supervisor::Hooks hooks;
+  hooks.before_start =
+      [this](uint32_t w) -> absl::StatusOr<std::map<std::string, std::string>> {
+    SHOAL_ASSIGN_OR_RETURN(
+        const uint32_t slot,
+        table_->AddWorker(0, static_cast<uint32_t>(options_.cpus_per_worker),
+                          static_cast<uint32_t>(options_.gpus_per_worker)));
+    worker_slot_[w] = static_cast<int32_t>(slot);
+    return std::map<std::string, std::string>{
+        {"SHOAL_WORKER_SLOT", absl::StrCat(slot)},
+        {"RANK", absl::StrCat(w)},
+        {"LOCAL_RANK", absl::StrCat(w)}};
+  };
+  hooks.on_exit = [this](uint32_t w, const std::string& how) {
+    OnWorkerExit(w, how);
+  };
+  supervisor_ = std::make_unique<Supervisor>(std::move(so), std::move(specs),
+                                             std::move(hooks));
+  return supervisor_->StartAll();
+}
+
+// ---- event loop
+// ----------------------------------------------------------------
+
+absl::Status Coordinator::Impl::Run() {
+  std::vector<zmq_pollitem_t> items;
+  std::vector<int> fds;
+  std::vector<uint32_t> who;
+  absl::Time next_tick = absl::Now();
+  while (!stop_requested_) {
+    items.clear();
+    items.push_back({frontend_.raw(), 0, ZMQ_POLLIN, 0});
+    items.push_back({backend_.raw(), 0, ZMQ_POLLIN, 0});
+    items.push_back({nullptr, stop_fd_, ZMQ_POLLIN, 0});
+    items.push_back({nullptr, completion_fd_, ZMQ_POLLIN, 0});
+    fds.clear();
+    who.clear();
+    supervisor_->PollFds(&fds, &who);
+    const size_t workers_at = items.size();
+    for (int fd : fds) items.push_back({nullptr, fd, ZMQ_POLLIN, 0});
+    const size_t clients_at = items.size();
+    std::vector<uint32_t> client_ids;
+    for (const auto& [slot, c] : local_clients_) {
+      items.push_back({nullptr, c.pidfd, ZMQ_POLLIN, 0});
+      client_ids.push_back(slot);
+    }
+    absl::Time now = absl::Now();
+    // Ticks: timeouts and waits need 10 ms resolution only while some exist.
+    absl::Time wake = next_tick;
+    if (!expiring_.empty() || !waits_.empty())
+      wake = std::min(wake, now + absl::Milliseconds(10));
+    const int rc = zmq_poll(
+        items.data(), static_cast<int>(items.size()),
+        ipc::PollTimeoutMs(std::max(absl::ZeroDuration(), wake - now)));
+    if (rc < 0 && zmq_errno() != EINTR)
+      return ipc::ZmqStatus("zmq_poll", __FILE__, __LINE__);
+    if (items[2].revents & ZMQ_POLLIN) break;
+    if (items[0].revents & ZMQ_POLLIN) DrainFrontend();
+    if (items[1].revents & ZMQ_POLLIN) DrainBackend();
+    if (items[3].revents & ZMQ_POLLIN) {
+      Drain(completion_fd_);
+      OnCompletions();
+    }
+    for (size_t i = workers_at; i < clients_at; ++i) {
+      if (items[i].revents & ZMQ_POLLIN)
+        supervisor_->OnExit(who[i - workers_at]);
+    }
+    for (size_t i = clients_at; i < items.size(); ++i) {
+      if (items[i].revents & ZMQ_POLLIN)
+        OnLocalClientExit(client_ids[i - clients_at]);
+    }
+    now = absl::Now();
+    CheckTimeouts(now);
+    if (!waits_.empty()) OnCompletions();  // deadlines
+    if (now >= next_tick) {
+      next_tick = std::min(supervisor_->Tick(now), now + absl::Seconds(1));
+      ExpireRemoteResults(now);
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Coordinator::Impl::Stop() { Signal(stop_fd_); }
+
+void Coordinator::Impl::DrainFrontend() {
+  std::vector<std::string> frames;
+  for (int i = 0; i < 256; ++i) {
+    absl::StatusOr<bool> ready = frontend_.Poll(absl::ZeroDuration());
+    if (!ready.ok() || !*ready || !frontend_.Recv(&frames).ok()) return;
+    if (frames.size() != 2) {
+      if (!frames.empty()) {
+        Reply(frames[0], 0,
+              ipc::ErrorReply{absl::InvalidArgumentError(absl::StrCat(
+                  "expected one frame, got ", frames.size() - 1))});
+      }
+      continue;
+    }
+    ipc::DecodeLimits limits;
+    limits.max_frame_bytes = 64 << 20;
+    ipc::DecodeResult decoded = ipc::Decode(frames[1], limits);
+    if (!decoded.envelope.ok()) {
+      Reply(frames[0], decoded.request_id,
+            ipc::ErrorReply{decoded.envelope.status()});
+      continue;
+    }
+    std::optional<ipc::Message> reply =
+        Handle(frames[0], decoded.envelope->request_id, decoded.envelope->body);
+    if (reply)
+      Reply(frames[0], decoded.envelope->request_id, *std::move(reply));
+  }
+}
+
+void Coordinator::Impl::DrainBackend() {
+  std::vector<std::string> frames;
+  for (int i = 0; i < 256; ++i) {
+    absl::StatusOr<bool> ready = backend_.Poll(absl::ZeroDuration());
+    if (!ready.ok() || !*ready || !backend_.Recv(&frames).ok()) return;
+    if (frames.size() != 2) continue;
+    ipc::DecodeResult decoded = ipc::Decode(frames[1]);
+    if (!decoded.envelope.ok()) continue;
+    if (const auto* h =
+            std::get_if<ipc::WorkerHello>(&decoded.envelope->body)) {
+      supervisor_->OnHeartbeat(h->worker_id, h->pid);
+    } else if (const auto* b =
+                   std::get_if<ipc::WorkerHeartbeat>(&decoded.envelope->body)) {
+      supervisor_->OnHeartbeat(b->worker_id, supervisor_->Pid(b->worker_id));
+    }
+  }
+}
+
+void Coordinator::Impl::Reply(const std::string& routing_id,
+                              uint64_t request_id, ipc::Message body) {
+  absl::StatusOr<std::string> frame = ipc::Encode(request_id, std::move(body));
+  const std::string payload =
+      frame.ok() ? *std::move(frame)
+                 : ipc::EncodeError(request_id, frame.status());
+  const absl::string_view parts[] = {routing_id, payload};
+  absl::Status s = frontend_.Send(parts, /*dontwait=*/true);
+  if (!s.ok()) SHOAL_LOG(DEBUG, "reply to a client dropped: %s", s.ToString());
+}
+
+void Coordinator::Impl::OnLocalClientExit(uint32_t client) {
+  auto it = local_clients_.find(client);
+  if (it == local_clients_.end()) return;
+  close(it->second.pidfd);
+  SHOAL_LOG(DEBUG, "local client pid %d exited; freeing its tasks",
+            it->second.pid);
+  local_clients_.erase(it);
+  absl::Status s = table_->RemoveClient(client);
+  if (!s.ok())
+    SHOAL_LOG(ERROR, "freeing a dead client's tasks: %s", s.ToString());
+}
+
+void Coordinator::Impl::OnWorkerExit(uint32_t w, const std::string& how) {
+  const int32_t slot = worker_slot_[w];
+  if (slot < 0) return;
+  worker_slot_[w] = -1;
+  std::optional<uint64_t> running =
+      table_->RunningOn(static_cast<uint32_t>(slot));
+  if (running) {
+    const bool timed_out = expiring_.erase(*running) > 0;
+    const std::string message =
+        timed_out ? absl::StrCat("worker ", w,
+                                 " ignored the task's timeout and was killed")
+                  : absl::StrCat("worker ", w, " died (", how,
+                                 ") while running this task");
+    const absl::StatusCode code = timed_out
+                                      ? absl::StatusCode::kDeadlineExceeded
+                                      : absl::StatusCode::kAborted;
+    absl::StatusOr<bool> requeued = table_->FailRunning(
+        static_cast<uint32_t>(slot), static_cast<int32_t>(code),
+        ipc::EncodeTaskOutcome(absl::StrCat(message, "; retries exhausted"),
+                               {}));
+    if (requeued.ok()) {
+      SHOAL_LOG(INFO, "task %d: %s; %s", *running, message,
+                *requeued ? "requeued" : "failed after its last retry");
+    }
+  }
+  (void)table_->RemoveWorker(static_cast<uint32_t>(slot));
+}
+
+void Coordinator::Impl::CheckTimeouts(absl::Time now) {
+  for (const shm::ExpiredTask& e : table_->Expired(MonotonicNs())) {
+    if (table_->Expire(e.id).ok()) {
+      expiring_[e.id] = Expiring{e.worker, now + options_.cancel_grace};
+    }
+  }
+  for (auto it = expiring_.begin(); it != expiring_.end();) {
+    absl::StatusOr<shm::TaskState> state = table_->Poll(it->first);
+    if (!state.ok() || *state != shm::TaskState::kRunning) {
+      it = expiring_.erase(it);  // the worker honoured the cancellation
+      continue;
+    }
+    if (now >= it->second.kill_at) {
+      // The worker ignores cancellation: kill it; its exit completes the task.
+      for (size_t w = 0; w < worker_slot_.size(); ++w) {
+        if (worker_slot_[w] == static_cast<int32_t>(it->second.worker)) {
+          SHOAL_LOG(WARNING, "worker %d ignored task %d's timeout: killing it",
+                    w, it->first);
+          supervisor_->Signal(static_cast<uint32_t>(w), SIGKILL);
+        }
+      }
+      it->second.kill_at = now + absl::Seconds(5);
+    }
+    ++it;
+  }
+}
+
+void Coordinator::Impl::ExpireRemoteResults(absl::Time now) {
+  for (auto it = remote_tasks_.begin(); it != remote_tasks_.end();) {
+    absl::StatusOr<shm::TaskState> state = table_->Poll(it->first);
+    if (!state.ok()) {
+      it = remote_tasks_.erase(it);
+    } else if (*state == shm::TaskState::kDone &&
+               now - it->second.submitted > options_.remote_result_ttl) {
+      ReleaseOutputs(ResultOf(it->first, /*release=*/true).outputs);
+      it = remote_tasks_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+Coordinator::Impl::~Impl() {
+  if (supervisor_) supervisor_->StopAll(absl::Seconds(2));
+  if (table_) table_->Close();
+  watcher_stop_.store(true);  // Close() rang every client bell, waking it
+  if (watcher_.joinable()) watcher_.join();
+  for (auto& [slot, c] : local_clients_) close(c.pidfd);
+  store_client_.reset();
+  if (store_) store_->Stop();
+  if (store_thread_.joinable()) store_thread_.join();
+  store_.reset();
+  table_.reset();
+  zap_.reset();
+  frontend_.Close();
+  backend_.Close();
+  if (!backend_endpoint_.empty())
+    unlink(absl::StrCat(job_dir_, "/backend.sock").c_str());
+  RemoveDiscovery(options_.job_id);
+  if (stop_fd_ >= 0) close(stop_fd_);
+  if (completion_fd_ >= 0) close(completion_fd_);
+}
+
+// ---- Coordinator
+// -----------------------------------------------------------------
+
+Coordinator::Coordinator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Coordinator::~Coordinator() = default;
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
+    CoordinatorOptions options) {
+  auto impl = std::make_unique<Impl>(std::move(options));
+  SHOAL_RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<Coordinator>(new Coordinator(std::move(impl)));
+}
+
+absl::Status Coordinator::Run() { return impl_->Run(); }
+void Coordinator::Stop() { impl_->Stop(); }
+const std::string& Coordinator::job_id() const { return impl_->job_id(); }
+const std::string& Coordinator::frontend_endpoint() const {
+  return impl_->frontend_endpoint();
+}
+const std::string& Coordinator::store_endpoint() const {
+  return impl_->store_endpoint();
+}
+
+}  // namespace shoal::coordinator

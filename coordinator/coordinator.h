@@ -1,0 +1,88 @@
+// Coordinator: brings up one node of a job — hosts the node's store service,
+// creates the task table, forks+execs the worker processes (each with its own
+// GPUs through CUDA_VISIBLE_DEVICES), supervises them, and serves clients on a
+// ZeroMQ ROUTER over TCP (tasks, status, stop). Local clients submit through
+// the shared-memory task table directly; remote ones through the frontend.
+#ifndef SHOAL_COORDINATOR_COORDINATOR_H_
+#define SHOAL_COORDINATOR_COORDINATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace shoal::coordinator {
+
+struct CoordinatorOptions {
+  // Job id (names segments, sockets, discovery). Default "": a fresh one.
+  std::string job_id;
+  // Worker processes. Default 2.
+  int num_workers = 2;
+  // CPUs each worker offers to tasks' resource requests. Default 1.
+  int cpus_per_worker = 1;
+  // GPUs per worker, from the coordinator's visible GPUs (its own
+  // CUDA_VISIBLE_DEVICES, --gpus, or the driver's count). Default 0.
+  int gpus_per_worker = 0;
+  // Overrides the visible GPU list ("0,1", "GPU-…"). Default: none.
+  std::optional<std::string> gpus;
+  // Store size. Default 0: the store's default.
+  uint64_t store_bytes = 0;
+  // Plugins every worker loads.
+  std::vector<std::string> plugins;
+  // Frontend address, HOST:PORT (port 0: pick a free one). Default
+  // "127.0.0.1:0". A non-loopback host requires CURVE unless `insecure`.
+  std::string bind = "127.0.0.1:0";
+  bool insecure = false;
+  // CURVE: the server's key-pair file (created if missing; default
+  // <job dir>/server.key) and a file of allowed client public keys (one Z85
+  // key per line). Used when binding off loopback.
+  std::string server_key_file;
+  std::string client_keys_file;
+  // Worker command. Default: this executable with the argument "worker".
+  std::vector<std::string> worker_command;
+  // Where worker logs go. Default: <job dir>/logs.
+  std::string log_dir;
+  // A worker without a heartbeat this long is killed as hung. Default 10 s.
+  absl::Duration heartbeat_timeout = absl::Seconds(10);
+  // After a task's timeout its worker gets this long to stop before it is
+  // killed. Default 2 s.
+  absl::Duration cancel_grace = absl::Seconds(2);
+  // Results of remote clients not collected in this long are freed. Default
+  // 10 min.
+  absl::Duration remote_result_ttl = absl::Minutes(10);
+};
+
+class Coordinator {
+ public:
+  // Starts everything (store, task table, workers, sockets, discovery file).
+  // Errors: InvalidArgument (bad options, too many GPUs asked for, a
+  // non-loopback bind without CURVE keys or --insecure), and start failures.
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
+      CoordinatorOptions options);
+  // Stops workers and the store, removes segments, sockets and discovery.
+  ~Coordinator();
+
+  // Serves until Stop() or a StopRequest. Returns OK after a clean stop.
+  absl::Status Run();
+  // Makes Run() return soon. Thread-safe and async-signal-safe.
+  void Stop();
+
+  const std::string& job_id() const;
+  const std::string& frontend_endpoint() const;
+  const std::string& store_endpoint() const;
+
+  class Impl;
+
+ private:
+  explicit Coordinator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace shoal::coordinator
+
+#endif  // SHOAL_COORDINATOR_COORDINATOR_H_

@@ -1,0 +1,272 @@
+// The coordinator's frontend requests. Local clients only say hello here (then
+// use the task table directly); remote ones submit, wait, cancel and release
+// through these handlers, with the coordinator's own task client as proxy.
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "coordinator/coordinator_impl.h"
+#include "coordinator/task_results.h"
+#include "ipc/log.h"
+#include "ipc/process_info.h"
+#include "ipc/task_payload.h"
+
+namespace shoal::coordinator {
+namespace {
+
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+template <class... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;
+
+ipc::Message Error(const absl::Status& s) { return ipc::ErrorReply{s}; }
+
+std::string BootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return std::string(absl::StripAsciiWhitespace(id));
+}
+
+}  // namespace
+
+std::optional<ipc::Message> Coordinator::Impl::Handle(
+    const std::string& routing_id, uint64_t request_id,
+    const ipc::Message& body) {
+  return std::visit(
+      Overloaded{
+          [&](const ipc::ClientHello& m) -> std::optional<ipc::Message> {
+            return OnHello(routing_id, m);
+          },
+          [&](const ipc::SubmitRequest& m) -> std::optional<ipc::Message> {
+            return OnSubmit(routing_id, m);
+          },
+          [&](const ipc::WaitRequest& m) -> std::optional<ipc::Message> {
+            return OnWait(routing_id, request_id, m);
+          },
+          [&](const ipc::CancelRequest& m) -> std::optional<ipc::Message> {
+            return OnCancel(routing_id, m);
+          },
+          [&](const ipc::ReleaseTasksRequest& m)
+              -> std::optional<ipc::Message> {
+            return OnReleaseTasks(routing_id, m);
+          },
+          [&](const ipc::FetchObjectRequest& m) -> std::optional<ipc::Message> {
+            return OnFetch(m);
+          },
+          [&](const ipc::StatusRequest&) -> std::optional<ipc::Message> {
+            return OnStatus();
+          },
+          [&](const ipc::StopRequest&) -> std::optional<ipc::Message> {
+            stop_requested_ = true;
+            return ipc::OkReply{};
+          },
+          [&](const auto&) -> std::optional<ipc::Message> {
+            return Error(absl::InvalidArgumentError(absl::StrCat(
+                "the coordinator does not serve ", ipc::MessageName(body))));
+          },
+      },
+      body);
+}
+
+ipc::Message Coordinator::Impl::OnHello(const std::string& routing_id,
+                                        const ipc::ClientHello& m) {
+  ipc::ClientWelcome w;
+  w.job_id = options_.job_id;
+  w.store_endpoint = store_endpoint_;
+  w.cpus_per_worker = static_cast<uint32_t>(options_.cpus_per_worker);
+  w.gpus_per_worker = static_cast<uint32_t>(options_.gpus_per_worker);
+  // The shared-memory fast path is for processes on this machine (same boot)
+  // that we can watch (their pid is visible here).
+  const bool same_machine = !m.boot_id.empty() && m.boot_id == BootId();
+  if (same_machine && m.pid > 0) {
+    absl::StatusOr<int> pidfd = OpenPidFd(m.pid);
+    if (pidfd.ok()) {
+      absl::StatusOr<uint32_t> slot = table_->AddClient(m.pid);
+      if (slot.ok()) {
+        local_clients_[*slot] = LocalClient{m.pid, *pidfd, routing_id};
+        w.local = true;
+        w.task_segment = table_->segment_name();
+        w.task_client = *slot;
+        return w;
+      }
+      close(*pidfd);
+      SHOAL_LOG(WARNING, "local client pid %d served remotely: %s", m.pid,
+                slot.status().ToString());
+    }
+  }
+  return w;
+}
+
+ipc::Message Coordinator::Impl::OnSubmit(const std::string& routing_id,
+                                         const ipc::SubmitRequest& m) {
+  std::vector<shm::TaskSubmission> subs;
+  subs.reserve(m.tasks.size());
+  for (const ipc::TaskSpec& t : m.tasks) {
+    absl::StatusOr<shm::TaskSubmission> s =
+        ToSubmission(t, static_cast<uint32_t>(options_.cpus_per_worker),
+                     static_cast<uint32_t>(options_.gpus_per_worker));
+    if (!s.ok()) return Error(s.status());
+    subs.push_back(*std::move(s));
+  }
+  absl::StatusOr<std::vector<uint64_t>> ids = table_->Submit(own_client_, subs);
+  if (!ids.ok()) return Error(ids.status());
+  const absl::Time now = absl::Now();
+  for (uint64_t id : *ids) remote_tasks_[id] = RemoteTask{routing_id, now};
+  return ipc::SubmitReply{*std::move(ids)};
+}
+
+absl::Status Coordinator::Impl::CheckOwner(const std::string& routing_id,
+                                           uint64_t id) const {
+  auto it = remote_tasks_.find(id);
+  if (it == remote_tasks_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("no task ", id, " (unknown or released)"));
+  }
+  if (it->second.routing_id != routing_id) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("task ", id, " belongs to another client"));
+  }
+  return absl::OkStatus();
+}
+
+ipc::TaskResult Coordinator::Impl::ResultOf(uint64_t id, bool release) {
+  return ToResult(id, table_->Take(own_client_, id, release));
+}
+
+std::optional<ipc::Message> Coordinator::Impl::TryWait(
+    const std::string& routing_id, const ipc::WaitRequest& m, bool force) {
+  size_t done = 0;
+  for (uint64_t id : m.task_ids) {
+    absl::Status owner = CheckOwner(routing_id, id);
+    if (!owner.ok()) return Error(owner);
+    absl::StatusOr<shm::TaskState> st = table_->Poll(id);
+    if (!st.ok()) return Error(st.status());
+    if (*st == shm::TaskState::kDone) ++done;
+  }
+  const size_t want = m.min_done == 0
+                          ? m.task_ids.size()
+                          : std::min<size_t>(m.min_done, m.task_ids.size());
+  if (done < want && !force) return std::nullopt;
+  ipc::WaitReply reply;
+  for (uint64_t id : m.task_ids) {
+    if (*table_->Poll(id) != shm::TaskState::kDone) continue;
+    reply.results.push_back(ResultOf(id, m.release));
+    if (m.release) remote_tasks_.erase(id);
+  }
+  return reply;
+}
+
+std::optional<ipc::Message> Coordinator::Impl::OnWait(
+    const std::string& routing_id, uint64_t request_id,
+    const ipc::WaitRequest& m) {
+  std::optional<ipc::Message> now = TryWait(routing_id, m, m.timeout_ms == 0);
+  if (now) return now;
+  PendingWait w;
+  w.routing_id = routing_id;
+  w.request_id = request_id;
+  w.request = m;
+  if (m.timeout_ms > 0)
+    w.deadline = absl::Now() + absl::Milliseconds(m.timeout_ms);
+  waits_.push_back(std::move(w));
+  return std::nullopt;
+}
+
+void Coordinator::Impl::OnCompletions() {
+  const absl::Time now = absl::Now();
+  for (auto it = waits_.begin(); it != waits_.end();) {
+    const bool due = it->deadline && now >= *it->deadline;
+    std::optional<ipc::Message> reply =
+        TryWait(it->routing_id, it->request, due);
+    if (reply) {
+      Reply(it->routing_id, it->request_id, *std::move(reply));
+      it = waits_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+ipc::Message Coordinator::Impl::OnCancel(const std::string& routing_id,
+                                         const ipc::CancelRequest& m) {
+  for (uint64_t id : m.task_ids) {
+    absl::Status s = CheckOwner(routing_id, id);
+    if (!s.ok()) return Error(s);
+    absl::StatusOr<shm::TaskState> was = table_->Cancel(id);
+    if (!was.ok()) return Error(was.status());
+  }
+  return ipc::OkReply{};
+}
+
+void Coordinator::Impl::ReleaseOutputs(const std::vector<Value>& outputs) {
+  for (const Value& v : outputs) {
+    if (const auto* o = std::get_if<ObjectValue>(&v)) {
+      (void)store_client_->Release(o->id);
+      (void)store_client_->Delete(o->id);
+    }
+  }
+}
+
+ipc::Message Coordinator::Impl::OnReleaseTasks(
+    const std::string& routing_id, const ipc::ReleaseTasksRequest& m) {
+  for (uint64_t id : m.task_ids) {
+    absl::Status s = CheckOwner(routing_id, id);
+    if (!s.ok()) return Error(s);
+    absl::StatusOr<shm::TaskState> st = table_->Poll(id);
+    if (st.ok() && *st == shm::TaskState::kDone) {
+      ReleaseOutputs(ResultOf(id, /*release=*/true).outputs);
+    } else {
+      (void)table_->Release(own_client_, id);
+    }
+    remote_tasks_.erase(id);
+  }
+  return ipc::OkReply{};
+}
+
+ipc::Message Coordinator::Impl::OnFetch(const ipc::FetchObjectRequest& m) {
+  absl::StatusOr<shm::ObjectBuffer> buf = store_client_->Get(m.id);
+  if (!buf.ok()) return Error(buf.status());
+  ipc::FetchObjectReply reply;
+  reply.tensor.meta = buf->meta;
+  reply.tensor.data.assign(reinterpret_cast<const char*>(buf->data),
+                           buf->nbytes);
+  (void)store_client_->Release(m.id);
+  return reply;
+}
+
+ipc::Message Coordinator::Impl::OnStatus() {
+  ipc::NodeStatus st;
+  st.job_id = options_.job_id;
+  st.coordinator_pid = getpid();
+  st.uptime_ms = absl::ToInt64Milliseconds(absl::Now() - started_);
+  st.frontend = frontend_endpoint_;
+  st.workers = supervisor_->Status();
+  for (ipc::WorkerStatus& w : st.workers) {
+    const int32_t slot = worker_slot_[w.id];
+    if (slot >= 0) {
+      absl::StatusOr<shm::TaskWorkerCounters> c =
+          table_->WorkerCounters(static_cast<uint32_t>(slot));
+      if (c.ok()) {
+        w.tasks_done = c->done;
+        w.tasks_failed = c->failed;
+        if (w.state == "running") w.state = c->busy ? "busy" : "idle";
+      }
+    }
+  }
+  if (absl::StatusOr<shm::TaskTableStats> ts = table_->Stats(); ts.ok()) {
+    st.queued = ts->queued;
+    st.running = ts->running;
+    st.submitted = ts->submitted;
+    st.completed = ts->completed;
+  }
+  if (absl::StatusOr<shm::StoreStats> ss = store_client_->Stats(); ss.ok())
+    st.store = *ss;
+  return st;
+}
+
+}  // namespace shoal::coordinator

@@ -1,0 +1,278 @@
+// `shoal start`, `shoal stop`, `shoal status` and the hidden `shoal worker`.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "coordinator/client.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/discovery.h"
+#include "ipc/log.h"
+#include "ipc/process_info.h"
+#include "ipc/runtime_dir.h"
+#include "tools/bench/bench_util.h"
+#include "tools/cli/args.h"
+#include "tools/commands.h"
+#include "worker/worker_main.h"
+
+namespace shoal::cli {
+namespace {
+
+coordinator::Coordinator* g_coordinator = nullptr;
+
+void OnSignal(int) {
+  if (g_coordinator != nullptr) g_coordinator->Stop();
+}
+
+// Runs the coordinator in this process until a signal or `shoal stop`.
+// `ready_fd` (if ≥ 0) gets one line, "ready ..." or "error ...", then closes.
+int RunNode(coordinator::CoordinatorOptions options, int ready_fd) {
+  absl::StatusOr<std::unique_ptr<coordinator::Coordinator>> node =
+      coordinator::Coordinator::Create(std::move(options));
+  if (!node.ok()) {
+    if (ready_fd >= 0) {
+      const std::string line =
+          absl::StrCat("error ", node.status().message(), "\n");
+      ssize_t unused = write(ready_fd, line.data(), line.size());
+      (void)unused;
+      close(ready_fd);
+    }
+    return Fail(node.status());
+  }
+  g_coordinator = node->get();
+  struct sigaction sa = {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  const std::string ready =
+      absl::StrCat("ready job ", (*node)->job_id(), ", frontend ",
+                   (*node)->frontend_endpoint(), ", store ",
+                   (*node)->store_endpoint(), ", pid ", getpid());
+  if (ready_fd >= 0) {
+    const std::string line = ready + "\n";
+    ssize_t unused = write(ready_fd, line.data(), line.size());
+    (void)unused;
+    close(ready_fd);
+  } else {
+    std::printf("node %s\n", ready.c_str());
+    std::fflush(stdout);
+  }
+  absl::Status s = (*node)->Run();
+  g_coordinator = nullptr;
+  node->reset();
+  if (!s.ok()) return Fail(s);
+  return 0;
+}
+
+}  // namespace
+
+int StartCommand(int argc, char** argv) {
+  ArgParser p(
+      "shoal start [flags]",
+      "Starts a node: the store, N worker processes and the coordinator that\n"
+      "serves tasks (`shoal submit`, the C++ and Python clients). Runs in the\n"
+      "foreground until Ctrl-C or `shoal stop`, or in the background with "
+      "--daemon.");
+  int64_t& n = p.Int("workers", 2, "worker processes");
+  int64_t& gpus_per_worker =
+      p.Int("gpus-per-worker", 0, "GPUs each worker gets");
+  int64_t& cpus_per_worker =
+      p.Int("cpus-per-worker", 1, "CPUs each worker offers to tasks");
+  std::string& gpus =
+      p.String("gpus", "",
+               "GPUs to use, as CUDA_VISIBLE_DEVICES (default: all visible)");
+  uint64_t& store_bytes = p.Bytes(
+      "store-bytes", 0, "store size (default: min(30% RAM, 80% /dev/shm))");
+  std::string& plugins = p.String(
+      "plugin", "", "shared libraries of task functions, ':'-separated");
+  std::string& job_id = p.String("job-id", "", "job id (default: a fresh one)");
+  std::string& bind = p.String("bind", "127.0.0.1:0",
+                               "frontend HOST:PORT (port 0: any free one)");
+  bool& insecure =
+      p.Bool("insecure", false, "allow a non-loopback --bind without CURVE");
+  std::string& client_keys =
+      p.String("client-keys", "", "CURVE: file of admitted client public keys");
+  std::string& server_key = p.String(
+      "server-key", "", "CURVE: server key-pair file (created if missing)");
+  bool& daemon = p.Bool("daemon", false,
+                        "run in the background; print the endpoint and return");
+  p.Alias('n', "workers");
+  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return Fail(s);
+  coordinator::CoordinatorOptions o;
+  o.job_id = job_id.empty() ? NewJobId() : job_id;
+  o.num_workers = static_cast<int>(n);
+  o.gpus_per_worker = static_cast<int>(gpus_per_worker);
+  o.cpus_per_worker = static_cast<int>(cpus_per_worker);
+  if (p.seen("gpus")) o.gpus = gpus;
+  o.store_bytes = store_bytes;
+  if (!plugins.empty())
+    o.plugins = absl::StrSplit(plugins, ':', absl::SkipEmpty());
+  for (std::string& plugin : o.plugins) {
+    char resolved[PATH_MAX];
+    if (realpath(plugin.c_str(), resolved) == nullptr) {
+      return Fail(absl::NotFoundError(
+          absl::StrCat("--plugin ", plugin, ": no such file")));
+    }
+    plugin = resolved;
+  }
+  o.bind = bind;
+  o.insecure = insecure;
+  o.client_keys_file = client_keys;
+  o.server_key_file = server_key;
+  if (!daemon) return RunNode(std::move(o), -1);
+
+  // --daemon: the child becomes the node; the parent reports and returns.
+  int fds[2];
+  if (pipe(fds) != 0) return Fail(absl::InternalError("pipe failed"));
+  absl::StatusOr<std::string> dir = JobDir(o.job_id);
+  if (!dir.ok()) return Fail(dir.status());
+  const std::string log = absl::StrCat(*dir, "/coordinator.log");
+  const pid_t pid = fork();
+  if (pid < 0) return Fail(absl::InternalError("fork failed"));
+  if (pid == 0) {
+    close(fds[0]);
+    setsid();
+    int null = open("/dev/null", O_RDONLY);
+    int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    dup2(null, STDIN_FILENO);
+    dup2(out, STDOUT_FILENO);
+    dup2(out, STDERR_FILENO);
+    _exit(RunNode(std::move(o), fds[1]));
+  }
+  close(fds[1]);
+  std::string line;
+  char c;
+  while (read(fds[0], &c, 1) == 1 && c != '\n') line += c;
+  close(fds[0]);
+  if (absl::StartsWith(line, "ready ")) {
+    std::printf("node %s (log %s)\n", line.substr(6).c_str(), log.c_str());
+    return 0;
+  }
+  std::fprintf(
+      stderr, "shoal: %s\n",
+      line.empty() ? "the node failed to start" : line.substr(6).c_str());
+  return 1;
+}
+
+int WorkerCommand(int argc, char** argv) {
+  (void)argc;
+  (void)argv;
+  absl::StatusOr<worker::WorkerOptions> o = worker::WorkerOptionsFromEnv();
+  if (!o.ok()) return Fail(o.status());
+  absl::Status s = worker::RunWorker(*o);
+  if (!s.ok()) return Fail(s);
+  return 0;
+}
+
+int StatusCommand(int argc, char** argv) {
+  ArgParser p("shoal status [flags]",
+              "Shows a node's workers, task queue and store.");
+  std::string& job_id =
+      p.String("job-id", "", "which node (default: the one started last)");
+  std::string& endpoint =
+      p.String("endpoint", "", "the coordinator's frontend (tcp://...)");
+  bool& json = p.Bool("json", false, "print JSON");
+  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return Fail(s);
+  coordinator::ClientOptions co;
+  co.job_id = job_id;
+  co.endpoint = endpoint;
+  co.force_remote = true;  // status needs no fast path
+  auto client = coordinator::Client::Connect(co);
+  if (!client.ok()) return Fail(client.status());
+  absl::StatusOr<ipc::NodeStatus> st = (*client)->Status();
+  if (!st.ok()) return Fail(st.status());
+  if (json) {
+    std::string workers;
+    for (const ipc::WorkerStatus& w : st->workers) {
+      bench::JsonRow r;
+      r.Add("id", static_cast<int64_t>(w.id))
+          .Add("pid", static_cast<int64_t>(w.pid))
+          .Add("gpus", w.gpus)
+          .Add("state", w.state)
+          .Add("tasks_done", w.tasks_done)
+          .Add("tasks_failed", w.tasks_failed)
+          .Add("restarts", static_cast<int64_t>(w.restarts))
+          .Add("rss_bytes", w.rss_bytes)
+          .Add("last_exit", w.last_exit);
+      absl::StrAppend(&workers, workers.empty() ? "" : ", ", r.str());
+    }
+    bench::JsonRow r;
+    r.Add("job_id", st->job_id)
+        .Add("coordinator_pid", static_cast<int64_t>(st->coordinator_pid))
+        .Add("uptime_ms", st->uptime_ms)
+        .Add("frontend", st->frontend)
+        .Add("queued", static_cast<int64_t>(st->queued))
+        .Add("running", static_cast<int64_t>(st->running))
+        .Add("submitted", st->submitted)
+        .Add("completed", st->completed)
+        .Add("store_capacity_bytes", st->store.capacity_bytes)
+        .Add("store_used_bytes", st->store.used_bytes)
+        .Add("store_objects", st->store.objects)
+        .Add("store_evictions", st->store.evictions);
+    std::string body = r.str();
+    body.insert(body.size() - 1,
+                absl::StrCat(", \"workers\": [", workers, "]"));
+    std::printf("%s\n", body.c_str());
+    return 0;
+  }
+  std::printf("job %s  coordinator pid %d  up %.1f s  frontend %s\n",
+              st->job_id.c_str(), st->coordinator_pid, st->uptime_ms / 1000.0,
+              st->frontend.c_str());
+  std::printf("tasks: %u queued, %u running, %llu submitted, %llu completed\n",
+              st->queued, st->running,
+              static_cast<unsigned long long>(st->submitted),
+              static_cast<unsigned long long>(st->completed));
+  std::printf("store: %s of %s used, %llu objects, %llu evictions\n",
+              FormatBytes(st->store.used_bytes).c_str(),
+              FormatBytes(st->store.capacity_bytes).c_str(),
+              static_cast<unsigned long long>(st->store.objects),
+              static_cast<unsigned long long>(st->store.evictions));
+  bench::Table t({"worker", "pid", "gpus", "state", "done", "failed",
+                  "restarts", "rss", "last exit"});
+  for (const ipc::WorkerStatus& w : st->workers) {
+    t.AddRow({absl::StrCat(w.id), w.pid ? absl::StrCat(w.pid) : "-",
+              w.gpus.empty() ? "-" : w.gpus, w.state,
+              absl::StrCat(w.tasks_done), absl::StrCat(w.tasks_failed),
+              absl::StrCat(w.restarts),
+              w.rss_bytes ? FormatBytes(w.rss_bytes) : "-",
+              w.last_exit.empty() ? "-" : w.last_exit});
+  }
+  std::fputs(t.Render().c_str(), stdout);
+  return 0;
+}
+
+int StopCommand(int argc, char** argv) {
+  ArgParser p("shoal stop [flags]",
+              "Stops a node: its workers, store and coordinator.");
+  std::string& job_id =
+      p.String("job-id", "", "which node (default: the one started last)");
+  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return Fail(s);
+  absl::StatusOr<coordinator::Discovery> d = coordinator::ReadDiscovery(job_id);
+  if (!d.ok()) return Fail(d.status());
+  coordinator::ClientOptions co;
+  co.endpoint = d->frontend;
+  co.server_key = d->server_key;
+  co.force_remote = true;
+  auto client = coordinator::Client::Connect(co);
+  if (!client.ok()) return Fail(client.status());
+  absl::Status s = (*client)->StopNode();
+  if (!s.ok()) return Fail(s);
+  const absl::Time deadline = absl::Now() + absl::Seconds(15);
+  while (ProcessIsAlive(d->pid) && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(10));
+  if (ProcessIsAlive(d->pid)) {
+    return Fail(absl::DeadlineExceededError(absl::StrCat(
+        "the coordinator (pid ", d->pid, ") is still running after 15 s")));
+  }
+  std::printf("stopped job %s\n", d->job_id.c_str());
+  return 0;
+}
+
+}  // namespace shoal::cli

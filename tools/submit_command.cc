@@ -1,0 +1,163 @@
+// `shoal submit FUNCTION ARGS...`: runs one task on a node and prints its
+// outputs.
+//
+// Arguments: 3 (int), 2.5 (float), true/false, str:TEXT, bytes:TEXT,
+// f32:1,2,3 (also f64, i32, i64: a 1-D tensor), obj:HEX (a store object).
+#include <cstdio>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "coordinator/client.h"
+#include "tools/bench/bench_util.h"
+#include "tools/cli/args.h"
+#include "tools/commands.h"
+
+namespace shoal::cli {
+namespace {
+
+template <typename T>
+absl::StatusOr<Value> ParseList(absl::string_view list, DType dtype) {
+  std::string data;
+  int64_t n = 0;
+  for (absl::string_view item : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+    double d;
+    if (!absl::SimpleAtod(item, &d)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", item, "' is not a number"));
+    }
+    const T v = static_cast<T>(d);
+    data.append(reinterpret_cast<const char*>(&v), sizeof(T));
+    ++n;
+  }
+  return Value(
+      TensorValue{TensorMeta::Contiguous(dtype, {n}), std::move(data)});
+}
+
+absl::StatusOr<Value> ParseArg(absl::string_view a,
+                               coordinator::Client& client) {
+  int64_t i;
+  double d;
+  if (absl::SimpleAtoi(a, &i)) return Value(i);
+  if (absl::SimpleAtod(a, &d)) return Value(d);
+  if (a == "true" || a == "false") return Value(a == "true");
+  if (absl::ConsumePrefix(&a, "str:")) return Value(std::string(a));
+  if (absl::ConsumePrefix(&a, "bytes:"))
+    return Value(BytesValue{std::string(a)});
+  if (absl::ConsumePrefix(&a, "f32:")) return ParseList<float>(a, DType::kF32);
+  if (absl::ConsumePrefix(&a, "f64:")) return ParseList<double>(a, DType::kF64);
+  if (absl::ConsumePrefix(&a, "i32:"))
+    return ParseList<int32_t>(a, DType::kI32);
+  if (absl::ConsumePrefix(&a, "i64:"))
+    return ParseList<int64_t>(a, DType::kI64);
+  if (absl::ConsumePrefix(&a, "obj:")) {
+    absl::StatusOr<ObjectId> id = ObjectId::FromHex(a);
+    if (!id.ok()) return id.status();
+    if (client.store() == nullptr) {
+      return absl::FailedPreconditionError(
+          "obj: arguments need a client on the node's machine");
+    }
+    absl::StatusOr<shm::ObjectBuffer> buf = client.store()->Get(*id);
+    if (!buf.ok()) return buf.status();
+    Value v = ObjectValue{*id, buf->meta, buf->nbytes};
+    (void)client.store()->Release(*id);
+    return v;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("cannot read argument '", a,
+                   "': use 3, 2.5, true, str:TEXT, bytes:TEXT, f32:1,2,3 "
+                   "(f64/i32/i64) or obj:HEX"));
+}
+
+}  // namespace
+
+int SubmitCommand(int argc, char** argv) {
+  ArgParser p(
+      "shoal submit FUNCTION [ARGS...] [flags]",
+      "Runs a task on a node and prints its outputs. Arguments: 3 (int), 2.5\n"
+      "(float), true/false, str:TEXT, bytes:TEXT, f32:1,2,3 (also f64, i32, "
+      "i64),\n"
+      "obj:HEX (a store object). Without --wait... it waits by default; "
+      "--no-wait\n"
+      "queues the task through the frontend and prints its id (its result is\n"
+      "kept for 10 minutes).");
+  bool& wait = p.Bool("wait", true, "wait for the result (default)");
+  bool& json = p.Bool("json", false, "print the result as JSON");
+  double& timeout = p.Double("timeout", 0, "task timeout in seconds (0: none)");
+  double& wait_for = p.Double(
+      "wait-timeout", 0, "give up waiting after this many seconds (0: never)");
+  int64_t& cpus = p.Int("cpus", 1, "CPUs the task needs");
+  int64_t& gpus = p.Int("gpus", 0, "GPUs the task needs");
+  int64_t& retries =
+      p.Int("retries", -1, "retries if its worker dies (-1: default 3)");
+  std::string& job_id =
+      p.String("job-id", "", "which node (default: the one started last)");
+  std::string& endpoint =
+      p.String("endpoint", "", "the coordinator's frontend (tcp://...)");
+  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return Fail(s);
+  if (p.positional().empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "name the function to run: shoal submit FUNCTION ARGS..."));
+  }
+  coordinator::ClientOptions co;
+  co.job_id = job_id;
+  co.endpoint = endpoint;
+  co.force_remote = !wait;
+  auto client = coordinator::Client::Connect(co);
+  if (!client.ok()) return Fail(client.status());
+  ipc::TaskSpec spec;
+  spec.function = p.positional()[0];
+  for (size_t i = 1; i < p.positional().size(); ++i) {
+    absl::StatusOr<Value> v = ParseArg(p.positional()[i], **client);
+    if (!v.ok()) return Fail(v.status());
+    spec.args.push_back(*std::move(v));
+  }
+  spec.resources.cpus = static_cast<uint32_t>(cpus);
+  spec.resources.gpus = static_cast<uint32_t>(gpus);
+  spec.timeout_ms = static_cast<int64_t>(timeout * 1000);
+  spec.max_retries = static_cast<int32_t>(retries);
+  absl::StatusOr<coordinator::TaskRef> task =
+      (*client)->Submit(std::move(spec));
+  if (!task.ok()) return Fail(task.status());
+  if (!wait) {
+    std::printf("%llu\n", static_cast<unsigned long long>(task->id));
+    return 0;
+  }
+  absl::StatusOr<ipc::TaskResult> r = (*client)->Wait(
+      *task, wait_for > 0 ? absl::Seconds(wait_for) : absl::InfiniteDuration());
+  if (!r.ok()) return Fail(r.status());
+  std::vector<std::string> outs;
+  for (const Value& v : r->outputs) outs.push_back(ValueToString(v));
+  if (json) {
+    bench::JsonRow j;
+    j.Add("task_id", r->task_id)
+        .Add("code", static_cast<int64_t>(r->status.code()))
+        .Add("message", std::string(r->status.message()))
+        .Add("attempts", static_cast<int64_t>(r->attempts));
+    std::string body = j.str();
+    std::vector<std::string> quoted;
+    for (const std::string& o : outs) {
+      bench::JsonRow q;
+      q.Add("v", o);
+      quoted.push_back(q.str().substr(6, q.str().size() - 7));
+    }
+    body.insert(
+        body.size() - 1,
+        absl::StrCat(", \"outputs\": [", absl::StrJoin(quoted, ", "), "]"));
+    std::printf("%s\n", body.c_str());
+  } else if (r->status.ok()) {
+    for (const std::string& o : outs) std::printf("%s\n", o.c_str());
+  }
+  (*client)->ReleaseOutputs(*r);
+  if (!r->status.ok()) {
+    if (!json) {
+      std::fprintf(stderr, "task failed: %s\n", r->status.ToString().c_str());
+    }
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace shoal::cli
