@@ -297,13 +297,20 @@ absl::StatusOr<std::vector<TaskRef>> Client::Submit(
     std::vector<ipc::TaskSpec> tasks) {
   if (tasks.empty()) return std::vector<TaskRef>();
   if (local()) return impl_->SubmitLocal(std::move(tasks));
-  SHOAL_ASSIGN_OR_RETURN(
-      ipc::Message reply,
-      impl_->Call(ipc::SubmitRequest{std::move(tasks)}, impl_->o_.rpc_timeout));
-  const auto* r = std::get_if<ipc::SubmitReply>(&reply);
-  if (r == nullptr) return absl::InternalError("unexpected reply to submit");
   std::vector<TaskRef> refs;
-  for (uint64_t id : r->task_ids) refs.push_back(TaskRef{id});
+  refs.reserve(tasks.size());
+  // One message per kMaxBatch tasks (the protocol's per-message limit).
+  for (size_t begin = 0; begin < tasks.size(); begin += kMaxBatch) {
+    const size_t end = std::min(tasks.size(), begin + kMaxBatch);
+    ipc::SubmitRequest req;
+    req.tasks.assign(std::make_move_iterator(tasks.begin() + begin),
+                     std::make_move_iterator(tasks.begin() + end));
+    SHOAL_ASSIGN_OR_RETURN(ipc::Message reply,
+                           impl_->Call(std::move(req), impl_->o_.rpc_timeout));
+    const auto* r = std::get_if<ipc::SubmitReply>(&reply);
+    if (r == nullptr) return absl::InternalError("unexpected reply to submit");
+    for (uint64_t id : r->task_ids) refs.push_back(TaskRef{id});
+  }
   return refs;
 }
 
@@ -311,6 +318,29 @@ absl::StatusOr<std::vector<ipc::TaskResult>> Client::Wait(
     absl::Span<const TaskRef> tasks, absl::Duration timeout, size_t min_done,
     bool release) {
   if (local()) return impl_->WaitLocal(tasks, timeout, min_done, release);
+  if (tasks.size() > kMaxBatch) {
+    if (min_done != 0 && min_done < tasks.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("waiting for some of more than ", kMaxBatch,
+                       " tasks at once needs a local client"));
+    }
+    // All of them: wait chunk by chunk within the one deadline.
+    const absl::Time deadline = timeout == absl::InfiniteDuration()
+                                    ? absl::InfiniteFuture()
+                                    : absl::Now() + timeout;
+    std::vector<ipc::TaskResult> all;
+    for (size_t begin = 0; begin < tasks.size(); begin += kMaxBatch) {
+      const size_t n = std::min(kMaxBatch, tasks.size() - begin);
+      const absl::Duration left =
+          deadline == absl::InfiniteFuture()
+              ? absl::InfiniteDuration()
+              : std::max(absl::ZeroDuration(), deadline - absl::Now());
+      SHOAL_ASSIGN_OR_RETURN(std::vector<ipc::TaskResult> part,
+                             Wait(tasks.subspan(begin, n), left, 0, release));
+      for (ipc::TaskResult& r : part) all.push_back(std::move(r));
+    }
+    return all;
+  }
   ipc::WaitRequest w;
   for (const TaskRef& t : tasks) w.task_ids.push_back(t.id);
   w.timeout_ms = timeout == absl::InfiniteDuration()

@@ -59,6 +59,10 @@ struct TaskRef {
 
 class Client {
  public:
+  // Most tasks per message on the remote path (Submit and Wait split larger
+  // lists).
+  static constexpr size_t kMaxBatch = 4096;
+
   // Errors: NotFound (no node to find), Unavailable (no answer),
   // FailedPrecondition (protocol or CURVE mismatch).
   static absl::StatusOr<std::unique_ptr<Client>> Connect(

@@ -300,8 +300,10 @@ absl::Status Coordinator::Impl::Run() {
       OnCompletions();
     }
     for (size_t i = workers_at; i < clients_at; ++i) {
-      if (items[i].revents & ZMQ_POLLIN)
+      if (items[i].revents & ZMQ_POLLIN) {
         supervisor_->OnExit(who[i - workers_at]);
+        next_tick = absl::Now();  // so the restart's tick comes on time
+      }
     }
     for (size_t i = clients_at; i < items.size(); ++i) {
       if (items[i].revents & ZMQ_POLLIN)
@@ -359,6 +361,7 @@ void Coordinator::Impl::DrainBackend() {
     if (const auto* h =
             std::get_if<ipc::WorkerHello>(&decoded.envelope->body)) {
       supervisor_->OnHeartbeat(h->worker_id, h->pid);
+      functions_.insert(h->functions.begin(), h->functions.end());
     } else if (const auto* b =
                    std::get_if<ipc::WorkerHeartbeat>(&decoded.envelope->body)) {
       supervisor_->OnHeartbeat(b->worker_id, supervisor_->Pid(b->worker_id));
@@ -384,9 +387,22 @@ void Coordinator::Impl::OnLocalClientExit(uint32_t client) {
   SHOAL_LOG(DEBUG, "local client pid %d exited; freeing its tasks",
             it->second.pid);
   local_clients_.erase(it);
-  absl::Status s = table_->RemoveClient(client);
-  if (!s.ok())
-    SHOAL_LOG(ERROR, "freeing a dead client's tasks: %s", s.ToString());
+  absl::StatusOr<std::vector<std::string>> freed = table_->RemoveClient(client);
+  if (!freed.ok()) {
+    SHOAL_LOG(ERROR, "freeing a dead client's tasks: %s",
+              freed.status().ToString());
+    return;
+  }
+  // Its results' output objects die with them (the store already dropped the
+  // client's references when the process died).
+  for (const std::string& payload : *freed) {
+    absl::StatusOr<ipc::TaskOutcomeBody> body = ipc::DecodeTaskOutcome(payload);
+    if (!body.ok()) continue;
+    for (const Value& v : body->outputs) {
+      if (const auto* o = std::get_if<ObjectValue>(&v))
+        (void)store_client_->Delete(o->id);
+    }
+  }
 }
 
 void Coordinator::Impl::OnWorkerExit(uint32_t w, const std::string& how) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -139,6 +140,9 @@ class Coordinator::Impl {
   std::map<uint64_t, RemoteTask> remote_tasks_;
   std::list<PendingWait> waits_;
   std::map<uint64_t, Expiring> expiring_;
+  // Functions the workers reported (empty until the first hello): remote
+  // submissions of anything else are refused up front.
+  std::set<std::string> functions_;
 };
 
 }  // namespace shoal::coordinator

@@ -6,7 +6,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "coordinator/coordinator_impl.h"
 #include "coordinator/task_results.h"
@@ -108,6 +110,13 @@ ipc::Message Coordinator::Impl::OnSubmit(const std::string& routing_id,
   std::vector<shm::TaskSubmission> subs;
   subs.reserve(m.tasks.size());
   for (const ipc::TaskSpec& t : m.tasks) {
+    if (!functions_.empty() && functions_.count(t.function) == 0 &&
+        !absl::StartsWith(t.function, "py:")) {
+      return Error(absl::NotFoundError(absl::StrCat(
+          "no worker has a task function '", t.function, "' (",
+          functions_.size(), " known: ", absl::StrJoin(functions_, ", "),
+          "); load plugins with --plugin")));
+    }
     absl::StatusOr<shm::TaskSubmission> s =
         ToSubmission(t, static_cast<uint32_t>(options_.cpus_per_worker),
                      static_cast<uint32_t>(options_.gpus_per_worker));
@@ -263,6 +272,7 @@ ipc::Message Coordinator::Impl::OnStatus() {
     st.running = ts->running;
     st.submitted = ts->submitted;
     st.completed = ts->completed;
+    st.results_held = ts->done_untaken;
   }
   if (absl::StatusOr<shm::StoreStats> ss = store_client_->Stats(); ss.ok())
     st.store = *ss;

@@ -197,6 +197,7 @@ struct FetchObjectReply {
 struct WorkerHello {
   uint32_t worker_id = 0;
   int32_t pid = 0;
+  std::vector<std::string> functions;
 };
 
 struct WorkerHeartbeat {
@@ -229,6 +230,7 @@ struct NodeStatus {
   uint64_t completed = 0;
   StoreStats store;
   std::string frontend;
+  uint32_t results_held = 0;
 };
 
 struct StopRequest {};

@@ -195,6 +195,7 @@ absl::Status BodyToWire(const Message& body, wire::Envelope* w) {
           [&](const WorkerHello& m) -> absl::Status {
             w->mutable_worker_hello()->set_worker_id(m.worker_id);
             w->mutable_worker_hello()->set_pid(m.pid);
+            for (const std::string& f : m.functions) w->mutable_worker_hello()->add_functions(f);
             return absl::OkStatus();
           },
           [&](const WorkerHeartbeat& m) -> absl::Status {
@@ -229,6 +230,7 @@ absl::Status BodyToWire(const Message& body, wire::Envelope* w) {
             r->set_completed(m.completed);
             ToWire(m.store, r->mutable_store());
             r->set_frontend(m.frontend);
+            r->set_results_held(m.results_held);
             return absl::OkStatus();
           },
           [&](const StopRequest&) -> absl::Status {
@@ -452,8 +454,14 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
       if (!value.ok()) return value.status();
       return FetchObjectReply{std::get<TensorValue>(*std::move(value))};
     }
-    case wire::Envelope::kWorkerHello:
-      return WorkerHello{w.worker_hello().worker_id(), w.worker_hello().pid()};
+    case wire::Envelope::kWorkerHello: {
+      if (static_cast<size_t>(w.worker_hello().functions_size()) > limits.max_ids) {
+        return TooMany("worker hello", w.worker_hello().functions_size(), limits.max_ids);
+      }
+      WorkerHello m{w.worker_hello().worker_id(), w.worker_hello().pid(), {}};
+      m.functions.assign(w.worker_hello().functions().begin(), w.worker_hello().functions().end());
+      return m;
+    }
     case wire::Envelope::kWorkerHeartbeat:
       return WorkerHeartbeat{w.worker_heartbeat().worker_id(),
                              w.worker_heartbeat().tasks_done()};
@@ -476,6 +484,7 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
       m.completed = r.completed();
       m.store = FromWire(r.store());
       m.frontend = r.frontend();
+      m.results_held = r.results_held();
       return m;
     }
     case wire::Envelope::kStop:

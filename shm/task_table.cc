@@ -401,9 +401,11 @@ absl::StatusOr<uint32_t> TaskTable::AddClient(pid_t pid, int32_t store_slot) {
       absl::StrCat("at most ", kMaxTaskClients, " local clients per node"));
 }
 
-absl::Status TaskTable::RemoveClient(uint32_t client) {
+absl::StatusOr<std::vector<std::string>> TaskTable::RemoveClient(
+    uint32_t client) {
   if (client >= kMaxTaskClients)
     return absl::InvalidArgumentError("bad client slot");
+  std::vector<std::string> results;
   SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
   for (uint32_t i = 0; i < op.h()->max_tasks; ++i) {
     TaskEntry* x = op.e(i);
@@ -414,6 +416,8 @@ absl::Status TaskTable::RemoveClient(uint32_t client) {
       op.Unlink(i);
       op.FreeEntry(i);
     } else if (state == TaskState::kDone) {
+      results.push_back(
+          op.ReadPayload(x->result_bytes, x->result_chunk, x->inline_result));
       op.FreeEntry(i);
     } else if (state == TaskState::kRunning) {
       op.WA32(&x->flags,
@@ -423,7 +427,7 @@ absl::Status TaskTable::RemoveClient(uint32_t client) {
     op.Checkpoint();
   }
   op.W32(&op.h()->clients[client].in_use, 0);
-  return absl::OkStatus();
+  return results;
 }
 
 absl::StatusOr<TaskWorkerCounters> TaskTable::WorkerCounters(

@@ -125,8 +125,9 @@ class TaskTable {
   // Errors: ResourceExhausted (64 clients).
   absl::StatusOr<uint32_t> AddClient(pid_t pid, int32_t store_slot = -1);
   // Frees a client slot: its queued and finished tasks are freed, its running
-  // ones are cancelled and freed when they end.
-  absl::Status RemoveClient(uint32_t client);
+  // ones are cancelled and freed when they end. Returns the encoded results
+  // of the finished tasks it freed (so their output objects can be deleted).
+  absl::StatusOr<std::vector<std::string>> RemoveClient(uint32_t client);
   // A worker slot's counters (read without the lock).
   absl::StatusOr<TaskWorkerCounters> WorkerCounters(uint32_t worker) const;
   // The task worker `worker` is running, if any (as an id).

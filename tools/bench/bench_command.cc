@@ -7,6 +7,7 @@
 namespace shoal::bench {
 int StoreBench(int argc, char** argv);
 int StoreBenchRole(int argc, char** argv);
+int TasksBench(int argc, char** argv);
 }  // namespace shoal::bench
 
 namespace shoal::cli {
@@ -14,7 +15,9 @@ namespace shoal::cli {
 int BenchCommand(int argc, char** argv) {
   const char* usage =
       "usage: shoal bench <workload> [flags]\n\n"
-      "  store      W1: put/get of a float32 tensor across processes\n";
+      "  store      W1: put/get of a float32 tensor across processes\n"
+      "  tasks      W2: no-op task throughput and latency, 1 client, 2 "
+      "workers\n";
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0) {
     std::fputs(usage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
@@ -23,6 +26,8 @@ int BenchCommand(int argc, char** argv) {
     return bench::StoreBench(argc - 1, argv + 1);
   if (std::strcmp(argv[1], "store-role") == 0)
     return bench::StoreBenchRole(argc - 1, argv + 1);
+  if (std::strcmp(argv[1], "tasks") == 0)
+    return bench::TasksBench(argc - 1, argv + 1);
   std::fprintf(stderr, "shoal bench: unknown workload '%s'\n\n%s", argv[1],
                usage);
   return 2;

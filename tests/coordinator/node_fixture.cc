@@ -1,0 +1,56 @@
+#include "tests/coordinator/node_fixture.h"
+
+#include <signal.h>
+
+#include "absl/strings/str_cat.h"
+#include "tests/testing/test_env.h"
+
+namespace shoal::testing {
+
+absl::StatusOr<std::unique_ptr<NodeProcess>> NodeProcess::Start(
+    std::vector<std::string> flags, SubprocessOptions o) {
+  auto n = std::make_unique<NodeProcess>();
+  n->job_id_ = UniqueJobId();
+  std::vector<std::string> argv = {
+      RunfilePath("tools/shoal"),
+      "start",
+      "--job-id",
+      n->job_id_,
+      "--store-bytes",
+      "128M",
+      "--plugin",
+      RunfilePath("tests/coordinator/libtest_plugin.so")};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  o.pipe_stdout = true;
+  o.parent_death_signal = SIGKILL;
+  absl::StatusOr<Subprocess> p = Subprocess::Start(argv, o);
+  if (!p.ok()) return p.status();
+  n->process_ = *std::move(p);
+  absl::StatusOr<std::string> line = n->process_.ReadLine(absl::Seconds(30));
+  if (!line.ok()) return line.status();
+  const size_t at = line->find("frontend ");
+  if (at == std::string::npos)
+    return absl::InternalError(absl::StrCat("node said: ", *line));
+  n->frontend_ = line->substr(at + 9, line->find(',', at) - at - 9);
+  return n;
+}
+
+NodeProcess::~NodeProcess() {
+  if (process_.running()) (void)Stop();
+}
+
+absl::StatusOr<std::unique_ptr<coordinator::Client>> NodeProcess::Connect(
+    bool remote) {
+  coordinator::ClientOptions o;
+  o.job_id = job_id_;
+  o.force_remote = remote;
+  o.rpc_timeout = absl::Seconds(20);
+  return coordinator::Client::Connect(o);
+}
+
+absl::StatusOr<int> NodeProcess::Stop() {
+  process_.Signal(SIGTERM);
+  return process_.Wait(absl::Seconds(30));
+}
+
+}  // namespace shoal::testing

@@ -1,0 +1,234 @@
+// `shoal bench tasks` (workload W2): one client and a node of 2 workers.
+//   async: 20,000 no-op tasks submitted one call each, then all awaited
+//          (tasks/s); also as one batched Submit call
+//   sync:  2,000 sequential submit-and-wait round trips (p50/p99 µs)
+// for the local fast path (task table in shared memory) and the remote path
+// (the coordinator's ZeroMQ frontend), and, in the same run, Python's
+// multiprocessing.Pool with 2 processes (apply_async and apply).
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "coordinator/client.h"
+#include "ipc/status_macros.h"
+#include "ipc/subprocess.h"
+#include "tools/bench/bench_util.h"
+#include "tools/cli/args.h"
+
+namespace shoal::bench {
+namespace {
+
+struct Row {
+  std::string system;
+  std::string mode;
+  double tasks_per_s = 0;
+  double p50_us = 0;
+  double p99_us = 0;
+  int64_t tasks = 0;
+  int wrong = 0;
+};
+
+absl::StatusOr<Row> Async(coordinator::Client& c, int n, bool batched,
+                          const std::string& name) {
+  ipc::TaskSpec noop;
+  noop.function = "noop";
+  std::vector<coordinator::TaskRef> refs;
+  refs.reserve(n);
+  const double t0 = NowSeconds();
+  if (batched) {
+    SHOAL_ASSIGN_OR_RETURN(refs, c.Submit(std::vector<ipc::TaskSpec>(n, noop)));
+  } else {
+    for (int i = 0; i < n; ++i) {
+      SHOAL_ASSIGN_OR_RETURN(coordinator::TaskRef r, c.Submit(noop));
+      refs.push_back(r);
+    }
+  }
+  SHOAL_ASSIGN_OR_RETURN(std::vector<ipc::TaskResult> results,
+                         c.Wait(refs, absl::Minutes(5), 0, /*release=*/true));
+  const double elapsed = NowSeconds() - t0;
+  Row row{name, batched ? "async, one batch" : "async", n / elapsed, 0, 0, n,
+          0};
+  for (const ipc::TaskResult& r : results) row.wrong += !r.status.ok();
+  row.wrong += n - static_cast<int>(results.size());
+  return row;
+}
+
+absl::StatusOr<Row> Sync(coordinator::Client& c, int n,
+                         const std::string& name) {
+  ipc::TaskSpec noop;
+  noop.function = "noop";
+  std::vector<double> lat;
+  lat.reserve(n);
+  Row row{name, "sync", 0, 0, 0, n, 0};
+  for (int i = 0; i < n + n / 10; ++i) {  // the first 10% warm up
+    const double t0 = NowSeconds();
+    SHOAL_ASSIGN_OR_RETURN(coordinator::TaskRef r, c.Submit(noop));
+    SHOAL_ASSIGN_OR_RETURN(ipc::TaskResult res, c.Wait(r, absl::Minutes(1)));
+    const double dt = NowSeconds() - t0;
+    if (i >= n / 10) {
+      lat.push_back(dt);
+      row.wrong += !res.status.ok();
+    }
+  }
+  double total = 0;
+  for (double d : lat) total += d;
+  row.tasks_per_s = n / total;
+  row.p50_us = Median(lat) * 1e6;
+  row.p99_us = Quantile(lat, 0.99) * 1e6;
+  return row;
+}
+
+constexpr char kPoolScript[] = R"PY(
+import sys, time
+from multiprocessing import Pool
+
+def noop():
+    return None
+
+def main():
+    n_async, n_sync = int(sys.argv[1]), int(sys.argv[2])
+    with Pool(2) as pool:
+        pool.apply(noop)
+        t0 = time.perf_counter()
+        rs = [pool.apply_async(noop) for _ in range(n_async)]
+        for r in rs:
+            r.get()
+        el = time.perf_counter() - t0
+        print("async", n_async / el, 0, 0, flush=True)
+        lat = []
+        for i in range(n_sync + n_sync // 10):
+            t0 = time.perf_counter()
+            pool.apply(noop)
+            if i >= n_sync // 10:
+                lat.append(time.perf_counter() - t0)
+        lat.sort()
+        p50 = lat[len(lat) // 2] * 1e6
+        p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e6
+        print("sync", len(lat) / sum(lat), p50, p99, flush=True)
+
+main()
+)PY";
+
+std::vector<Row> RunPool(int n_async, int n_sync) {
+  SubprocessOptions o;
+  o.pipe_stdout = true;
+  const std::string py =
+      access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  absl::StatusOr<Subprocess> p = Subprocess::Start(
+      {py, "-c", kPoolScript, absl::StrCat(n_async), absl::StrCat(n_sync)}, o);
+  std::vector<Row> rows;
+  if (!p.ok()) return rows;
+  while (true) {
+    absl::StatusOr<std::string> line = p->ReadLine(absl::Minutes(5));
+    if (!line.ok()) break;
+    std::vector<std::string> w = absl::StrSplit(*line, ' ');
+    Row r;
+    r.system = "multiprocessing.Pool(2)";
+    if (w.size() != 4 || !absl::SimpleAtod(w[1], &r.tasks_per_s) ||
+        !absl::SimpleAtod(w[2], &r.p50_us) ||
+        !absl::SimpleAtod(w[3], &r.p99_us)) {
+      continue;
+    }
+    r.mode = w[0] == "async" ? "async (apply_async)" : "sync (apply)";
+    r.tasks = w[0] == "async" ? n_async : n_sync;
+    rows.push_back(r);
+  }
+  (void)p->Wait(absl::Seconds(30));
+  return rows;
+}
+
+}  // namespace
+
+int TasksBench(int argc, char** argv) {
+  cli::ArgParser p(
+      "shoal bench tasks [flags]",
+      "Workload W2: no-op task throughput and latency with one client and a\n"
+      "node of 2 workers, beside multiprocessing.Pool(2) in the same run.");
+  int64_t& n_async =
+      p.Int("async", 20000, "no-op tasks submitted then awaited");
+  int64_t& n_sync =
+      p.Int("sync", 2000, "sequential submit-and-wait round trips");
+  int64_t& workers = p.Int("workers", 2, "worker processes");
+  bool& remote =
+      p.Bool("remote", true, "also measure the remote (ZeroMQ frontend) path");
+  bool& peers =
+      p.Bool("peers", true, "also measure multiprocessing.Pool (python3)");
+  bool& json = p.Bool("json", false, "one JSON object per row");
+  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return cli::Fail(s);
+
+  const std::string job = absl::StrCat("bench-tasks-", getpid());
+  SubprocessOptions so;
+  so.pipe_stdout = true;
+  so.parent_death_signal = SIGTERM;
+  absl::StatusOr<Subprocess> node =
+      Subprocess::Start({SelfExePath(), "start", "-n", absl::StrCat(workers),
+                         "--job-id", job, "--store-bytes", "256M"},
+                        so);
+  if (!node.ok()) return cli::Fail(node.status());
+  absl::StatusOr<std::string> ready = node->ReadLine(absl::Seconds(30));
+  if (!ready.ok()) return cli::Fail(ready.status());
+
+  std::vector<Row> rows;
+  auto measure = [&](bool force_remote) -> absl::Status {
+    coordinator::ClientOptions co;
+    co.job_id = job;
+    co.force_remote = force_remote;
+    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<coordinator::Client> c,
+                           coordinator::Client::Connect(co));
+    const std::string name =
+        force_remote ? "shoal remote (ZeroMQ)" : "shoal local (shm)";
+    SHOAL_ASSIGN_OR_RETURN(Row a,
+                           Async(*c, static_cast<int>(n_async), false, name));
+    SHOAL_ASSIGN_OR_RETURN(Row b,
+                           Async(*c, static_cast<int>(n_async), true, name));
+    SHOAL_ASSIGN_OR_RETURN(Row s, Sync(*c, static_cast<int>(n_sync), name));
+    rows.push_back(a);
+    rows.push_back(b);
+    rows.push_back(s);
+    return absl::OkStatus();
+  };
+  absl::Status s = measure(false);
+  if (s.ok() && remote) s = measure(true);
+  node->Signal(SIGTERM);
+  (void)node->Wait(absl::Seconds(20));
+  if (!s.ok()) return cli::Fail(s);
+  if (peers) {
+    for (Row& r : RunPool(static_cast<int>(n_async), static_cast<int>(n_sync)))
+      rows.push_back(r);
+  }
+  Table t(
+      {"system", "mode", "tasks", "tasks/s", "p50 us", "p99 us", "#failed"});
+  for (const Row& r : rows) {
+    if (json) {
+      JsonRow j;
+      j.Add("workload", "W2")
+          .Add("system", r.system)
+          .Add("mode", r.mode)
+          .Add("tasks", r.tasks)
+          .Add("tasks_per_s", r.tasks_per_s)
+          .Add("p50_us", r.p50_us)
+          .Add("p99_us", r.p99_us)
+          .Add("failed", static_cast<int64_t>(r.wrong))
+          .Add("workers", workers);
+      std::printf("%s\n", j.str().c_str());
+    }
+    t.AddRow({r.system, r.mode, absl::StrCat(r.tasks),
+              absl::StrFormat("%.0f", r.tasks_per_s),
+              r.p50_us > 0 ? absl::StrFormat("%.1f", r.p50_us) : "-",
+              r.p99_us > 0 ? absl::StrFormat("%.1f", r.p99_us) : "-",
+              absl::StrCat(r.wrong)});
+  }
+  if (!json) {
+    std::printf("# W2 tasks: 1 client, %lld workers, no-op tasks\n",
+                static_cast<long long>(workers));
+    std::fputs(t.Render().c_str(), stdout);
+  }
+  return 0;
+}
+
+}  // namespace shoal::bench
