@@ -14,7 +14,7 @@
 #include "coordinator/task_results.h"
 #include "ipc/curve.h"
 #include "ipc/protocol.h"
-#include "ipc/socket.h"
+#include "ipc/rpc_channel.h"
 #include "ipc/status_macros.h"
 #include "shm/task_table.h"
 
@@ -56,8 +56,7 @@ class Client::Impl {
   void ReleaseSpilled(uint64_t task);
 
   ClientOptions o_;
-  ipc::Socket socket_;
-  uint64_t next_request_ = 1;
+  ipc::RpcChannel channel_;
   ipc::ClientWelcome welcome_;
   std::unique_ptr<shm::StoreClient> store_;
   std::unique_ptr<shm::TaskTable> table_;
@@ -66,19 +65,20 @@ class Client::Impl {
 };
 
 absl::Status Client::Impl::Connect() {
-  std::string server_key = o_.server_key;
+  ipc::RpcChannelOptions channel;
+  channel.socket.max_msg_bytes = 128 << 20;
+  channel.limits.max_frame_bytes = 128 << 20;
+  channel.server_key = o_.server_key;
   if (o_.endpoint.empty()) o_.endpoint = EnvOr("SHOAL_COORDINATOR", "");
   if (o_.endpoint.empty()) {
     SHOAL_ASSIGN_OR_RETURN(Discovery d, ReadDiscovery(o_.job_id));
     o_.endpoint = d.frontend;
-    if (server_key.empty()) server_key = d.server_key;
+    if (channel.server_key.empty()) channel.server_key = d.server_key;
   }
-  if (server_key.empty()) server_key = EnvOr("SHOAL_SERVER_KEY", "");
+  if (channel.server_key.empty())
+    channel.server_key = EnvOr("SHOAL_SERVER_KEY", "");
   if (o_.name.empty()) o_.name = absl::StrCat("pid ", getpid());
-  ipc::SocketOptions so;
-  so.max_msg_bytes = 128 << 20;
-  SHOAL_ASSIGN_OR_RETURN(socket_, ipc::Socket::Create(ZMQ_DEALER, so));
-  if (!server_key.empty()) {
+  if (!channel.server_key.empty()) {
     const std::string key_file = o_.client_key_file.empty()
                                      ? EnvOr("SHOAL_CLIENT_KEY_FILE", "")
                                      : o_.client_key_file;
@@ -88,10 +88,10 @@ absl::Status Client::Impl::Connect() {
           "(SHOAL_CLIENT_KEY_FILE) "
           "whose public key it admits");
     }
-    SHOAL_ASSIGN_OR_RETURN(ipc::CurveKeyPair keys, ipc::ReadKeyPair(key_file));
-    SHOAL_RETURN_IF_ERROR(ipc::ConfigureCurveClient(socket_, server_key, keys));
+    SHOAL_ASSIGN_OR_RETURN(channel.client_keys, ipc::ReadKeyPair(key_file));
   }
-  SHOAL_RETURN_IF_ERROR(socket_.Connect(o_.endpoint));
+  SHOAL_ASSIGN_OR_RETURN(channel_,
+                         ipc::RpcChannel::Connect(o_.endpoint, channel));
   ipc::ClientHello hello{static_cast<int32_t>(getpid()), o_.name,
                          o_.force_remote ? "" : BootId()};
   SHOAL_ASSIGN_OR_RETURN(ipc::Message reply, Call(hello, o_.rpc_timeout));
@@ -100,10 +100,10 @@ absl::Status Client::Impl::Connect() {
     return absl::InternalError("unexpected reply to client_hello");
   welcome_ = *w;
   if (!welcome_.local) return absl::OkStatus();
-  shm::StoreClientOptions so2;
-  so2.endpoint = welcome_.store_endpoint;
-  so2.name = o_.name;
-  SHOAL_ASSIGN_OR_RETURN(store_, shm::StoreClient::Connect(so2));
+  shm::StoreClientOptions so;
+  so.endpoint = welcome_.store_endpoint;
+  so.name = o_.name;
+  SHOAL_ASSIGN_OR_RETURN(store_, shm::StoreClient::Connect(so));
   SHOAL_ASSIGN_OR_RETURN(
       table_, shm::TaskTable::Open(welcome_.task_segment, absl::Seconds(10)));
   return table_->SetClientStoreSlot(
@@ -122,39 +122,13 @@ Client::Impl::~Impl() {
 
 absl::StatusOr<ipc::Message> Client::Impl::Call(ipc::Message request,
                                                 absl::Duration timeout) {
-  const uint64_t id = next_request_++;
-  SHOAL_ASSIGN_OR_RETURN(std::string frame,
-                         ipc::Encode(id, std::move(request)));
-  SHOAL_RETURN_IF_ERROR(socket_.Send(frame));
-  const absl::Time deadline = timeout == absl::InfiniteDuration()
-                                  ? absl::InfiniteFuture()
-                                  : absl::Now() + timeout;
-  std::vector<std::string> frames;
-  ipc::DecodeLimits limits;
-  limits.max_frame_bytes = 128 << 20;
-  while (true) {
-    const absl::Duration left =
-        deadline == absl::InfiniteFuture()
-            ? absl::InfiniteDuration()
-            : std::max(absl::ZeroDuration(), deadline - absl::Now());
-    absl::Status s = socket_.Recv(&frames, left);
-    if (absl::IsDeadlineExceeded(s)) {
-      return absl::UnavailableError(absl::StrCat(
-          "the coordinator at ", o_.endpoint, " did not answer within ",
-          absl::FormatDuration(timeout)));
-    }
-    SHOAL_RETURN_IF_ERROR(s);
-    if (frames.size() != 1) continue;
-    ipc::DecodeResult d = ipc::Decode(frames[0], limits);
-    if (!d.envelope.ok()) {
-      if (d.request_id == id) return d.envelope.status();
-      continue;
-    }
-    if (d.envelope->request_id != id) continue;  // a reply to an abandoned call
-    if (auto* e = std::get_if<ipc::ErrorReply>(&d.envelope->body))
-      return e->status;
-    return std::move(d.envelope->body);
+  absl::StatusOr<ipc::Message> reply =
+      channel_.Call(std::move(request), timeout);
+  if (absl::IsUnavailable(reply.status())) {
+    return absl::UnavailableError(
+        absl::StrCat("the coordinator at ", reply.status().message()));
   }
+  return reply;
 }
 
 absl::Status Client::Impl::SpillLargeArgs(ipc::TaskSpec& task,

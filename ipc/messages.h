@@ -235,16 +235,71 @@ struct NodeStatus {
 
 struct StopRequest {};
 
-using Message =
-    std::variant<ErrorReply, OkReply, StoreConnectRequest, StoreConnectReply,
-                 StoreDisconnectRequest, CreateRequest, CreateReply,
-                 SealedNotice, AbortRequest, GetRequest, GetReply,
-                 ReleaseRequest, DeleteRequest, ContainsRequest, ContainsReply,
-                 StoreStatsRequest, StoreStats, ReclaimHint, ClientHello,
-                 ClientWelcome, SubmitRequest, SubmitReply, WaitRequest,
-                 WaitReply, CancelRequest, ReleaseTasksRequest,
-                 FetchObjectRequest, FetchObjectReply, WorkerHello,
-                 WorkerHeartbeat, StatusRequest, NodeStatus, StopRequest>;
+// Key-value store -------------------------------------------------------------
+
+struct KvSetRequest {
+  std::string key;
+  std::string value;
+};
+
+struct KvGetRequest {
+  std::string key;
+  int64_t timeout_ms = 0;  // 0: no wait; negative: forever
+};
+
+struct KvValue {
+  bool found = false;
+  std::string value;
+  uint64_t count = 0;
+};
+
+struct KvAddRequest {
+  std::string key;
+  int64_t delta = 0;
+};
+
+struct KvCompareAndSetRequest {
+  std::string key;
+  std::string expected;
+  std::string desired;
+  bool expect_absent = false;
+};
+
+struct KvDeleteRequest {
+  std::string key;
+  bool prefix = false;
+};
+
+struct KvListRequest {
+  std::string prefix;
+};
+
+struct KvListReply {
+  std::vector<std::pair<std::string, std::string>> entries;
+};
+
+struct KvWaitRequest {
+  std::vector<std::string> keys;
+  int64_t timeout_ms = -1;
+};
+
+struct BarrierRequest {
+  std::string name;
+  uint32_t world = 0;
+  int64_t timeout_ms = -1;
+};
+
+using Message = std::variant<
+    ErrorReply, OkReply, StoreConnectRequest, StoreConnectReply,
+    StoreDisconnectRequest, CreateRequest, CreateReply, SealedNotice,
+    AbortRequest, GetRequest, GetReply, ReleaseRequest, DeleteRequest,
+    ContainsRequest, ContainsReply, StoreStatsRequest, StoreStats, ReclaimHint,
+    ClientHello, ClientWelcome, SubmitRequest, SubmitReply, WaitRequest,
+    WaitReply, CancelRequest, ReleaseTasksRequest, FetchObjectRequest,
+    FetchObjectReply, WorkerHello, WorkerHeartbeat, StatusRequest, NodeStatus,
+    StopRequest, KvSetRequest, KvGetRequest, KvValue, KvAddRequest,
+    KvCompareAndSetRequest, KvDeleteRequest, KvListRequest, KvListReply,
+    KvWaitRequest, BarrierRequest>;
 
 struct Envelope {
   uint64_t request_id = 0;

@@ -155,8 +155,8 @@ absl::Status BodyToWire(const Message& body, wire::Envelope* w) {
             return absl::OkStatus();
           },
           [&](const SubmitReply& m) -> absl::Status {
-            for (uint64_t id : m.task_ids)
-              w->mutable_submit_reply()->add_task_ids(id);
+            auto* r = w->mutable_submit_reply();
+            for (uint64_t id : m.task_ids) r->add_task_ids(id);
             return absl::OkStatus();
           },
           [&](const WaitRequest& m) -> absl::Status {
@@ -173,13 +173,13 @@ absl::Status BodyToWire(const Message& body, wire::Envelope* w) {
             return absl::OkStatus();
           },
           [&](const CancelRequest& m) -> absl::Status {
-            for (uint64_t id : m.task_ids)
-              w->mutable_cancel()->add_task_ids(id);
+            auto* r = w->mutable_cancel();
+            for (uint64_t id : m.task_ids) r->add_task_ids(id);
             return absl::OkStatus();
           },
           [&](const ReleaseTasksRequest& m) -> absl::Status {
-            for (uint64_t id : m.task_ids)
-              w->mutable_release_tasks()->add_task_ids(id);
+            auto* r = w->mutable_release_tasks();
+            for (uint64_t id : m.task_ids) r->add_task_ids(id);
             return absl::OkStatus();
           },
           [&](const FetchObjectRequest& m) -> absl::Status {
@@ -195,7 +195,8 @@ absl::Status BodyToWire(const Message& body, wire::Envelope* w) {
           [&](const WorkerHello& m) -> absl::Status {
             w->mutable_worker_hello()->set_worker_id(m.worker_id);
             w->mutable_worker_hello()->set_pid(m.pid);
-            for (const std::string& f : m.functions) w->mutable_worker_hello()->add_functions(f);
+            for (const std::string& f : m.functions)
+              w->mutable_worker_hello()->add_functions(f);
             return absl::OkStatus();
           },
           [&](const WorkerHeartbeat& m) -> absl::Status {
@@ -237,6 +238,64 @@ absl::Status BodyToWire(const Message& body, wire::Envelope* w) {
             w->mutable_stop();
             return absl::OkStatus();
           },
+          [&](const KvSetRequest& m) -> absl::Status {
+            w->mutable_kv_set()->set_key(m.key);
+            w->mutable_kv_set()->set_value(m.value);
+            return absl::OkStatus();
+          },
+          [&](const KvGetRequest& m) -> absl::Status {
+            w->mutable_kv_get()->set_key(m.key);
+            w->mutable_kv_get()->set_timeout_ms(m.timeout_ms);
+            return absl::OkStatus();
+          },
+          [&](const KvValue& m) -> absl::Status {
+            w->mutable_kv_value()->set_found(m.found);
+            w->mutable_kv_value()->set_value(m.value);
+            w->mutable_kv_value()->set_count(m.count);
+            return absl::OkStatus();
+          },
+          [&](const KvAddRequest& m) -> absl::Status {
+            w->mutable_kv_add()->set_key(m.key);
+            w->mutable_kv_add()->set_delta(m.delta);
+            return absl::OkStatus();
+          },
+          [&](const KvCompareAndSetRequest& m) -> absl::Status {
+            auto* r = w->mutable_kv_cas();
+            r->set_key(m.key);
+            r->set_expected(m.expected);
+            r->set_desired(m.desired);
+            r->set_expect_absent(m.expect_absent);
+            return absl::OkStatus();
+          },
+          [&](const KvDeleteRequest& m) -> absl::Status {
+            w->mutable_kv_delete()->set_key(m.key);
+            w->mutable_kv_delete()->set_prefix(m.prefix);
+            return absl::OkStatus();
+          },
+          [&](const KvListRequest& m) -> absl::Status {
+            w->mutable_kv_list()->set_prefix(m.prefix);
+            return absl::OkStatus();
+          },
+          [&](const KvListReply& m) -> absl::Status {
+            auto* r = w->mutable_kv_list_reply();
+            for (const auto& [k, v] : m.entries) {
+              r->add_keys(k);
+              r->add_values(v);
+            }
+            return absl::OkStatus();
+          },
+          [&](const KvWaitRequest& m) -> absl::Status {
+            auto* r = w->mutable_kv_wait();
+            for (const std::string& k : m.keys) r->add_keys(k);
+            r->set_timeout_ms(m.timeout_ms);
+            return absl::OkStatus();
+          },
+          [&](const BarrierRequest& m) -> absl::Status {
+            w->mutable_barrier()->set_name(m.name);
+            w->mutable_barrier()->set_world(m.world);
+            w->mutable_barrier()->set_timeout_ms(m.timeout_ms);
+            return absl::OkStatus();
+          },
       },
       body);
 }
@@ -250,6 +309,10 @@ absl::StatusOr<std::vector<uint64_t>> TaskIds(
     return TooMany("the request", ids.size(), limits.max_ids);
   }
   return std::vector<uint64_t>(ids.begin(), ids.end());
+}
+
+absl::Status KeyTooLong() {
+  return absl::ResourceExhaustedError("key-value key above the length limit");
 }
 
 absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
@@ -336,9 +399,9 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
         auto id = id_of(o.id());
         if (!id.ok()) return id.status();
         info.id = *id;
-        auto st = StatusFromWire(o.code(), o.message());
-        if (!st.ok()) return st.status();
-        info.status = *st;
+        if (!StatusFromWire(o.code(), o.message(), &info.status)) {
+          return absl::InvalidArgumentError(absl::StrCat("invalid status code ", o.code()));
+        }
         info.offset = o.offset();
         info.nbytes = o.nbytes();
         info.entry = o.entry();
@@ -455,11 +518,14 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
       return FetchObjectReply{std::get<TensorValue>(*std::move(value))};
     }
     case wire::Envelope::kWorkerHello: {
-      if (static_cast<size_t>(w.worker_hello().functions_size()) > limits.max_ids) {
-        return TooMany("worker hello", w.worker_hello().functions_size(), limits.max_ids);
+      if (static_cast<size_t>(w.worker_hello().functions_size()) >
+          limits.max_ids) {
+        return TooMany("worker hello", w.worker_hello().functions_size(),
+                       limits.max_ids);
       }
       WorkerHello m{w.worker_hello().worker_id(), w.worker_hello().pid(), {}};
-      m.functions.assign(w.worker_hello().functions().begin(), w.worker_hello().functions().end());
+      m.functions.assign(w.worker_hello().functions().begin(),
+                         w.worker_hello().functions().end());
       return m;
     }
     case wire::Envelope::kWorkerHeartbeat:
@@ -489,6 +555,65 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
     }
     case wire::Envelope::kStop:
       return StopRequest{};
+    case wire::Envelope::kKvSet: {
+      if (w.kv_set().key().size() > limits.max_string_bytes)
+        return KeyTooLong();
+      return KvSetRequest{w.kv_set().key(), w.kv_set().value()};
+    }
+    case wire::Envelope::kKvGet: {
+      if (w.kv_get().key().size() > limits.max_string_bytes)
+        return KeyTooLong();
+      return KvGetRequest{w.kv_get().key(), w.kv_get().timeout_ms()};
+    }
+    case wire::Envelope::kKvValue:
+      return KvValue{w.kv_value().found(), w.kv_value().value(),
+                     w.kv_value().count()};
+    case wire::Envelope::kKvAdd: {
+      if (w.kv_add().key().size() > limits.max_string_bytes)
+        return KeyTooLong();
+      return KvAddRequest{w.kv_add().key(), w.kv_add().delta()};
+    }
+    case wire::Envelope::kKvCas: {
+      const auto& r = w.kv_cas();
+      if (r.key().size() > limits.max_string_bytes) return KeyTooLong();
+      return KvCompareAndSetRequest{r.key(), r.expected(), r.desired(),
+                                    r.expect_absent()};
+    }
+    case wire::Envelope::kKvDelete:
+      return KvDeleteRequest{w.kv_delete().key(), w.kv_delete().prefix()};
+    case wire::Envelope::kKvList:
+      return KvListRequest{w.kv_list().prefix()};
+    case wire::Envelope::kKvListReply: {
+      const auto& r = w.kv_list_reply();
+      if (r.keys_size() != r.values_size()) {
+        return absl::InvalidArgumentError(
+            "kv list reply with mismatched keys and values");
+      }
+      KvListReply m;
+      for (int i = 0; i < r.keys_size(); ++i)
+        m.entries.emplace_back(r.keys(i), r.values(i));
+      return m;
+    }
+    case wire::Envelope::kKvWait: {
+      if (static_cast<size_t>(w.kv_wait().keys_size()) > limits.max_ids) {
+        return TooMany("kv wait", w.kv_wait().keys_size(), limits.max_ids);
+      }
+      KvWaitRequest m;
+      for (const std::string& k : w.kv_wait().keys()) {
+        if (k.size() > limits.max_string_bytes) return KeyTooLong();
+        m.keys.push_back(k);
+      }
+      m.timeout_ms = w.kv_wait().timeout_ms();
+      return m;
+    }
+    case wire::Envelope::kBarrier: {
+      if (w.barrier().name().size() > limits.max_string_bytes)
+        return KeyTooLong();
+      if (w.barrier().world() == 0)
+        return absl::InvalidArgumentError("a barrier of 0 processes");
+      return BarrierRequest{w.barrier().name(), w.barrier().world(),
+                            w.barrier().timeout_ms()};
+    }
     case wire::Envelope::BODY_NOT_SET:
       break;
   }
@@ -594,7 +719,17 @@ absl::string_view MessageName(const Message& m) {
                                                  "worker_heartbeat",
                                                  "status",
                                                  "node_status",
-                                                 "stop"};
+                                                 "stop",
+                                                 "kv_set",
+                                                 "kv_get",
+                                                 "kv_value",
+                                                 "kv_add",
+                                                 "kv_cas",
+                                                 "kv_delete",
+                                                 "kv_list",
+                                                 "kv_list_reply",
+                                                 "kv_wait",
+                                                 "barrier"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[m.index()];
 }

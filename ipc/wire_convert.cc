@@ -9,14 +9,14 @@ bool ValidStatusCode(int32_t code) {
          code <= static_cast<int32_t>(absl::StatusCode::kUnauthenticated);
 }
 
-absl::StatusOr<absl::Status> StatusFromWire(int32_t code,
-                                            const std::string& message) {
-  if (code == 0) return absl::OkStatus();
-  if (!ValidStatusCode(code)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid status code ", code));
+bool StatusFromWire(int32_t code, const std::string& message, absl::Status* out) {
+  if (code == 0) {
+    *out = absl::OkStatus();
+    return true;
   }
-  return absl::Status(static_cast<absl::StatusCode>(code), message);
+  if (!ValidStatusCode(code)) return false;
+  *out = absl::Status(static_cast<absl::StatusCode>(code), message);
+  return true;
 }
 
 void ToWire(const TensorMeta& m, wire::TensorMetaSpec* out) {
@@ -174,9 +174,9 @@ absl::StatusOr<TaskResult> FromWire(const wire::TaskResult& w,
                                     const DecodeLimits& limits) {
   TaskResult r;
   r.task_id = w.task_id();
-  auto st = StatusFromWire(w.code(), w.message());
-  if (!st.ok()) return st.status();
-  r.status = *st;
+  if (!StatusFromWire(w.code(), w.message(), &r.status)) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid status code ", w.code()));
+  }
   if (static_cast<size_t>(w.outputs_size()) > limits.max_ids) {
     return absl::ResourceExhaustedError("a result with too many outputs");
   }

@@ -31,9 +31,10 @@ absl::StatusOr<TaskResult> FromWire(const wire::TaskResult& w,
 void ToWire(const StoreStats& m, wire::StoreStatsReply* r);
 StoreStats FromWire(const wire::StoreStatsReply& r);
 
-// A status from a wire code and message; InvalidArgument for an unknown code.
-absl::StatusOr<absl::Status> StatusFromWire(int32_t code,
-                                            const std::string& message);
+// A status from a wire code and message. Returns false (leaving `out`
+// untouched) for a code that is not an absl::StatusCode. (Not a
+// StatusOr<Status>: constructing one from an error Status makes a *value*.)
+bool StatusFromWire(int32_t code, const std::string& message, absl::Status* out);
 bool ValidStatusCode(int32_t code);
 
 }  // namespace shoal::ipc

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "ipc/mutex.h"
 #include "ipc/protocol.h"
-#include "ipc/socket.h"
+#include "ipc/rpc_channel.h"
 #include "ipc/status_macros.h"
 #include "shm/layout.h"
 #include "shm/object_table.h"
@@ -45,8 +45,7 @@ class StoreClient::Impl {
 
  private:
   Mutex mu_;
-  ipc::Socket socket_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_request_ ABSL_GUARDED_BY(mu_) = 1;
+  ipc::RpcChannel channel_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::Status StoreClient::Impl::Connect() {
@@ -61,8 +60,8 @@ absl::Status StoreClient::Impl::Connect() {
   if (options_.name.empty()) options_.name = absl::StrCat("pid ", getpid());
   {
     MutexLock lock(&mu_);
-    SHOAL_ASSIGN_OR_RETURN(socket_, ipc::Socket::Create(ZMQ_DEALER));
-    SHOAL_RETURN_IF_ERROR(socket_.Connect(options_.endpoint));
+    SHOAL_ASSIGN_OR_RETURN(channel_,
+                           ipc::RpcChannel::Connect(options_.endpoint));
   }
   SHOAL_ASSIGN_OR_RETURN(ipc::Message reply,
                          Call(ipc::StoreConnectRequest{getpid(), options_.name},
@@ -98,40 +97,18 @@ void StoreClient::Impl::Disconnect() {
 absl::StatusOr<ipc::Message> StoreClient::Impl::Call(ipc::Message request,
                                                      absl::Duration timeout) {
   MutexLock lock(&mu_);
-  const uint64_t id = next_request_++;
-  SHOAL_ASSIGN_OR_RETURN(std::string frame,
-                         ipc::Encode(id, std::move(request)));
-  SHOAL_RETURN_IF_ERROR(socket_.Send(frame));
-  const absl::Time deadline = absl::Now() + timeout;
-  std::vector<std::string> frames;
-  while (true) {
-    absl::Status s = socket_.Recv(
-        &frames, std::max(absl::ZeroDuration(), deadline - absl::Now()));
-    if (absl::IsDeadlineExceeded(s)) {
-      return absl::UnavailableError(absl::StrCat(
-          "the store at ", options_.endpoint, " did not answer within ",
-          absl::FormatDuration(timeout)));
-    }
-    SHOAL_RETURN_IF_ERROR(s);
-    if (frames.size() != 1) continue;
-    ipc::DecodeResult decoded = ipc::Decode(frames[0]);
-    if (!decoded.envelope.ok()) {
-      if (decoded.request_id == id) return decoded.envelope.status();
-      continue;
-    }
-    // Replies to earlier calls that timed out are skipped.
-    if (decoded.envelope->request_id != id) continue;
-    if (auto* e = std::get_if<ipc::ErrorReply>(&decoded.envelope->body)) {
-      return e->status;
-    }
-    return std::move(decoded.envelope->body);
+  absl::StatusOr<ipc::Message> reply =
+      channel_.Call(std::move(request), timeout);
+  if (absl::IsUnavailable(reply.status())) {
+    return absl::UnavailableError(
+        absl::StrCat("the store at ", reply.status().message()));
   }
+  return reply;
 }
 
 void StoreClient::Impl::Notify(ipc::Message message) {
   MutexLock lock(&mu_);
-  absl::StatusOr<std::string> frame = ipc::Encode(0, std::move(message));
-  if (frame.ok()) (void)socket_.Send(*frame, /*dontwait=*/true);
+  channel_.Notify(std::move(message));
 }
 
 absl::StatusOr<LockGuard> StoreClient::Impl::Lock() {
