@@ -400,7 +400,8 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
         if (!id.ok()) return id.status();
         info.id = *id;
         if (!StatusFromWire(o.code(), o.message(), &info.status)) {
-          return absl::InvalidArgumentError(absl::StrCat("invalid status code ", o.code()));
+          return absl::InvalidArgumentError(
+              absl::StrCat("invalid status code ", o.code()));
         }
         info.offset = o.offset();
         info.nbytes = o.nbytes();

@@ -9,7 +9,8 @@ bool ValidStatusCode(int32_t code) {
          code <= static_cast<int32_t>(absl::StatusCode::kUnauthenticated);
 }
 
-bool StatusFromWire(int32_t code, const std::string& message, absl::Status* out) {
+bool StatusFromWire(int32_t code, const std::string& message,
+                    absl::Status* out) {
   if (code == 0) {
     *out = absl::OkStatus();
     return true;
@@ -175,7 +176,8 @@ absl::StatusOr<TaskResult> FromWire(const wire::TaskResult& w,
   TaskResult r;
   r.task_id = w.task_id();
   if (!StatusFromWire(w.code(), w.message(), &r.status)) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid status code ", w.code()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid status code ", w.code()));
   }
   if (static_cast<size_t>(w.outputs_size()) > limits.max_ids) {
     return absl::ResourceExhaustedError("a result with too many outputs");

@@ -1,0 +1,399 @@
+#include "ipc/task_payload.h"
+
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "ipc/object_id.h"
+#include "ipc/tensor_meta.h"
+#include "ipc/value.h"
+
+namespace shoal::ipc {
+namespace {
+
+// Equality for Value (BytesValue, TensorValue and ObjectValue have no ==).
+// Doubles compare bit for bit, so NaN and -0.0 must survive exactly.
+bool SameValue(const Value& a, const Value& b) {
+  if (a.index() != b.index()) return false;
+  if (const auto* x = std::get_if<double>(&a)) {
+    const double y = std::get<double>(b);
+    return std::memcmp(x, &y, sizeof(double)) == 0;
+  }
+  if (const auto* x = std::get_if<BytesValue>(&a)) {
+    return x->data == std::get<BytesValue>(b).data;
+  }
+  if (const auto* x = std::get_if<TensorValue>(&a)) {
+    const auto& y = std::get<TensorValue>(b);
+    return x->meta == y.meta && x->meta.strides == y.meta.strides &&
+           x->data == y.data;
+  }
+  if (const auto* x = std::get_if<ObjectValue>(&a)) {
+    const auto& y = std::get<ObjectValue>(b);
+    return x->id == y.id && x->meta == y.meta && x->nbytes == y.nbytes;
+  }
+  if (std::holds_alternative<std::monostate>(a)) return true;
+  if (const auto* x = std::get_if<bool>(&a)) return *x == std::get<bool>(b);
+  if (const auto* x = std::get_if<int64_t>(&a)) {
+    return *x == std::get<int64_t>(b);
+  }
+  return std::get<std::string>(a) == std::get<std::string>(b);
+}
+
+void ExpectSameValues(const std::vector<Value>& want,
+                      const std::vector<Value>& got) {
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_TRUE(SameValue(want[i], got[i]))
+        << "value " << i << ": want " << ValueKindName(want[i]) << " "
+        << ValueToString(want[i]) << ", got " << ValueKindName(got[i]) << " "
+        << ValueToString(got[i]);
+  }
+}
+
+std::string Pattern(size_t nbytes, uint8_t seed) {
+  std::string s(nbytes, '\0');
+  for (size_t i = 0; i < nbytes; ++i) s[i] = static_cast<char>(seed + i * 13);
+  return s;
+}
+
+TensorValue Tensor(TensorMeta meta) {
+  TensorValue t;
+  t.data = Pattern(static_cast<size_t>(meta.NumBytes()),
+                   static_cast<uint8_t>(meta.dtype));
+  t.meta = std::move(meta);
+  return t;
+}
+
+TensorMeta Strided(DType dtype, Dims shape, Dims strides) {
+  TensorMeta m = TensorMeta::Contiguous(dtype, std::move(shape));
+  m.strides = std::move(strides);
+  return m;
+}
+
+std::vector<Value> EveryKindOfValue() {
+  std::vector<Value> v;
+  v.push_back(std::monostate{});
+  v.push_back(true);
+  v.push_back(false);
+  v.push_back(int64_t{0});
+  v.push_back(std::numeric_limits<int64_t>::min());
+  v.push_back(std::numeric_limits<int64_t>::max());
+  v.push_back(-1.5);
+  v.push_back(-0.0);
+  v.push_back(std::numeric_limits<double>::quiet_NaN());
+  v.push_back(-std::numeric_limits<double>::infinity());
+  v.push_back(std::string());
+  v.push_back(std::string("text \xe2\x9c\x93"));
+  v.push_back(BytesValue{});
+  v.push_back(BytesValue{std::string("\0\x01\xfe\xff", 4)});
+  v.push_back(Tensor(TensorMeta::Contiguous(DType::kF32, {2, 3})));
+  v.push_back(Tensor(TensorMeta::Contiguous(DType::kBF16, {4})));
+  v.push_back(Tensor(TensorMeta::Contiguous(DType::kI64, {})));
+  v.push_back(Tensor(TensorMeta::Contiguous(DType::kU8, {0})));
+  v.push_back(Tensor(TensorMeta::Contiguous(DType::kBool, {2, 2, 2})));
+  v.push_back(Tensor(TensorMeta::Bytes(5)));
+  v.push_back(Tensor(Strided(DType::kF64, {3, 2}, {1, 3})));
+  v.push_back(Tensor(Strided(DType::kI32, {2, 2}, {4, 1})));
+  ObjectValue o;
+  o.id = ObjectId::Random();
+  o.meta = TensorMeta::Contiguous(DType::kF16, {256, 512});
+  o.nbytes = 256 * 512 * 2;
+  v.push_back(o);
+  ObjectValue g;
+  g.id = ObjectId::Random();
+  g.meta = Strided(DType::kF32, {4, 4}, {1, 4});
+  g.meta.device = Device::Cuda(1);
+  g.nbytes = 64;
+  v.push_back(g);
+  return v;
+}
+
+// A tiny protobuf writer, to build payloads the encoders never produce.
+std::string Varint(uint64_t v) {
+  std::string out;
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>(0x80 | (v & 0x7f)));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+  return out;
+}
+std::string LenField(int field, const std::string& body) {
+  return Varint((static_cast<uint64_t>(field) << 3) | 2) + Varint(body.size()) +
+         body;
+}
+std::string VarintField(int field, uint64_t v) {
+  return Varint(static_cast<uint64_t>(field) << 3) + Varint(v);
+}
+// wire::Value { object: ObjectValue { id, meta: f32[4], nbytes: 16 } }.
+std::string ObjectValueBytes(const std::string& id) {
+  std::string meta =
+      VarintField(1, static_cast<uint64_t>(DType::kF32)) + VarintField(2, 4);
+  std::string obj = LenField(1, id) + LenField(2, meta) + VarintField(3, 16);
+  return LenField(7, obj);
+}
+
+// ---- args
+// --------------------------------------------------------------------
+
+TEST(TaskPayloadTest, ArgsRoundTripEveryKind) {
+  const std::vector<Value> args = EveryKindOfValue();
+  std::string bytes = EncodeTaskArgs(args);
+  EXPECT_FALSE(bytes.empty());
+  auto got = DecodeTaskArgs(bytes);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectSameValues(args, *got);
+}
+
+TEST(TaskPayloadTest, ArgsRoundTripOneByOne) {
+  for (const Value& v : EveryKindOfValue()) {
+    SCOPED_TRACE(ValueToString(v));
+    std::vector<Value> args = {v};
+    auto got = DecodeTaskArgs(EncodeTaskArgs(args));
+    ASSERT_TRUE(got.ok()) << got.status();
+    ExpectSameValues(args, *got);
+  }
+}
+
+TEST(TaskPayloadTest, NoArgsAreEmptyBytes) {
+  EXPECT_EQ(EncodeTaskArgs({}), "");
+  auto got = DecodeTaskArgs("");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(got->empty());
+  // One "none" argument is not the same as no arguments.
+  std::vector<Value> one_none = {std::monostate{}};
+  std::string bytes = EncodeTaskArgs(one_none);
+  EXPECT_FALSE(bytes.empty());
+  auto back = DecodeTaskArgs(bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<std::monostate>((*back)[0]));
+}
+
+TEST(TaskPayloadTest, ManyArgsRoundTrip) {
+  std::vector<Value> args;
+  for (int64_t i = 0; i < 5000; ++i) args.push_back(i * 7919 - 100000);
+  auto got = DecodeTaskArgs(EncodeTaskArgs(args));
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectSameValues(args, *got);
+}
+
+TEST(TaskPayloadTest, LargestInlineTensorRoundTrips) {
+  std::vector<Value> args = {Tensor(TensorMeta::Contiguous(
+      DType::kF32, {static_cast<int64_t>(kInlineValueLimit / 4)}))};
+  auto got = DecodeTaskArgs(EncodeTaskArgs(args));
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectSameValues(args, *got);
+}
+
+// ---- outcome
+// -----------------------------------------------------------------
+
+TEST(TaskPayloadTest, EmptyOutcomeIsEmptyBytes) {
+  EXPECT_EQ(EncodeTaskOutcome("", {}), "");
+  auto got = DecodeTaskOutcome("");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->message, "");
+  EXPECT_TRUE(got->outputs.empty());
+}
+
+TEST(TaskPayloadTest, OutcomeMessageOnly) {
+  std::string bytes = EncodeTaskOutcome("division by zero in task 'div'", {});
+  EXPECT_FALSE(bytes.empty());
+  auto got = DecodeTaskOutcome(bytes);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->message, "division by zero in task 'div'");
+  EXPECT_TRUE(got->outputs.empty());
+}
+
+TEST(TaskPayloadTest, OutcomeOutputsOnly) {
+  const std::vector<Value> outputs = EveryKindOfValue();
+  auto got = DecodeTaskOutcome(EncodeTaskOutcome("", outputs));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->message, "");
+  ExpectSameValues(outputs, got->outputs);
+
+  // A single "none" output still counts as an output.
+  std::vector<Value> one_none = {std::monostate{}};
+  std::string bytes = EncodeTaskOutcome("", one_none);
+  EXPECT_FALSE(bytes.empty());
+  auto back = DecodeTaskOutcome(bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->outputs.size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(back->outputs[0]));
+}
+
+TEST(TaskPayloadTest, OutcomeMessageAndOutputs) {
+  const std::vector<Value> outputs = {int64_t{5}, std::string("five"),
+                                      BytesValue{"\x05"}};
+  const std::string message(3000, 'm');
+  auto got = DecodeTaskOutcome(EncodeTaskOutcome(message, outputs));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->message, message);
+  ExpectSameValues(outputs, got->outputs);
+}
+
+// ---- bad input
+// ---------------------------------------------------------------
+
+TEST(TaskPayloadTest, GarbageIsInvalidArgument) {
+  for (const std::string& bad : {
+           std::string("\xff\xff\xff\xff garbage"),
+           std::string("\x0a\x05\x08"),  // a field longer than the input
+           std::string("\x0a"),          // a tag without its length
+           std::string("\x07"),          // field 0
+           std::string(12, '\xff'),      // an overlong varint
+       }) {
+    SCOPED_TRACE(testing::PrintToString(bad));
+    EXPECT_EQ(DecodeTaskArgs(bad).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(DecodeTaskOutcome(bad).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(TaskPayloadTest, BadValuesAreInvalidArgument) {
+  // An inline tensor whose data does not match its metadata.
+  TensorValue t = Tensor(TensorMeta::Contiguous(DType::kF32, {3}));
+  t.data.pop_back();
+  std::vector<Value> args = {int64_t{1}, t};
+  EXPECT_EQ(DecodeTaskArgs(EncodeTaskArgs(args)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecodeTaskOutcome(EncodeTaskOutcome("m", args)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  // An inline tensor with invalid metadata (a negative dimension).
+  TensorValue neg;
+  neg.meta = TensorMeta::Contiguous(DType::kF32, {-1});
+  args = {neg};
+  EXPECT_EQ(DecodeTaskArgs(EncodeTaskArgs(args)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  // Object ids that are not 16 bytes.
+  for (size_t n : {size_t{0}, size_t{15}, size_t{17}}) {
+    SCOPED_TRACE(n);
+    const std::string value = ObjectValueBytes(std::string(n, 'i'));
+    EXPECT_EQ(DecodeTaskArgs(LenField(1, value)).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(DecodeTaskOutcome(LenField(2, value)).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  // The hand-built encoding itself is right: 16 bytes decode.
+  auto ok = DecodeTaskArgs(LenField(1, ObjectValueBytes(std::string(16, 'i'))));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  ASSERT_EQ(ok->size(), 1u);
+  const auto& obj = std::get<ObjectValue>((*ok)[0]);
+  EXPECT_EQ(obj.id.Binary(), std::string(16, 'i'));
+  EXPECT_EQ(obj.meta, TensorMeta::Contiguous(DType::kF32, {4}));
+  EXPECT_EQ(obj.nbytes, 16u);
+}
+
+TEST(TaskPayloadTest, UnknownFieldsAreIgnored) {
+  // A newer peer's extra field (number 15) next to a known argument.
+  std::string bytes = EncodeTaskArgs({Value(int64_t{9})}) + VarintField(15, 1);
+  auto got = DecodeTaskArgs(bytes);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ(std::get<int64_t>((*got)[0]), 9);
+}
+
+// ---- fuzz
+// --------------------------------------------------------------------
+
+// Decoded values must encode and decode again to the same values.
+void ExpectStable(const std::vector<Value>& values) {
+  auto again = DecodeTaskArgs(EncodeTaskArgs(values));
+  ASSERT_TRUE(again.ok()) << again.status();
+  ExpectSameValues(values, *again);
+}
+
+TEST(TaskPayloadTest, RandomBytesNeverCrash) {
+  std::mt19937_64 rng(2024);
+  int args_ok = 0, outcome_ok = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string bytes(rng() % 256, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng());
+    auto args = DecodeTaskArgs(bytes);
+    if (args.ok()) {
+      ++args_ok;
+      ExpectStable(*args);
+    } else {
+      EXPECT_EQ(args.status().code(), absl::StatusCode::kInvalidArgument);
+    }
+    auto outcome = DecodeTaskOutcome(bytes);
+    if (outcome.ok()) {
+      ++outcome_ok;
+      ExpectStable(outcome->outputs);
+    } else {
+      EXPECT_EQ(outcome.status().code(), absl::StatusCode::kInvalidArgument);
+    }
+  }
+  // Empty input at least decodes.
+  EXPECT_GT(args_ok, 0);
+  EXPECT_GT(outcome_ok, 0);
+}
+
+TEST(TaskPayloadTest, MutatedPayloadsNeverCrash) {
+  // Mutations of real payloads reach the value validation far more often
+  // than uniformly random bytes do.
+  const std::vector<Value> values = EveryKindOfValue();
+  const std::vector<std::string> seeds = {
+      EncodeTaskArgs(values), EncodeTaskOutcome("some error", values),
+      EncodeTaskOutcome(
+          "", {Value(Tensor(TensorMeta::Contiguous(DType::kF32, {2, 2})))}),
+      EncodeTaskArgs({Value(Tensor(Strided(DType::kI16, {3, 3}, {1, 3})))})};
+  std::mt19937_64 rng(99);
+  int decoded = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string bytes = seeds[rng() % seeds.size()];
+    const int edits = 1 + rng() % 4;
+    for (int e = 0; e < edits && !bytes.empty(); ++e) {
+      const size_t at = rng() % bytes.size();
+      switch (rng() % 3) {
+        case 0:
+          bytes[at] = static_cast<char>(rng());
+          break;
+        case 1:
+          bytes.erase(at, 1 + rng() % 4);
+          break;
+        default:
+          bytes.insert(at, 1, static_cast<char>(rng()));
+      }
+    }
+    auto args = DecodeTaskArgs(bytes);
+    if (args.ok()) {
+      ++decoded;
+      ExpectStable(*args);
+    }
+    auto outcome = DecodeTaskOutcome(bytes);
+    if (outcome.ok()) {
+      ++decoded;
+      ExpectStable(outcome->outputs);
+    }
+  }
+  EXPECT_GT(decoded, 0);
+}
+
+}  // namespace
+}  // namespace shoal::ipc
+
+namespace shoal::ipc {
+namespace {
+
+// Text values need not be UTF-8 (the schema declares them bytes).
+TEST(TaskPayloadBinaryText, NonUtf8StringsRoundTrip) {
+  const std::string binary("\xff\xfe\x00\x80 text", 9);
+  std::vector<Value> args = {Value(binary)};
+  auto back = DecodeTaskArgs(EncodeTaskArgs(args));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(std::get<std::string>((*back)[0]), binary);
+  auto outcome = DecodeTaskOutcome(EncodeTaskOutcome(binary, {}));
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_EQ(outcome->message, binary);
+}
+
+}  // namespace
+}  // namespace shoal::ipc
