@@ -77,12 +77,16 @@ absl::StatusOr<Subprocess> Subprocess::Start(
   for (std::string& s : args) argvp.push_back(s.data());
   argvp.push_back(nullptr);
 
-  int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+  int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1},
+      stderr_pipe[2] = {-1, -1};
   if (options.pipe_stdin && pipe2(in_pipe, O_CLOEXEC) != 0)
     return SHOAL_ERRNO("pipe");
   if (options.pipe_stdout && pipe2(out_pipe, O_CLOEXEC) != 0)
     return SHOAL_ERRNO("pipe");
   // Reports an exec failure to the parent; closed (by O_CLOEXEC) on success.
+  if (options.pipe_stderr && pipe2(stderr_pipe, O_CLOEXEC) != 0) {
+    return SHOAL_ERRNO("pipe");
+  }
   if (pipe2(err_pipe, O_CLOEXEC) != 0) return SHOAL_ERRNO("pipe");
   int out_file = -1, err_file = -1;
   if (!options.stdout_file.empty()) {
@@ -114,6 +118,7 @@ absl::StatusOr<Subprocess> Subprocess::Start(
     if (out_pipe[1] >= 0) dup2(out_pipe[1], STDOUT_FILENO);
     if (out_file >= 0) dup2(out_file, STDOUT_FILENO);
     if (err_file >= 0) dup2(err_file, STDERR_FILENO);
+    if (stderr_pipe[1] >= 0) dup2(stderr_pipe[1], STDERR_FILENO);
     if (!options.cwd.empty() && chdir(options.cwd.c_str()) != 0) {
       const int err = errno;
       ssize_t unused = write(err_pipe[1], &err, sizeof(err));
@@ -131,6 +136,7 @@ absl::StatusOr<Subprocess> Subprocess::Start(
     setpgid(pid, pid);  // no race with the child's own call
   CloseFd(in_pipe[0]);
   CloseFd(out_pipe[1]);
+  CloseFd(stderr_pipe[1]);
   CloseFd(err_pipe[1]);
   CloseFd(out_file);
   CloseFd(err_file);
@@ -139,6 +145,7 @@ absl::StatusOr<Subprocess> Subprocess::Start(
   p.own_group_ = options.new_process_group;
   p.stdin_fd_ = in_pipe[1];
   p.stdout_fd_ = out_pipe[0];
+  p.stderr_fd_ = stderr_pipe[0];
   int exec_errno = 0;
   ssize_t n;
   do {
@@ -160,9 +167,10 @@ Subprocess::Subprocess(Subprocess&& o) noexcept
       own_group_(o.own_group_),
       stdin_fd_(o.stdin_fd_),
       stdout_fd_(o.stdout_fd_),
+      stderr_fd_(o.stderr_fd_),
       buffer_(std::move(o.buffer_)) {
   o.pid_ = -1;
-  o.stdin_fd_ = o.stdout_fd_ = -1;
+  o.stdin_fd_ = o.stdout_fd_ = o.stderr_fd_ = -1;
 }
 
 Subprocess& Subprocess::operator=(Subprocess&& o) noexcept {
@@ -180,6 +188,7 @@ Subprocess::~Subprocess() {
   }
   CloseFd(stdin_fd_);
   CloseFd(stdout_fd_);
+  CloseFd(stderr_fd_);
 }
 
 absl::StatusOr<std::string> Subprocess::ReadLine(absl::Duration timeout) {
@@ -227,6 +236,13 @@ absl::Status Subprocess::WriteLine(const std::string& line) {
 }
 
 void Subprocess::CloseStdin() { CloseFd(stdin_fd_); }
+void Subprocess::CloseStdout() { CloseFd(stdout_fd_); }
+void Subprocess::CloseStderr() { CloseFd(stderr_fd_); }
+
+void SetNonBlocking(int fd) {
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
 
 void Subprocess::Signal(int sig) {
   if (!running()) return;

@@ -24,6 +24,7 @@ struct SubprocessOptions {
   // Pipe the child's stdin / stdout to the parent. Default: inherit both.
   bool pipe_stdin = false;
   bool pipe_stdout = false;
+  bool pipe_stderr = false;
   // Redirect stdout / stderr to these files (append). Default "": inherit.
   std::string stdout_file;
   std::string stderr_file;
@@ -64,6 +65,14 @@ class Subprocess {
   // Closes the child's stdin.
   void CloseStdin();
 
+  // The parent's ends of piped stdout / stderr (-1 if not piped), for callers
+  // that poll them; set them non-blocking with SetNonBlocking if needed.
+  int stdout_fd() const { return stdout_fd_; }
+  int stderr_fd() const { return stderr_fd_; }
+  // Closes the parent's end of a pipe (after EOF).
+  void CloseStdout();
+  void CloseStderr();
+
   // Sends `sig` to the child (or its process group, if it has its own).
   void Signal(int sig);
 
@@ -78,11 +87,15 @@ class Subprocess {
   bool own_group_ = false;
   int stdin_fd_ = -1;
   int stdout_fd_ = -1;
+  int stderr_fd_ = -1;
   std::string buffer_;
 };
 
 // "exit 3", "killed by SIGKILL", ... for a raw wait status.
 std::string DescribeWaitStatus(int status);
+
+// Sets O_NONBLOCK on a file descriptor.
+void SetNonBlocking(int fd);
 
 // The absolute path of this process's executable (/proc/self/exe).
 std::string SelfExePath();

@@ -6,6 +6,7 @@
 namespace shoal::cli {
 
 int InfoCommand(int argc, char** argv);
+int LaunchCommand(int argc, char** argv);
 int StartCommand(int argc, char** argv);
 int StatusCommand(int argc, char** argv);
 int StopCommand(int argc, char** argv);

@@ -15,6 +15,8 @@ struct Command {
 constexpr Command kCommands[] = {
     {"info", shoal::cli::InfoCommand,
      "what this build and machine offer (CUDA, NCCL, GPUs, /dev/shm)"},
+    {"launch", shoal::cli::LaunchCommand,
+     "run an SPMD job (like torchrun / mpirun)"},
     {"start", shoal::cli::StartCommand,
      "start a node: store, workers, coordinator"},
     {"submit", shoal::cli::SubmitCommand,

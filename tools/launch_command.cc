@@ -1,0 +1,83 @@
+// `shoal launch [flags] -- COMMAND ARGS...`
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/launcher.h"
+#include "tools/cli/args.h"
+#include "tools/commands.h"
+
+namespace shoal::cli {
+
+int LaunchCommand(int argc, char** argv) {
+  ArgParser p("shoal launch [flags] -- COMMAND ARGS...",
+              "Runs COMMAND as an SPMD job: --nproc-per-node processes on each "
+              "of --nnodes\n"
+              "nodes, each with RANK, LOCAL_RANK, WORLD_SIZE, "
+              "LOCAL_WORLD_SIZE, GROUP_RANK,\n"
+              "MASTER_ADDR, MASTER_PORT (torch.distributed's env://), SHOAL_* "
+              "endpoints and\n"
+              "its own CUDA_VISIBLE_DEVICES (--nproc-per-node gpu). Programs "
+              "join with\n"
+              "shoal::Init() (C++) or shoal.init() (Python). The first process "
+              "to fail stops\n"
+              "the group; the launcher exits with its code and says why. Under "
+              "Slurm the\n"
+              "node count, node rank and head host come from SLURM_*.");
+  std::string& nproc =
+      p.String("nproc-per-node", "1", "processes per node: N, gpu or auto");
+  int64_t& nnodes = p.Int("nnodes", 1, "nodes in the job");
+  int64_t& node_rank =
+      p.Int("node-rank", 0, "this node's rank (0 hosts the key-value store)");
+  std::string& coordinator =
+      p.String("coordinator", "", "HOST:PORT of node 0's key-value store");
+  bool& standalone = p.Bool("standalone", false, "one node, any free port");
+  std::string& gpus =
+      p.String("gpus", "", "GPUs to use (default: all visible)");
+  int64_t& max_restarts =
+      p.Int("max-restarts", 0, "restarts of the group after a failure");
+  bool& tee = p.Bool("tee", false, "prefix each output line with [rank]");
+  std::string& log_dir =
+      p.String("log-dir", "", "also write rank<R>.stdout/.stderr here");
+  double& start_timeout =
+      p.Double("start-timeout", 300, "seconds to wait for all nodes to join");
+  double& grace =
+      p.Double("stop-grace", 5, "seconds between SIGTERM and SIGKILL on stop");
+  uint64_t& store_bytes =
+      p.Bytes("store-bytes", 0, "each node's store (default: 30% RAM)");
+  std::string& job_id = p.String("job-id", "", "job id (default: a fresh one)");
+  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return Fail(s);
+  if (!p.positional().empty()) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("put the command after `--`: shoal launch [flags] -- ",
+                     p.positional()[0], " ...")));
+  }
+  coordinator::LaunchOptions o;
+  o.command = p.rest();
+  o.nproc_per_node = nproc;
+  o.nnodes = static_cast<int>(nnodes);
+  o.node_rank = static_cast<int>(node_rank);
+  o.coordinator = coordinator;
+  o.standalone = standalone;
+  if (p.seen("gpus")) o.gpus = gpus;
+  o.max_restarts = static_cast<int>(max_restarts);
+  o.tee = tee;
+  o.log_dir = log_dir;
+  o.start_timeout = absl::Seconds(start_timeout);
+  o.stop_grace = absl::Seconds(grace);
+  o.store_bytes = store_bytes;
+  o.job_id = job_id;
+  if (standalone && (nnodes != 1 || !coordinator.empty())) {
+    return Fail(absl::InvalidArgumentError(
+        "--standalone is for one node without --coordinator"));
+  }
+  if (!standalone) {
+    absl::Status s = coordinator::ApplySlurmDefaults(
+        &o, p.seen("nnodes"), p.seen("node-rank"), p.seen("coordinator"));
+    if (!s.ok()) return Fail(s);
+  }
+  absl::StatusOr<int> code = coordinator::Launch(std::move(o));
+  if (!code.ok()) return Fail(code.status());
+  return *code;
+}
+
+}  // namespace shoal::cli
