@@ -8,6 +8,8 @@ namespace shoal::bench {
 int StoreBench(int argc, char** argv);
 int StoreBenchRole(int argc, char** argv);
 int TasksBench(int argc, char** argv);
+int LaunchBench(int argc, char** argv);
+int LaunchProbe();
 }  // namespace shoal::bench
 
 namespace shoal::cli {
@@ -28,6 +30,9 @@ int BenchCommand(int argc, char** argv) {
     return bench::StoreBenchRole(argc - 1, argv + 1);
   if (std::strcmp(argv[1], "tasks") == 0)
     return bench::TasksBench(argc - 1, argv + 1);
+  if (std::strcmp(argv[1], "launch") == 0)
+    return bench::LaunchBench(argc - 1, argv + 1);
+  if (std::strcmp(argv[1], "launch-probe") == 0) return bench::LaunchProbe();
   std::fprintf(stderr, "shoal bench: unknown workload '%s'\n\n%s", argv[1],
                usage);
   return 2;

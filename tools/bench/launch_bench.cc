@@ -1,0 +1,164 @@
+// `shoal bench launch` (workload W4): wall time of
+//   shoal launch --nproc-per-node 4 -- <a program that inits, passes one
+//   barrier, exits>
+// side by side in the same run with `mpirun -np 4` of the same program
+// written against MPI (MPI_Init, MPI_Barrier, MPI_Finalize), built here with
+// mpicc when Open MPI is installed. The shoal program is this binary's own
+// `bench launch-probe` (shoal::Init + Barrier).
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "coordinator/job.h"
+#include "ipc/subprocess.h"
+#include "tools/bench/bench_util.h"
+#include "tools/cli/args.h"
+
+namespace shoal::bench {
+namespace {
+
+constexpr char kMpiProgram[] = R"C(
+#include <mpi.h>
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Finalize();
+  return 0;
+}
+)C";
+
+// Runs argv to completion; returns the wall time, or a negative number on a
+// failure (exit code != 0).
+double TimeCommand(const std::vector<std::string>& argv) {
+  SubprocessOptions o;
+  o.stdout_file = "/dev/null";
+  const double t0 = NowSeconds();
+  absl::StatusOr<Subprocess> p = Subprocess::Start(argv, o);
+  if (!p.ok()) return -1;
+  absl::StatusOr<int> status = p->Wait(absl::Minutes(2));
+  const double dt = NowSeconds() - t0;
+  if (!status.ok() || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0)
+    return -1;
+  return dt;
+}
+
+struct Row {
+  std::string system;
+  std::string command;
+  std::vector<double> times;
+  int failed = 0;
+};
+
+}  // namespace
+
+int LaunchProbe() {
+  auto job = Init();
+  if (!job.ok()) {
+    std::fprintf(stderr, "%s\n", job.status().ToString().c_str());
+    return 3;
+  }
+  absl::Status s = (*job)->Barrier(absl::Seconds(60));
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    return 4;
+  }
+  return 0;
+}
+
+int LaunchBench(int argc, char** argv) {
+  cli::ArgParser p(
+      "shoal bench launch [flags]",
+      "Workload W4: wall time to launch N processes that init, pass one\n"
+      "barrier and exit, beside mpirun -np N of the same program in MPI.");
+  int64_t& n = p.Int("nproc", 4, "processes");
+  int64_t& iters = p.Int("iters", 11, "timed runs of each (after one warm-up)");
+  bool& json = p.Bool("json", false, "one JSON object per row");
+  bool& mpi = p.Bool("mpi", true, "also time mpirun (needs mpicc and mpirun)");
+  p.Alias('n', "iters");
+  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return cli::Fail(s);
+
+  std::vector<Row> rows;
+  Row shoal{"shoal launch", "", {}, 0};
+  std::vector<std::string> shoal_cmd = {
+      SelfExePath(), "launch", "--nproc-per-node", absl::StrCat(n), "--",
+      SelfExePath(), "bench",  "launch-probe"};
+  shoal.command = absl::StrCat("shoal launch --nproc-per-node ", n,
+                               " -- shoal bench launch-probe");
+  rows.push_back(shoal);
+
+  std::string mpi_note;
+  if (mpi) {
+    const std::string dir = absl::StrCat("/tmp/shoal-bench-mpi-", getpid());
+    const std::string src = dir + "/barrier.c", bin = dir + "/barrier";
+    std::system(absl::StrCat("mkdir -p ", dir).c_str());
+    std::ofstream(src) << kMpiProgram;
+    if (TimeCommand({"mpicc", "-O2", "-o", bin, src}) < 0) {
+      mpi_note =
+          "mpicc not found or failed: the MPI peer was skipped (install "
+          "libopenmpi-dev)";
+    } else {
+      rows.push_back(
+          Row{"mpirun (Open MPI)",
+              absl::StrCat("mpirun -np ", n, " --oversubscribe ./barrier"),
+              {},
+              0});
+      // As root, Open MPI needs --allow-run-as-root.
+      std::vector<std::string> cmd = {"mpirun", "-np", absl::StrCat(n),
+                                      "--oversubscribe"};
+      if (getuid() == 0) cmd.push_back("--allow-run-as-root");
+      cmd.push_back(bin);
+      for (int i = 0; i <= iters; ++i) {
+        const double t = TimeCommand(cmd);
+        if (i == 0) continue;
+        if (t < 0) {
+          ++rows.back().failed;
+        } else {
+          rows.back().times.push_back(t);
+        }
+      }
+    }
+  }
+  for (int i = 0; i <= iters; ++i) {
+    const double t = TimeCommand(shoal_cmd);
+    if (i == 0) continue;
+    if (t < 0) {
+      ++rows[0].failed;
+    } else {
+      rows[0].times.push_back(t);
+    }
+  }
+  Table t(
+      {"system", "command", "runs", "median s", "min s", "max s", "#failed"});
+  for (const Row& r : rows) {
+    const double med = Median(r.times), lo = Quantile(r.times, 0),
+                 hi = Quantile(r.times, 1);
+    if (json) {
+      JsonRow j;
+      j.Add("workload", "W4")
+          .Add("system", r.system)
+          .Add("command", r.command)
+          .Add("nproc", n)
+          .Add("runs", static_cast<int64_t>(r.times.size()))
+          .Add("median_s", med)
+          .Add("min_s", lo)
+          .Add("max_s", hi)
+          .Add("failed", static_cast<int64_t>(r.failed));
+      std::printf("%s\n", j.str().c_str());
+    }
+    t.AddRow({r.system, r.command, absl::StrCat(r.times.size()),
+              absl::StrFormat("%.3f", med), absl::StrFormat("%.3f", lo),
+              absl::StrFormat("%.3f", hi), absl::StrCat(r.failed)});
+  }
+  if (!json) {
+    std::printf("# W4 launch: %lld processes init, pass one barrier, exit\n",
+                static_cast<long long>(n));
+    std::fputs(t.Render().c_str(), stdout);
+    if (!mpi_note.empty()) std::printf("# %s\n", mpi_note.c_str());
+  }
+  return 0;
+}
+
+}  // namespace shoal::bench
