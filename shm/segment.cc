@@ -26,6 +26,7 @@ constexpr char kShmDir[] = "/dev/shm";
 constexpr char kPrefix[] = "shoal-";
 constexpr char kSuffix[] = "-store";
 constexpr char kTaskSuffix[] = "-tasks";
+constexpr char kCollSuffix[] = "-coll";
 
 std::string HumanBytes(uint64_t b) {
   if (b >= (uint64_t{1} << 30))
@@ -235,6 +236,11 @@ void Segment::Publish(uint64_t magic) {
   h->ready.store(1, std::memory_order_release);
 }
 
+void Segment::Unlink() {
+  bip::shared_memory_object::remove(name_.c_str());
+  owner_ = false;
+}
+
 void Segment::MarkClosed() {
   reinterpret_cast<SegmentPrefix*>(base())->closed.store(
       1, std::memory_order_release);
@@ -248,7 +254,8 @@ std::vector<std::string> Segment::RemoveStale() {
   while (dirent* ent = readdir(dir)) {
     const std::string name = ent->d_name;
     if (!absl::StartsWith(name, kPrefix) ||
-        !(absl::EndsWith(name, kSuffix) || absl::EndsWith(name, kTaskSuffix))) {
+        !(absl::EndsWith(name, kSuffix) || absl::EndsWith(name, kTaskSuffix) ||
+          absl::EndsWith(name, kCollSuffix))) {
       continue;
     }
     const std::string path = absl::StrCat("/", name);

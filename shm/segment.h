@@ -76,6 +76,10 @@ class Segment {
   // Stops the creator from unlinking at destruction (tests of stale cleanup).
   void LeakForTesting() { owner_ = false; }
 
+  // Removes the name now (the mapping stays valid while mapped): once every
+  // user has it open, nothing can be left behind by a crash.
+  void Unlink();
+
  private:
   Segment(std::string name, boost::interprocess::shared_memory_object shm,
           boost::interprocess::mapped_region region, bool owner);

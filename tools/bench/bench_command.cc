@@ -10,6 +10,7 @@ int StoreBenchRole(int argc, char** argv);
 int TasksBench(int argc, char** argv);
 int LaunchBench(int argc, char** argv);
 int LaunchProbe();
+int CollectiveBench(int argc, char** argv);
 }  // namespace shoal::bench
 
 namespace shoal::cli {
@@ -19,7 +20,11 @@ int BenchCommand(int argc, char** argv) {
       "usage: shoal bench <workload> [flags]\n\n"
       "  store      W1: put/get of a float32 tensor across processes\n"
       "  tasks      W2: no-op task throughput and latency, 1 client, 2 "
-      "workers\n";
+      "workers\n"
+      "  collective W3: all_reduce (and the other collectives) in the style of "
+      "nccl-tests,\n"
+      "             beside Open MPI and gloo\n"
+      "  launch     W4: launch N processes that init, pass a barrier, exit\n";
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0) {
     std::fputs(usage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
@@ -30,6 +35,8 @@ int BenchCommand(int argc, char** argv) {
     return bench::StoreBenchRole(argc - 1, argv + 1);
   if (std::strcmp(argv[1], "tasks") == 0)
     return bench::TasksBench(argc - 1, argv + 1);
+  if (std::strcmp(argv[1], "collective") == 0)
+    return bench::CollectiveBench(argc - 1, argv + 1);
   if (std::strcmp(argv[1], "launch") == 0)
     return bench::LaunchBench(argc - 1, argv + 1);
   if (std::strcmp(argv[1], "launch-probe") == 0) return bench::LaunchProbe();

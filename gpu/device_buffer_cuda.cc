@@ -1,0 +1,55 @@
+#include <cuda_runtime_api.h>
+
+#include "absl/strings/str_cat.h"
+#include "gpu/cuda_check.h"
+#include "gpu/device_buffer.h"
+
+namespace shoal::gpu {
+
+absl::StatusOr<std::unique_ptr<DeviceBuffer>> DeviceBuffer::Allocate(
+    uint64_t bytes, int device) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return absl::FailedPreconditionError("no CUDA device is visible");
+  }
+  if (device < 0 || device >= count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CUDA device ", device, " out of range (", count, " visible)"));
+  }
+  SHOAL_CUDA_CHECK(cudaSetDevice(device));
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, bytes == 0 ? 1 : bytes);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cudaMalloc of ", bytes, " bytes on device ", device,
+                     ": out of device memory"));
+  }
+  SHOAL_CUDA_CHECK(err);
+  SHOAL_CUDA_CHECK(cudaMemset(p, 0, bytes));
+  return std::unique_ptr<DeviceBuffer>(new DeviceBuffer(p, bytes, device));
+}
+
+DeviceBuffer::~DeviceBuffer() { cudaFree(data_); }
+
+absl::Status DeviceBuffer::CopyFromHost(const void* src, uint64_t bytes,
+                                        uint64_t offset) {
+  SHOAL_CUDA_CHECK(cudaMemcpy(static_cast<char*>(data_) + offset, src, bytes,
+                              cudaMemcpyHostToDevice));
+  return absl::OkStatus();
+}
+
+absl::Status DeviceBuffer::CopyToHost(void* dst, uint64_t bytes,
+                                      uint64_t offset) const {
+  SHOAL_CUDA_CHECK(cudaMemcpy(dst, static_cast<const char*>(data_) + offset,
+                              bytes, cudaMemcpyDeviceToHost));
+  return absl::OkStatus();
+}
+
+absl::Status SynchronizeDevice() {
+  SHOAL_CUDA_CHECK(cudaDeviceSynchronize());
+  return absl::OkStatus();
+}
+
+}  // namespace shoal::gpu

@@ -1,0 +1,428 @@
+// Collectives under `shoal launch`, checked against references each rank
+// computes itself. Modes:
+//   all        every op × dtype × size (and in-place forms); prints "rank R ok
+//   N checks" async      async forms interleaved with blocking ones group a
+//   sub-communicator of the even ranks stall      rank 1 stays away; the
+//   others' all_reduce must fail within ~1 s die        rank 1 SIGKILLs itself;
+//   the others must see it (Unavailable) mismatch   ranks disagree on the
+//   count; every rank must say so
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "coordinator/communicator.h"
+#include "coordinator/job.h"
+#include "shm/reduce_kernels.h"
+
+namespace {
+
+using shoal::DType;
+using shoal::ReduceOp;
+
+int failures = 0;
+int checks = 0;
+int g_rank = 0;
+
+void Check(bool ok, const std::string& what) {
+  ++checks;
+  if (!ok) {
+    ++failures;
+    if (failures < 20)
+      std::fprintf(stderr, "rank %d FAILED: %s\n", g_rank, what.c_str());
+  }
+}
+
+void CheckOk(const absl::Status& s, const std::string& what) {
+  Check(s.ok(), absl::StrCat(what, ": ", s.ToString()));
+}
+
+// Element values: small integers, exact in every dtype even when summed.
+double Value(int rank, int64_t i, ReduceOp op) {
+  if (op == ReduceOp::kProd)
+    return static_cast<double>(
+        ((rank + i) % 3) - 1 == 0 ? 2 : ((rank + i) % 3) - 1);
+  return static_cast<double>(((rank * 7 + i * 3) % 13) - 6);
+}
+
+size_t Size(DType t) { return shoal::DTypeSize(t); }
+
+void Store(DType t, void* base, int64_t i, double v) {
+  auto* p = static_cast<uint8_t*>(base) + i * Size(t);
+  switch (t) {
+    case DType::kF32: {
+      float f = static_cast<float>(v);
+      std::memcpy(p, &f, 4);
+      break;
+    }
+    case DType::kF64:
+      std::memcpy(p, &v, 8);
+      break;
+    case DType::kI32: {
+      int32_t x = static_cast<int32_t>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case DType::kI64: {
+      int64_t x = static_cast<int64_t>(v);
+      std::memcpy(p, &x, 8);
+      break;
+    }
+    case DType::kF16: {
+      uint16_t h = shoal::shm::FloatToHalf(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    case DType::kBF16: {
+      uint16_t h = shoal::shm::FloatToBF16(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+double Load(DType t, const void* base, int64_t i) {
+  const auto* p = static_cast<const uint8_t*>(base) + i * Size(t);
+  switch (t) {
+    case DType::kF32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    case DType::kF64: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return d;
+    }
+    case DType::kI32: {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case DType::kI64: {
+      int64_t x;
+      std::memcpy(&x, p, 8);
+      return static_cast<double>(x);
+    }
+    case DType::kF16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return shoal::shm::HalfToFloat(h);
+    }
+    case DType::kBF16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return shoal::shm::BF16ToFloat(h);
+    }
+    default:
+      return 0;
+  }
+}
+
+// The reduction of element i over `world` ranks, as the dtype holds it.
+double Expected(DType t, ReduceOp op, int world, int64_t i) {
+  double acc = Value(0, i, op);
+  for (int r = 1; r < world; ++r) {
+    const double v = Value(r, i, op);
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg:
+        acc += v;
+        break;
+      case ReduceOp::kProd:
+        acc *= v;
+        break;
+      case ReduceOp::kMin:
+        acc = std::min(acc, v);
+        break;
+      case ReduceOp::kMax:
+        acc = std::max(acc, v);
+        break;
+    }
+  }
+  if (op == ReduceOp::kAvg) {
+    if (t == DType::kI32 || t == DType::kI64) return std::trunc(acc / world);
+    const float f = static_cast<float>(acc) / static_cast<float>(world);
+    std::vector<uint8_t> tmp(8);
+    Store(t, tmp.data(), 0, t == DType::kF64 ? acc / world : f);
+    return Load(t, tmp.data(), 0);
+  }
+  return acc;
+}
+
+std::vector<uint8_t> Fill(DType t, int rank, int64_t count, ReduceOp op) {
+  std::vector<uint8_t> b(count * Size(t) + 1);
+  for (int64_t i = 0; i < count; ++i) Store(t, b.data(), i, Value(rank, i, op));
+  return b;
+}
+
+const DType kTypes[] = {DType::kF16, DType::kBF16, DType::kF32,
+                        DType::kF64, DType::kI32,  DType::kI64};
+const int64_t kSizes[] = {0, 1, 7, 63, 1000, 4099, 70001, 300001};
+const ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin,
+                         ReduceOp::kMax, ReduceOp::kAvg};
+
+std::string Name(const char* op, DType t, int64_t n,
+                 const std::string& extra = "") {
+  return absl::StrCat(op, " ", shoal::DTypeName(t), " n=", n, extra);
+}
+
+void TestAll(shoal::Communicator& c) {
+  const int R = c.rank(), W = c.size();
+  for (DType t : kTypes) {
+    for (int64_t n : kSizes) {
+      // all_reduce: every op, out of place and in place.
+      for (ReduceOp op : kOps) {
+        std::vector<uint8_t> in = Fill(t, R, n, op), out(n * Size(t) + 1);
+        CheckOk(c.AllReduce(in.data(), out.data(), n, t, op),
+                Name("all_reduce", t, n));
+        bool ok = true;
+        int64_t bad = -1;
+        for (int64_t i = 0; i < n && ok; ++i) {
+          ok = Load(t, out.data(), i) == Expected(t, op, W, i);
+          if (!ok) bad = i;
+        }
+        Check(ok, Name("all_reduce", t, n,
+                       absl::StrCat(
+                           " ", shoal::ReduceOpName(op),
+                           bad >= 0
+                               ? absl::StrCat(" [", bad, "] got ",
+                                              Load(t, out.data(), bad),
+                                              " want ", Expected(t, op, W, bad),
+                                              " mine ", Value(R, bad, op))
+                               : "")));
+        CheckOk(c.AllReduce(in.data(), in.data(), n, t, op),
+                Name("all_reduce in place", t, n));
+        ok = std::memcmp(in.data(), out.data(), n * Size(t)) == 0;
+        Check(ok, Name("all_reduce in place", t, n,
+                       absl::StrCat(" ", shoal::ReduceOpName(op))));
+      }
+      // reduce to the last rank.
+      {
+        const int root = W - 1;
+        std::vector<uint8_t> in = Fill(t, R, n, ReduceOp::kMax),
+                             out(n * Size(t) + 1, 0xee);
+        CheckOk(c.Reduce(in.data(), out.data(), n, t, ReduceOp::kMax, root),
+                Name("reduce", t, n));
+        if (R == root) {
+          bool ok = true;
+          for (int64_t i = 0; i < n && ok; ++i)
+            ok = Load(t, out.data(), i) == Expected(t, ReduceOp::kMax, W, i);
+          Check(ok, Name("reduce", t, n));
+        }
+      }
+      // broadcast from rank 1 % W, out of place and in place.
+      {
+        const int root = 1 % W;
+        std::vector<uint8_t> in = Fill(t, R, n, ReduceOp::kSum),
+                             out(n * Size(t) + 1);
+        const std::vector<uint8_t> want = Fill(t, root, n, ReduceOp::kSum);
+        CheckOk(c.Broadcast(in.data(), out.data(), n, t, root),
+                Name("broadcast", t, n));
+        Check(std::memcmp(out.data(), want.data(), n * Size(t)) == 0,
+              Name("broadcast", t, n));
+        CheckOk(c.Broadcast(in.data(), in.data(), n, t, root),
+                Name("broadcast in place", t, n));
+        Check(std::memcmp(in.data(), want.data(), n * Size(t)) == 0,
+              Name("broadcast in place", t, n));
+      }
+      // all_gather and reduce_scatter.
+      {
+        std::vector<uint8_t> in = Fill(t, R, n, ReduceOp::kSum),
+                             out(W * n * Size(t) + 1);
+        CheckOk(c.AllGather(in.data(), out.data(), n, t),
+                Name("all_gather", t, n));
+        bool ok = true;
+        for (int r = 0; r < W && ok; ++r) {
+          const std::vector<uint8_t> want = Fill(t, r, n, ReduceOp::kSum);
+          ok = std::memcmp(out.data() + r * n * Size(t), want.data(),
+                           n * Size(t)) == 0;
+        }
+        Check(ok, Name("all_gather", t, n));
+        // in: W blocks; block k of rank r = Fill(r) shifted by k.
+        std::vector<uint8_t> blocks(W * n * Size(t) + 1), mine(n * Size(t) + 1);
+        for (int k = 0; k < W; ++k) {
+          for (int64_t i = 0; i < n; ++i)
+            Store(t, blocks.data(), k * n + i, Value(R, i + k, ReduceOp::kSum));
+        }
+        CheckOk(
+            c.ReduceScatter(blocks.data(), mine.data(), n, t, ReduceOp::kSum),
+            Name("reduce_scatter", t, n));
+        ok = true;
+        for (int64_t i = 0; i < n && ok; ++i)
+          ok = Load(t, mine.data(), i) == Expected(t, ReduceOp::kSum, W, i + R);
+        Check(ok, Name("reduce_scatter", t, n));
+        // all_to_all: block k of rank r carries r*1000 + k*100 + small i.
+        std::vector<uint8_t> a2a(W * n * Size(t) + 1), got(W * n * Size(t) + 1);
+        for (int k = 0; k < W; ++k) {
+          for (int64_t i = 0; i < n; ++i)
+            Store(t, a2a.data(), k * n + i, (R * 4 + k + i) % 50);
+        }
+        CheckOk(c.AllToAll(a2a.data(), got.data(), n, t),
+                Name("all_to_all", t, n));
+        ok = true;
+        for (int r = 0; r < W && ok; ++r) {
+          for (int64_t i = 0; i < n && ok; ++i)
+            ok = Load(t, got.data(), r * n + i) == (r * 4 + R + i) % 50;
+        }
+        Check(ok, Name("all_to_all", t, n));
+      }
+    }
+  }
+  // send/recv around the ring, with sizes above and below the p2p chunk.
+  for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{300001}}) {
+    if (W < 2) break;
+    std::vector<uint8_t> out = Fill(DType::kF32, R, n, ReduceOp::kSum),
+                         in(n * 4 + 1);
+    const int next = (R + 1) % W, prev = (R + W - 1) % W;
+    if (R % 2 == 0) {
+      CheckOk(c.Send(out.data(), n, DType::kF32, next), "send");
+      CheckOk(c.Recv(in.data(), n, DType::kF32, prev), "recv");
+    } else {
+      CheckOk(c.Recv(in.data(), n, DType::kF32, prev), "recv");
+      CheckOk(c.Send(out.data(), n, DType::kF32, next), "send");
+    }
+    const std::vector<uint8_t> want =
+        Fill(DType::kF32, prev, n, ReduceOp::kSum);
+    Check(std::memcmp(in.data(), want.data(), n * 4) == 0,
+          absl::StrCat("send/recv n=", n));
+  }
+  CheckOk(c.Barrier(), "barrier");
+}
+
+void TestAsync(shoal::Communicator& c) {
+  const int W = c.size();
+  std::vector<std::vector<uint8_t>> bufs;
+  std::vector<shoal::Work> works;
+  for (int k = 0; k < 8; ++k)
+    bufs.push_back(Fill(DType::kF32, c.rank(), 100000 + k, ReduceOp::kSum));
+  for (int k = 0; k < 8; ++k) {
+    auto w = c.AllReduceAsync(bufs[k].data(), bufs[k].data(), 100000 + k,
+                              DType::kF32, ReduceOp::kSum);
+    CheckOk(w.status(), "all_reduce async");
+    if (w.ok()) works.push_back(*w);
+    if (k == 3) {
+      // A blocking op in between runs after the queued ones.
+      std::vector<uint8_t> x = Fill(DType::kI32, c.rank(), 17, ReduceOp::kSum),
+                           y(17 * 4 + 1);
+      CheckOk(c.AllReduce(x.data(), y.data(), 17, DType::kI32, ReduceOp::kSum),
+              "blocking between async");
+      Check(Load(DType::kI32, y.data(), 5) ==
+                Expected(DType::kI32, ReduceOp::kSum, W, 5),
+            "blocking result");
+    }
+  }
+  for (size_t k = 0; k < works.size(); ++k) {
+    CheckOk(works[k].Wait(absl::Seconds(60)), "wait");
+    Check(works[k].Test(), "test after wait");
+    bool ok = true;
+    for (int64_t i = 0; i < 100000 && ok; i += 997) {
+      ok = Load(DType::kF32, bufs[k].data(), i) ==
+           Expected(DType::kF32, ReduceOp::kSum, W, i);
+    }
+    Check(ok, absl::StrCat("async result ", k));
+  }
+  // A posted send beside a blocking receive: a ring exchange of messages much
+  // bigger than the point-to-point buffers must not deadlock.
+  if (W >= 2) {
+    const int64_t n = 1 << 20;
+    const int next = (c.rank() + 1) % W, prev = (c.rank() + W - 1) % W;
+    std::vector<uint8_t> out = Fill(DType::kF32, c.rank(), n, ReduceOp::kSum),
+                         in(n * 4 + 1);
+    auto w = c.SendAsync(out.data(), n, DType::kF32, next);
+    CheckOk(w.status(), "send async");
+    CheckOk(c.Recv(in.data(), n, DType::kF32, prev),
+            "recv beside a posted send");
+    if (w.ok()) CheckOk(w->Wait(absl::Seconds(60)), "posted send");
+    const std::vector<uint8_t> want =
+        Fill(DType::kF32, prev, n, ReduceOp::kSum);
+    Check(std::memcmp(in.data(), want.data(), n * 4) == 0, "ring exchange");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "all";
+  if (mode == "die" || mode == "stall")
+    signal(SIGTERM, SIG_IGN);  // outlive the launcher's stop
+  auto job = shoal::Init();
+  if (!job.ok()) {
+    std::fprintf(stderr, "init: %s\n", job.status().ToString().c_str());
+    return 3;
+  }
+  g_rank = (*job)->rank();
+  shoal::CommunicatorOptions o;
+  if (mode == "stall" || mode == "die") o.timeout = absl::Seconds(30);
+  auto comm = shoal::Communicator::Create(**job, o);
+  if (!comm.ok()) {
+    std::fprintf(stderr, "communicator: %s\n",
+                 comm.status().ToString().c_str());
+    return 4;
+  }
+  shoal::Communicator& c = **comm;
+  if (mode == "all") {
+    TestAll(c);
+  } else if (mode == "async") {
+    TestAsync(c);
+  } else if (mode == "group") {
+    std::vector<int> evens;
+    for (int r = 0; r < c.size(); r += 2) evens.push_back(r);
+    if (c.rank() % 2 == 0) {
+      auto g = shoal::Communicator::CreateGroup(**job, evens);
+      CheckOk(g.status(), "create group");
+      if (g.ok()) {
+        Check((*g)->size() == static_cast<int>(evens.size()), "group size");
+        std::vector<uint8_t> x = Fill(DType::kI64, c.rank(), 33,
+                                      ReduceOp::kSum),
+                             y(33 * 8 + 1);
+        CheckOk((*g)->AllReduce(x.data(), y.data(), 33, DType::kI64,
+                                ReduceOp::kSum),
+                "group all_reduce");
+        double want = 0;
+        for (int r : evens) want += Value(r, 9, ReduceOp::kSum);
+        Check(Load(DType::kI64, y.data(), 9) == want, "group result");
+      }
+    }
+    CheckOk(c.Barrier(), "world barrier after group");
+  } else if (mode == "stall" || mode == "die") {
+    if (c.rank() == 1) {
+      if (mode == "die") raise(SIGKILL);
+      absl::SleepFor(absl::Seconds(4));  // stays away from the all_reduce
+      return 0;
+    }
+    std::vector<float> x(1000, 1.0f);
+    shoal::CallOptions call;
+    call.timeout = absl::Seconds(mode == "stall" ? 1 : 30);
+    const absl::Time t0 = absl::Now();
+    absl::Status s = c.AllReduce(x.data(), x.data(), 1000, DType::kF32,
+                                 ReduceOp::kSum, call);
+    std::printf(
+        "rank %d: %s after %lld ms: %s\n", c.rank(), mode.c_str(),
+        static_cast<long long>(absl::ToInt64Milliseconds(absl::Now() - t0)),
+        s.ToString().c_str());
+    std::fflush(stdout);
+    // Afterwards the communicator refuses work.
+    absl::Status again = c.Barrier();
+    std::printf("rank %d: then %s\n", c.rank(), again.ToString().c_str());
+    return 0;
+  } else if (mode == "mismatch") {
+    const int64_t n = 10 + c.rank();
+    std::vector<float> x(n, 1.0f);
+    absl::Status s =
+        c.AllReduce(x.data(), x.data(), n, DType::kF32, ReduceOp::kSum);
+    std::printf("rank %d: mismatch: %s\n", c.rank(), s.ToString().c_str());
+    return 0;
+  }
+  std::printf("rank %d %s %d checks %d failed\n", c.rank(),
+              failures ? "FAILED" : "ok", checks, failures);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,152 @@
+// Collectives with real processes under `shoal launch`: 2, 3 and 4 ranks.
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "ipc/subprocess.h"
+#include "tests/testing/test_env.h"
+
+namespace shoal {
+namespace {
+
+using shoal::testing::RunfilePath;
+
+struct Result {
+  int code = 0;
+  std::vector<std::string> out;
+  std::string err;
+};
+
+Result Launch(int nproc, const std::string& mode,
+              std::vector<std::string> extra = {}) {
+  static int n = 0;
+  std::vector<std::string> argv = {RunfilePath("tools/shoal"),
+                                   "launch",
+                                   "--nproc-per-node",
+                                   absl::StrCat(nproc),
+                                   "--store-bytes",
+                                   "64M",
+                                   "--tee"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.push_back("--");
+  argv.push_back(RunfilePath("tests/collectives/coll_probe"));
+  argv.push_back(mode);
+  SubprocessOptions o;
+  o.pipe_stdout = true;
+  o.stderr_file =
+      absl::StrCat(::testing::TempDir(), "/coll-", getpid(), "-", n++, ".err");
+  Result r;
+  auto p = Subprocess::Start(argv, o);
+  EXPECT_TRUE(p.ok()) << p.status();
+  if (!p.ok()) return r;
+  while (true) {
+    auto line = p->ReadLine(absl::Minutes(5));
+    if (!line.ok()) break;
+    r.out.push_back(*line);
+  }
+  auto status = p->Wait(absl::Minutes(1));
+  EXPECT_TRUE(status.ok());
+  if (status.ok())
+    r.code =
+        WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
+  std::ifstream in(o.stderr_file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  r.err = ss.str();
+  return r;
+}
+
+std::string Joined(const std::vector<std::string>& lines) {
+  std::string s;
+  for (const std::string& l : lines) absl::StrAppend(&s, l, "\n");
+  return s;
+}
+
+class CollectivesTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CollectivesTest, EveryOpDtypeAndSizeMatchesTheReference) {
+  const int n = GetParam();
+  Result r = Launch(n, "all");
+  EXPECT_EQ(r.code, 0) << r.err;
+  int ok = 0;
+  for (const std::string& line : r.out) ok += absl::StrContains(line, " ok ");
+  EXPECT_EQ(ok, n) << Joined(r.out) << r.err;
+}
+
+TEST_P(CollectivesTest, AsyncAndGroups) {
+  const int n = GetParam();
+  Result r = Launch(n, "async");
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = Launch(n, "group");
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+TEST_P(CollectivesTest, MismatchedCountsAreReportedByEveryRank) {
+  const int n = GetParam();
+  Result r = Launch(n, "mismatch");
+  EXPECT_EQ(r.code, 0) << r.err;
+  int reported = 0;
+  for (const std::string& line : r.out) {
+    reported += absl::StrContains(line, "INVALID_ARGUMENT") &&
+                absl::StrContains(line, "mismatch");
+  }
+  EXPECT_EQ(reported, n) << Joined(r.out);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, CollectivesTest, ::testing::Values(2, 3, 4),
+                         [](const auto& info) {
+                           return absl::StrCat(info.param, "ranks");
+                         });
+
+// Rank 1 never joins the all_reduce: the others give up at their 1 s timeout.
+TEST(CollectivesFailureTest, AStalledRankMakesTheOthersFailWithinTheTimeout) {
+  Result r = Launch(3, "stall");
+  int timed_out = 0;
+  for (const std::string& line : r.out) {
+    if (!absl::StrContains(line, "stall after")) continue;
+    EXPECT_TRUE(absl::StrContains(line, "DEADLINE_EXCEEDED")) << line;
+    const size_t at = line.find("after ");
+    int64_t ms = 0;
+    ASSERT_TRUE(
+        absl::SimpleAtoi(line.substr(at + 6, line.find(" ms") - at - 6), &ms))
+        << line;
+    EXPECT_GE(ms, 950) << line;
+    EXPECT_LT(ms, 3000) << line;
+    ++timed_out;
+  }
+  EXPECT_EQ(timed_out, 2) << Joined(r.out) << r.err;
+  for (const std::string& line : r.out) {
+    if (absl::StrContains(line, "then ")) {
+      EXPECT_TRUE(absl::StrContains(line, "FAILED_PRECONDITION")) << line;
+    }
+  }
+}
+
+// Rank 1 is SIGKILLed: the others see it die (not a 30 s timeout).
+TEST(CollectivesFailureTest, ADeadRankMakesTheOthersFailQuickly) {
+  Result r = Launch(3, "die", {"--stop-grace", "10"});
+  EXPECT_EQ(r.code, 128 + 9) << r.err;
+  int saw = 0;
+  for (const std::string& line : r.out) {
+    if (!absl::StrContains(line, "die after")) continue;
+    EXPECT_TRUE(absl::StrContains(line, "UNAVAILABLE") &&
+                absl::StrContains(line, "died"))
+        << line;
+    const size_t at = line.find("after ");
+    int64_t ms = 0;
+    ASSERT_TRUE(
+        absl::SimpleAtoi(line.substr(at + 6, line.find(" ms") - at - 6), &ms))
+        << line;
+    EXPECT_LT(ms, 5000) << line;
+    ++saw;
+  }
+  EXPECT_EQ(saw, 2) << Joined(r.out) << r.err;
+}
+
+}  // namespace
+}  // namespace shoal
