@@ -1,11 +1,13 @@
 #include "coordinator/communicator.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <set>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gpu/device_pointer.h"
@@ -15,6 +17,30 @@
 #include "shm/shm_collectives.h"
 
 namespace shoal {
+
+namespace {
+
+// The shm backend's tuning knobs, like NCCL's NCCL_* variables: every rank
+// must see the same values (shoal launch passes its environment to all).
+absl::Status ApplyTuningEnv(shm::ShmCommOptions& o) {
+  const std::pair<const char*, uint64_t*> knobs[] = {
+      {"SHOAL_COLL_SLOT_BYTES", &o.slot_bytes},
+      {"SHOAL_COLL_ONE_STEP_BYTES", &o.one_step_bytes},
+      {"SHOAL_COLL_STREAM_BYTES", &o.stream_bytes},
+      {"SHOAL_COLL_P2P_BYTES", &o.p2p_bytes},
+  };
+  for (const auto& [name, value] : knobs) {
+    const char* text = std::getenv(name);
+    if (text == nullptr || *text == '\0') continue;
+    if (!absl::SimpleAtoi(text, value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, "=", text, ": expected a number of bytes"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 namespace internal {
 
@@ -116,6 +142,7 @@ class Communicator::Impl {
     shm::ShmCommOptions so;
     so.slot_bytes = o_.shm_slot_bytes;
     so.timeout = o_.timeout;
+    SHOAL_RETURN_IF_ERROR(ApplyTuningEnv(so));
     SHOAL_ASSIGN_OR_RETURN(
         shm_, shm::ShmCommunicator::Create(job_.kv(), job_.job_id(), o_.name,
                                            rank_, size(), so));

@@ -13,6 +13,7 @@
 #include "ipc/status_macros.h"
 #include "shm/reduce_kernels.h"
 #include "shm/shm_comm_impl.h"
+#include "shm/stream_copy.h"
 
 namespace shoal::shm {
 namespace {
@@ -52,27 +53,49 @@ absl::Status ShmCommunicator::Impl::AllReduce(const void* in, void* out,
   }
   // Reduce-scatter then all-gather, a slot-sized chunk at a time.
   const int64_t chunk_elems = static_cast<int64_t>(slot_bytes()) / elem;
+  // In place, the destination lines are cached (just read): streaming
+  // stores would evict them first, which costs more than it saves.
+  const bool stream = bytes >= o_.stream_bytes && in != out;
   for (int64_t begin = 0; begin < count; begin += chunk_elems) {
     const int64_t n = std::min(chunk_elems, count - begin);
     const int p = NextParity();
-    std::memcpy(slot(p, rank_), src + begin * elem, n * elem);
-    SHOAL_RETURN_IF_ERROR(Sync());
-    const int64_t lo = n * rank_ / world_, hi = n * (rank_ + 1) / world_;
-    const void* inputs[kMaxCollRanks];
-    inputs[0] = slot(p, rank_) + lo * elem;  // reduced in place in our own slot
-    for (int r = 0, k = 1; r < world_; ++r) {
-      if (r != rank_) inputs[k++] = slot(p, r) + lo * elem;
-    }
-    SHOAL_RETURN_IF_ERROR(ReduceN(dtype, op, inputs, world_,
-                                  slot(p, rank_) + lo * elem, hi - lo, world_));
-    SHOAL_RETURN_IF_ERROR(Sync());
-    for (int r = 0; r < world_; ++r) {
-      const int64_t a = n * r / world_, b = n * (r + 1) / world_;
-      std::memcpy(dst + (begin + a) * elem, slot(p, r) + a * elem,
-                  (b - a) * elem);
-    }
+    SHOAL_RETURN_IF_ERROR(ReduceChunk(src + begin * elem, n, dtype, op, p));
+    GatherChunk(dst + begin * elem, n, elem, p, stream);
   }
   return absl::OkStatus();
+}
+
+absl::Status ShmCommunicator::Impl::ReduceChunk(const uint8_t* src, int64_t n,
+                                                DType dtype, ReduceOp op,
+                                                int p) {
+  const int64_t elem = ElemSize(dtype);
+  // Stage the slices the others reduce; our own is read from `src`.
+  for (int r = 0; r < world_; ++r) {
+    if (r == rank_) continue;
+    const int64_t a = n * r / world_, b = n * (r + 1) / world_;
+    std::memcpy(slot(p, rank_) + a * elem, src + a * elem, (b - a) * elem);
+  }
+  SHOAL_RETURN_IF_ERROR(Sync());
+  const int64_t lo = n * rank_ / world_, hi = n * (rank_ + 1) / world_;
+  const void* inputs[kMaxCollRanks];
+  for (int r = 0; r < world_; ++r) {
+    inputs[r] = r == rank_ ? src + lo * elem : slot(p, r) + lo * elem;
+  }
+  SHOAL_RETURN_IF_ERROR(ReduceN(dtype, op, inputs, world_,
+                                slot(p, rank_) + lo * elem, hi - lo, world_));
+  return Sync();
+}
+
+void ShmCommunicator::Impl::GatherChunk(uint8_t* dst, int64_t n, int64_t elem,
+                                        int p, bool stream) {
+  for (int r = 0; r < world_; ++r) {
+    const int64_t a = n * r / world_, b = n * (r + 1) / world_;
+    if (stream) {
+      StreamCopy(dst + a * elem, slot(p, r) + a * elem, (b - a) * elem);
+    } else {
+      std::memcpy(dst + a * elem, slot(p, r) + a * elem, (b - a) * elem);
+    }
+  }
 }
 
 absl::Status ShmCommunicator::Impl::Reduce(const void* in, void* out,
@@ -95,27 +118,13 @@ absl::Status ShmCommunicator::Impl::Reduce(const void* in, void* out,
   // Every call passes at least one sync, even an empty one (see the top).
   if (count == 0) return Sync();
   const int64_t chunk_elems = static_cast<int64_t>(slot_bytes()) / elem;
+  const bool stream =
+      static_cast<uint64_t>(count * elem) >= o_.stream_bytes && in != out;
   for (int64_t begin = 0; begin < count; begin += chunk_elems) {
     const int64_t n = std::min(chunk_elems, count - begin);
     const int p = NextParity();
-    std::memcpy(slot(p, rank_), src + begin * elem, n * elem);
-    SHOAL_RETURN_IF_ERROR(Sync());
-    const int64_t lo = n * rank_ / world_, hi = n * (rank_ + 1) / world_;
-    const void* inputs[kMaxCollRanks];
-    inputs[0] = slot(p, rank_) + lo * elem;
-    for (int r = 0, k = 1; r < world_; ++r) {
-      if (r != rank_) inputs[k++] = slot(p, r) + lo * elem;
-    }
-    SHOAL_RETURN_IF_ERROR(ReduceN(dtype, op, inputs, world_,
-                                  slot(p, rank_) + lo * elem, hi - lo, world_));
-    SHOAL_RETURN_IF_ERROR(Sync());
-    if (rank_ == root) {
-      for (int r = 0; r < world_; ++r) {
-        const int64_t a = n * r / world_, b = n * (r + 1) / world_;
-        std::memcpy(dst + (begin + a) * elem, slot(p, r) + a * elem,
-                    (b - a) * elem);
-      }
-    }
+    SHOAL_RETURN_IF_ERROR(ReduceChunk(src + begin * elem, n, dtype, op, p));
+    if (rank_ == root) GatherChunk(dst + begin * elem, n, elem, p, stream);
   }
   return absl::OkStatus();
 }

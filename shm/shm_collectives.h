@@ -43,8 +43,14 @@ struct ShmCommOptions {
   // How long a waiting rank spins (yielding the CPU) before it sleeps.
   // Default 200 µs.
   absl::Duration spin = absl::Microseconds(200);
-  // All_reduces up to this many bytes take the one-step path. Default 64 KiB.
-  uint64_t one_step_bytes = 64 << 10;
+  // All_reduces up to this many bytes take the one-step path (one sync,
+  // every rank reduces everything); larger ones reduce-scatter + all-gather
+  // (two syncs, each rank reduces 1/n). Measured crossover here: 16-32 KiB.
+  // Default 16 KiB.
+  uint64_t one_step_bytes = 16 << 10;
+  // Out-of-place reduction results at least this big are written with
+  // non-temporal stores (they would not stay cached anyway). Default 16 MiB.
+  uint64_t stream_bytes = 16 << 20;
 };
 
 class ShmCommunicator {

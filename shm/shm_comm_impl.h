@@ -99,6 +99,15 @@ class ShmCommunicator::Impl {
   // One sync point of a collective: announce arrival, wait for the others.
   absl::Status Sync();
   int NextParity() { return static_cast<int>(uses_++ % 2); }
+  // One chunk of a reduction (`n` elements at `src`, slots of parity `p`):
+  // stages the slices the other ranks reduce, syncs, reduces this rank's
+  // slice (inputs in rank order) into its slot, syncs. Afterwards rank r's
+  // slot holds the reduced slice [n·r/world, n·(r+1)/world).
+  absl::Status ReduceChunk(const uint8_t* src, int64_t n, DType dtype,
+                           ReduceOp op, int p);
+  // Copies every rank's reduced slice of chunk `p` to `dst`; `stream`: with
+  // non-temporal stores.
+  void GatherChunk(uint8_t* dst, int64_t n, int64_t elem, int p, bool stream);
 
   // Waits until `ready()`: spins, then yields, then sleeps on this rank's
   // bell, checking `call`'s deadline and the other ranks' health.

@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "coordinator/communicator.h"
 #include "coordinator/job.h"
+#include "gpu/device_buffer.h"
 #include "shm/reduce_kernels.h"
 
 namespace {
@@ -348,6 +349,52 @@ void TestAsync(shoal::Communicator& c) {
   }
 }
 
+// Device buffers: the same Communicator calls go through NCCL. One rank per
+// GPU (shoal launch --nproc-per-node gpu).
+void TestGpu(shoal::Communicator& c) {
+  const int R = c.rank(), W = c.size();
+  const int64_t n = 1 << 20;
+  auto in = shoal::gpu::DeviceBuffer::Allocate(n * 4 * W, 0);
+  auto out = shoal::gpu::DeviceBuffer::Allocate(n * 4 * W, 0);
+  if (!in.ok() || !out.ok()) {
+    std::printf("rank %d gpu skipped: %s\n", R,
+                (in.ok() ? out.status() : in.status()).ToString().c_str());
+    std::exit(0);
+  }
+  const std::vector<uint8_t> mine = Fill(DType::kF32, R, n, ReduceOp::kSum);
+  CheckOk((*in)->CopyFromHost(mine.data(), n * 4), "copy in");
+  // all_reduce, blocking (backend chosen by the pointer).
+  CheckOk(c.AllReduce((*in)->data(), (*out)->data(), n, DType::kF32,
+                      ReduceOp::kSum),
+          "nccl all_reduce");
+  std::vector<uint8_t> got(n * 4 * W);
+  CheckOk((*out)->CopyToHost(got.data(), n * 4), "copy out");
+  bool ok = true;
+  for (int64_t i = 0; i < n && ok; i += 101) {
+    ok = Load(DType::kF32, got.data(), i) ==
+         Expected(DType::kF32, ReduceOp::kSum, W, i);
+  }
+  Check(ok, "nccl all_reduce result");
+  // async all_gather, then Wait.
+  auto w = c.AllGatherAsync((*in)->data(), (*out)->data(), n, DType::kF32);
+  CheckOk(w.status(), "nccl all_gather async");
+  if (w.ok()) CheckOk(w->Wait(absl::Seconds(60)), "nccl all_gather wait");
+  CheckOk((*out)->CopyToHost(got.data(), n * 4 * W), "copy out");
+  ok = true;
+  for (int r = 0; r < W && ok; ++r) {
+    const std::vector<uint8_t> want = Fill(DType::kF32, r, n, ReduceOp::kSum);
+    ok = std::memcmp(got.data() + r * n * 4, want.data(), n * 4) == 0;
+  }
+  Check(ok, "nccl all_gather result");
+  // broadcast in place from the last rank.
+  CheckOk(c.Broadcast((*in)->data(), (*in)->data(), n, DType::kF32, W - 1),
+          "nccl broadcast");
+  CheckOk((*in)->CopyToHost(got.data(), n * 4), "copy out");
+  const std::vector<uint8_t> root = Fill(DType::kF32, W - 1, n, ReduceOp::kSum);
+  Check(std::memcmp(got.data(), root.data(), n * 4) == 0,
+        "nccl broadcast result");
+  std::printf("rank %d gpu %s\n", R, failures ? "FAILED" : "ok");
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -373,6 +420,8 @@ int main(int argc, char** argv) {
     TestAll(c);
   } else if (mode == "async") {
     TestAsync(c);
+  } else if (mode == "gpu") {
+    TestGpu(c);
   } else if (mode == "group") {
     std::vector<int> evens;
     for (int r = 0; r < c.size(); r += 2) evens.push_back(r);

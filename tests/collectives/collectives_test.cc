@@ -1,5 +1,7 @@
 // Collectives with real processes under `shoal launch`: 2, 3 and 4 ranks.
 #include <fstream>
+#include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -7,6 +9,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "gpu/device_visibility.h"
+#include "gpu/gpu_info.h"
 #include "gtest/gtest.h"
 #include "ipc/subprocess.h"
 #include "tests/testing/test_env.h"
@@ -22,13 +26,14 @@ struct Result {
   std::string err;
 };
 
-Result Launch(int nproc, const std::string& mode,
-              std::vector<std::string> extra = {}) {
+Result Launch(const std::string& nproc, const std::string& mode,
+              std::vector<std::string> extra = {},
+              std::map<std::string, std::optional<std::string>> env = {}) {
   static int n = 0;
   std::vector<std::string> argv = {RunfilePath("tools/shoal"),
                                    "launch",
                                    "--nproc-per-node",
-                                   absl::StrCat(nproc),
+                                   nproc,
                                    "--store-bytes",
                                    "64M",
                                    "--tee"};
@@ -37,6 +42,7 @@ Result Launch(int nproc, const std::string& mode,
   argv.push_back(RunfilePath("tests/collectives/coll_probe"));
   argv.push_back(mode);
   SubprocessOptions o;
+  o.env = std::move(env);
   o.pipe_stdout = true;
   o.stderr_file =
       absl::StrCat(::testing::TempDir(), "/coll-", getpid(), "-", n++, ".err");
@@ -59,6 +65,12 @@ Result Launch(int nproc, const std::string& mode,
   ss << in.rdbuf();
   r.err = ss.str();
   return r;
+}
+
+Result Launch(int nproc, const std::string& mode,
+              std::vector<std::string> extra = {},
+              std::map<std::string, std::optional<std::string>> env = {}) {
+  return Launch(absl::StrCat(nproc), mode, std::move(extra), std::move(env));
 }
 
 std::string Joined(const std::vector<std::string>& lines) {
@@ -96,6 +108,39 @@ TEST_P(CollectivesTest, MismatchedCountsAreReportedByEveryRank) {
                 absl::StrContains(line, "mismatch");
   }
   EXPECT_EQ(reported, n) << Joined(r.out);
+}
+
+// Device buffers take the NCCL path: one rank per GPU. Skips without a GPU
+// (the path is compiled and linked all the same).
+TEST(CollectivesGpuTest, DeviceBuffersGoThroughNccl) {
+  if (!gpu::GetBuildInfo().cuda) GTEST_SKIP() << "shoal was built without CUDA";
+  const int gpus = gpu::DriverGpuCount();
+  if (gpus == 0)
+    GTEST_SKIP() << "no GPU on this machine: the NCCL path needs one";
+  Result r = Launch("gpu", "gpu");
+  EXPECT_EQ(r.code, 0) << Joined(r.out) << r.err;
+  int ok = 0;
+  for (const std::string& line : r.out) ok += absl::StrContains(line, "gpu ok");
+  EXPECT_EQ(ok, gpus) << Joined(r.out) << r.err;
+  if (gpus < 2) {
+    std::printf(
+        "note: one GPU, so NCCL ran with one rank; collectives across "
+        "GPUs need two or more\n");
+  }
+}
+
+// Tiny slots and point-to-point buffers, no one-step path and streaming
+// stores for every result: every size goes through the chunked paths.
+TEST(CollectivesTuningTest, TinyChunksAndStreamingStoresGiveTheSameResults) {
+  Result r = Launch(3, "all", {},
+                    {{"SHOAL_COLL_SLOT_BYTES", "4096"},
+                     {"SHOAL_COLL_ONE_STEP_BYTES", "0"},
+                     {"SHOAL_COLL_STREAM_BYTES", "0"},
+                     {"SHOAL_COLL_P2P_BYTES", "4096"}});
+  EXPECT_EQ(r.code, 0) << r.err;
+  int ok = 0;
+  for (const std::string& line : r.out) ok += absl::StrContains(line, " ok ");
+  EXPECT_EQ(ok, 3) << Joined(r.out) << r.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CollectivesTest, ::testing::Values(2, 3, 4),

@@ -49,7 +49,7 @@ struct CollectiveBenchConfig {
   uint64_t factor = 4;
   int64_t iters = 0;  // 0: as many as fill ~20 ms per repetition
   int64_t warmup = 5;
-  int64_t reps = 5;
+  int64_t reps = 7;
   bool check = true;
   DType dtype = DType::kF32;
   ReduceOp op = ReduceOp::kSum;

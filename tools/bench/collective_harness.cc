@@ -24,6 +24,9 @@
 namespace shoal::bench {
 namespace {
 
+// -n 0: the batch time that fixes the iteration count (see Time()).
+constexpr double kCalibrationSeconds = 0.002;
+
 // ---- element access, for filling and checking ----------------------------
 
 void StoreElem(DType t, void* base, int64_t i, double v) {
@@ -297,14 +300,18 @@ class Harness {
   }
 
   absl::StatusOr<double> Time(int64_t count, bool in_place) {
-    SHOAL_RETURN_IF_ERROR(Barrier());
-    const double t0 = NowSeconds();
     SHOAL_RETURN_IF_ERROR(RunMany(count, in_place, c_.warmup));
     int64_t iters = c_.iters;
-    if (iters <= 0) {
-      const double per_op = MaxOverRanks(
-          {(NowSeconds() - t0) / std::max<int64_t>(1, c_.warmup)})[0];
-      iters = AutoIters(per_op);
+    // -n 0: batches growing 8x until one takes 2 ms (after the warm-up, so
+    // first touches and a slow wake-up from the barrier do not count).
+    for (int64_t batch = 1; iters <= 0; batch *= 8) {
+      SHOAL_RETURN_IF_ERROR(Barrier());
+      const double start = NowSeconds();
+      SHOAL_RETURN_IF_ERROR(RunMany(count, in_place, batch));
+      const double took = MaxOverRanks({NowSeconds() - start})[0];
+      if (took >= kCalibrationSeconds || batch >= 100000) {
+        iters = AutoIters(took / batch);
+      }
     }
     std::vector<double> per_rep;
     for (int64_t r = 0; r < c_.reps; ++r) {

@@ -91,15 +91,18 @@ int main(int argc, char** argv) {
     for (int ip = 0; ip < 2; ++ip) {
       void* sb = ip ? MPI_IN_PLACE : (void*)in;
       void* rb = ip ? (void*)in : (void*)out;
-      MPI_Barrier(MPI_COMM_WORLD);
-      double t0 = MPI_Wtime();
       for (long i = 0; i < warm; ++i) MPI_Allreduce(sb, rb, count, types[t], op, MPI_COMM_WORLD);
       long it = iters;
-      if (it <= 0) {
-        double per = (MPI_Wtime() - t0) / (warm > 0 ? warm : 1);
-        MPI_Allreduce(MPI_IN_PLACE, &per, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        double k = per > 0 ? ceil(0.02 / per) : 5;
-        it = (long)(k < 5 ? 5 : k > 100000 ? 100000 : k);
+      for (long batch = 1; it <= 0; batch *= 8) {  /* the harness's calibration */
+        MPI_Barrier(MPI_COMM_WORLD);
+        double s = MPI_Wtime();
+        for (long i = 0; i < batch; ++i) MPI_Allreduce(sb, rb, count, types[t], op, MPI_COMM_WORLD);
+        double took = MPI_Wtime() - s;
+        MPI_Allreduce(MPI_IN_PLACE, &took, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (took >= 0.002 || batch >= 100000) {
+          double k = ceil(0.02 / (took / batch));
+          it = (long)(k < 5 ? 5 : k > 100000 ? 100000 : k);
+        }
       }
       for (long r = 0; r < reps; ++r) {
         MPI_Barrier(MPI_COMM_WORLD);
@@ -170,14 +173,18 @@ size = minb
 while size <= maxb:
     count = size // es
     x = torch.zeros(count, dtype=dtype)
-    dist.barrier()
-    t0 = time.perf_counter()
     for _ in range(warm):
         dist.all_reduce(x, op=op)
-    it = iters
-    if it <= 0:
-        per = slowest([(time.perf_counter() - t0) / max(1, warm)])[0]
-        it = int(min(100000, max(5, math.ceil(0.02 / per)))) if per > 0 else 5
+    it, batch = iters, 1
+    while it <= 0:  # the harness's calibration
+        dist.barrier()
+        s = time.perf_counter()
+        for _ in range(batch):
+            dist.all_reduce(x, op=op)
+        took = slowest([time.perf_counter() - s])[0]
+        if took >= 0.002 or batch >= 100000:
+            it = int(min(100000, max(5, math.ceil(0.02 / (took / batch)))))
+        batch *= 8
     times = []
     for _ in range(reps):
         dist.barrier()
@@ -207,6 +214,12 @@ while size <= maxb:
 dist.destroy_process_group()
 )PY";
 
+// Debian's interpreter (where python3-torch lives) before whatever `python3`
+// is first on PATH.
+std::string SystemPython() {
+  return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+}
+
 // Runs argv to completion with stdout to `stdout_file` ("" inherits).
 absl::Status RunToEnd(const std::vector<std::string>& argv,
                       const std::string& stdout_file,
@@ -224,15 +237,32 @@ absl::Status RunToEnd(const std::vector<std::string>& argv,
   return absl::OkStatus();
 }
 
-std::vector<CollectiveRow> ReadRows(const std::string& file) {
-  std::vector<CollectiveRow> rows;
+// Every row of `file`, grouped by size (several rounds append to one file).
+std::map<uint64_t, std::vector<CollectiveRow>> ReadRows(
+    const std::string& file) {
+  std::map<uint64_t, std::vector<CollectiveRow>> rows;
   std::ifstream in(file);
   std::string line;
   while (std::getline(in, line)) {
     absl::StatusOr<CollectiveRow> r = RowFromJson(line);
-    if (r.ok()) rows.push_back(*r);
+    if (r.ok()) rows[r->bytes].push_back(*r);
   }
   return rows;
+}
+
+// One row per size: the median time over the rounds, the worst #wrong.
+CollectiveRow MedianOverRounds(const std::vector<CollectiveRow>& rounds) {
+  CollectiveRow m = rounds.front();
+  std::vector<double> oop, ip;
+  for (const CollectiveRow& r : rounds) {
+    oop.push_back(r.oop_us);
+    ip.push_back(r.ip_us);
+    m.oop_wrong = std::max(m.oop_wrong, r.oop_wrong);
+    m.ip_wrong = std::max(m.ip_wrong, r.ip_wrong);
+  }
+  m.oop_us = Median(oop);
+  m.ip_us = Median(ip);
+  return m;
 }
 
 // Copy bandwidth (bytes copied per second) of `bytes`-sized memcpys.
@@ -275,113 +305,100 @@ std::string Ratio(const CollectiveRow* a, bool a_ip, const CollectiveRow* b,
   return absl::StrFormat("%.2fx", tb / ta);  // busbw ratio = inverse time ratio
 }
 
-int Orchestrate(const CollectiveBenchConfig& c, int64_t nproc,
-                const std::string& peers, bool json) {
-  const std::string dir = absl::StrCat("/tmp/shoal-bench-coll-", getpid());
-  std::system(absl::StrCat("rm -rf ", dir, " && mkdir -p ", dir).c_str());
-  const std::string self = SelfExePath();
-  std::vector<std::string> notes;
-  const std::vector<std::string> args = ConfigArgs(c);
-  const std::string launch_n = absl::StrCat(nproc);
+// The commands of one system's run; empty when it cannot run (then `note`
+// says why).
+struct PeerRun {
+  std::vector<std::string> argv;
+  std::string rows_file;
+  std::string note;
+};
 
-  // 1. shoal.
-  std::vector<std::string> cmd = {self,     "launch",    "--nproc-per-node",
-                                  launch_n, "--",        self,
-                                  "bench",  "collective"};
-  cmd.insert(cmd.end(), args.begin(), args.end());
-  cmd.insert(cmd.end(), {"--rows", dir + "/shoal.jsonl"});
-  if (!json) {
-    std::printf(
-        "# $ shoal launch --nproc-per-node %s -- shoal bench collective %s\n",
-        launch_n.c_str(), absl::StrJoin(args, " ").c_str());
-    std::fflush(stdout);
-  }
-  if (absl::Status s = RunToEnd(cmd, json ? "/dev/null" : ""); !s.ok()) {
-    std::fprintf(stderr, "shoal bench collective: the shoal run failed: %s\n",
-                 std::string(s.message()).c_str());
-    return 1;
-  }
-  const bool mpi_ok_type = c.dtype == DType::kF32 || c.dtype == DType::kF64 ||
-                           c.dtype == DType::kI32 || c.dtype == DType::kI64;
-  const std::vector<std::string> peer_args = {absl::StrCat(c.min_bytes),
-                                              absl::StrCat(c.max_bytes),
-                                              absl::StrCat(c.factor),
-                                              absl::StrCat(c.iters),
-                                              absl::StrCat(c.warmup),
-                                              absl::StrCat(c.reps),
-                                              c.check ? "1" : "0",
-                                              std::string(DTypeName(c.dtype)),
-                                              std::string(ReduceOpName(c.op))};
+std::vector<std::string> PeerArgs(const CollectiveBenchConfig& c) {
+  return {absl::StrCat(c.min_bytes),
+          absl::StrCat(c.max_bytes),
+          absl::StrCat(c.factor),
+          absl::StrCat(c.iters),
+          absl::StrCat(c.warmup),
+          absl::StrCat(c.reps),
+          c.check ? "1" : "0",
+          std::string(DTypeName(c.dtype)),
+          std::string(ReduceOpName(c.op))};
+}
 
-  // 2. Open MPI.
-  if (absl::StrContains(peers, "mpi")) {
-    if (c.coll != Collective::kAllReduce || !mpi_ok_type ||
-        c.op == ReduceOp::kAvg) {
-      notes.push_back(
-          "Open MPI: only all_reduce of f32/f64/i32/i64 with sum/prod/min/max");
-    } else if (std::ofstream(dir + "/allreduce.c") << kMpiProgram;
-               !RunToEnd({"mpicc", "-O2", "-o", dir + "/allreduce",
-                          dir + "/allreduce.c"},
-                         "/dev/null")
-                    .ok()) {
-      notes.push_back(
-          "Open MPI skipped: mpicc not found or failed (install "
-          "libopenmpi-dev)");
-    } else {
-      std::vector<std::string> m = {"mpirun", "-np", launch_n,
-                                    "--oversubscribe"};
-      if (getuid() == 0) m.push_back("--allow-run-as-root");
-      m.push_back(dir + "/allreduce");
-      m.insert(m.end(), peer_args.begin(), peer_args.end());
-      if (absl::Status s = RunToEnd(m, dir + "/mpi.jsonl"); !s.ok()) {
-        notes.push_back(absl::StrCat("Open MPI run failed: ", s.message()));
-      } else {
-        notes.push_back(absl::StrCat(
-            "Open MPI: mpirun -np ", launch_n,
-            " --oversubscribe <MPI_Allreduce program> (built with mpicc -O2)"));
-      }
-    }
+PeerRun PrepareMpi(const CollectiveBenchConfig& c, const std::string& dir,
+                   const std::string& n) {
+  PeerRun run;
+  const bool mpi_type = c.dtype == DType::kF32 || c.dtype == DType::kF64 ||
+                        c.dtype == DType::kI32 || c.dtype == DType::kI64;
+  if (c.coll != Collective::kAllReduce || !mpi_type || c.op == ReduceOp::kAvg) {
+    run.note =
+        "Open MPI: only all_reduce of f32/f64/i32/i64 with sum/prod/min/max";
+    return run;
   }
-  // 3. gloo.
-  if (absl::StrContains(peers, "gloo")) {
-    if (c.coll != Collective::kAllReduce || c.op == ReduceOp::kAvg) {
-      notes.push_back("gloo: only all_reduce with sum/prod/min/max");
-    } else if (!RunToEnd({"python3", "-c",
-                          "import torch.distributed as d; assert "
-                          "d.is_gloo_available()"},
-                         "/dev/null")
-                    .ok()) {
-      notes.push_back(
-          "gloo skipped: python3 with torch.distributed is not installed "
-          "(python3-torch)");
-    } else {
-      std::ofstream(dir + "/gloo_allreduce.py") << kGlooProgram;
-      std::vector<std::string> g = {
-          self, "launch",  "--nproc-per-node",        launch_n,
-          "--", "python3", dir + "/gloo_allreduce.py"};
-      g.insert(g.end(), peer_args.begin(), peer_args.end());
-      if (absl::Status s = RunToEnd(g, dir + "/gloo.jsonl"); !s.ok()) {
-        notes.push_back(absl::StrCat("gloo run failed: ", s.message()));
-      } else {
-        notes.push_back(absl::StrCat(
-            "gloo: torch ", "distributed all_reduce (in place), ",
-            "started by shoal launch --nproc-per-node ", launch_n));
-      }
-    }
+  std::ofstream(dir + "/allreduce.c") << kMpiProgram;
+  if (!RunToEnd(
+           {"mpicc", "-O2", "-o", dir + "/allreduce", dir + "/allreduce.c"},
+           "/dev/null")
+           .ok()) {
+    run.note =
+        "Open MPI skipped: mpicc not found or failed (install libopenmpi-dev)";
+    return run;
   }
+  run.argv = {"mpirun", "-np", n, "--oversubscribe"};
+  if (getuid() == 0) run.argv.push_back("--allow-run-as-root");
+  run.argv.push_back(dir + "/allreduce");
+  for (const std::string& a : PeerArgs(c)) run.argv.push_back(a);
+  run.rows_file = dir + "/mpi.jsonl";
+  run.note =
+      absl::StrCat("Open MPI: mpirun -np ", n,
+                   " --oversubscribe <MPI_Allreduce program, mpicc -O2>");
+  return run;
+}
 
+PeerRun PrepareGloo(const CollectiveBenchConfig& c, const std::string& dir,
+                    const std::string& n) {
+  PeerRun run;
+  if (c.coll != Collective::kAllReduce || c.op == ReduceOp::kAvg) {
+    run.note = "gloo: only all_reduce with sum/prod/min/max";
+    return run;
+  }
+  if (!RunToEnd({SystemPython(), "-c",
+                 "import torch.distributed as d; assert d.is_gloo_available()"},
+                "/dev/null")
+           .ok()) {
+    run.note =
+        "gloo skipped: python3 with torch.distributed is not installed "
+        "(python3-torch)";
+    return run;
+  }
+  std::ofstream(dir + "/gloo_allreduce.py") << kGlooProgram;
+  run.argv = {SelfExePath(), "launch",       "--nproc-per-node",        n,
+              "--",          SystemPython(), dir + "/gloo_allreduce.py"};
+  for (const std::string& a : PeerArgs(c)) run.argv.push_back(a);
+  run.rows_file = dir + "/gloo.jsonl";
+  run.note = absl::StrCat(
+      "gloo: torch.distributed all_reduce (in place; PyTorch's "
+      "gloo backend), started by shoal launch --nproc-per-node ",
+      n, ", first round only");
+  return run;
+}
+
+void PrintSideBySide(const CollectiveBenchConfig& c, int64_t nproc, int rounds,
+                     const std::string& dir, bool json,
+                     const std::vector<std::string>& notes) {
   std::map<uint64_t, std::map<std::string, CollectiveRow>> by_size;
   for (const char* f : {"shoal", "mpi", "gloo"}) {
-    for (const CollectiveRow& r :
+    for (const auto& [bytes, rows] :
          ReadRows(absl::StrCat(dir, "/", f, ".jsonl"))) {
-      by_size[r.bytes][r.system] = r;
+      CollectiveRow m = MedianOverRounds(rows);
+      by_size[bytes][m.system] = m;
     }
   }
   const double factor = BusFactor(c.coll, static_cast<int>(nproc));
   Table t({"size", "shoal oop us", "shoal busbw", "MPI oop us", "MPI busbw",
            "shoal/MPI", "shoal ip us", "shoal ip busbw", "MPI ip busbw",
-           "gloo ip us", "gloo busbw", "shoal/gloo", "memcpy GB/s",
-           "busbw/memcpy"});
+           "shoal/MPI ip", "gloo ip us", "gloo busbw", "shoal/gloo",
+           "memcpy GB/s", "busbw/memcpy"});
   for (auto& [bytes, systems] : by_size) {
     auto find = [&](const char* s) -> const CollectiveRow* {
       auto it = systems.find(s);
@@ -409,20 +426,65 @@ int Orchestrate(const CollectiveBenchConfig& c, int64_t nproc,
     t.AddRow({absl::StrCat(bytes), Us(sh, false), Bw(sh, false, factor),
               Us(mpi, false), Bw(mpi, false, factor),
               Ratio(sh, false, mpi, false), Us(sh, true), Bw(sh, true, factor),
-              Bw(mpi, true, factor), Us(gloo, true), Bw(gloo, true, factor),
-              Ratio(sh, true, gloo, true), absl::StrFormat("%.2f", memcpy_gbps),
-              bound});
+              Bw(mpi, true, factor), Ratio(sh, true, mpi, true), Us(gloo, true),
+              Bw(gloo, true, factor), Ratio(sh, true, gloo, true),
+              absl::StrFormat("%.2f", memcpy_gbps), bound});
   }
-  if (!json) {
-    std::printf(
-        "\n# W3 side by side: %s %s %s, %lld ranks; busbw in GB/s "
-        "(nccl-tests' definition); ratios are shoal's busbw over the "
-        "peer's\n",
-        std::string(CollectiveName(c.coll)).c_str(), NcclTypeName(c.dtype),
-        std::string(ReduceOpName(c.op)).c_str(), static_cast<long long>(nproc));
-    std::fputs(t.Render().c_str(), stdout);
-    for (const std::string& n : notes) std::printf("# %s\n", n.c_str());
+  if (json) return;
+  std::printf(
+      "\n# W3 side by side: %s %s %s, %lld ranks, median of %d rounds; busbw "
+      "in "
+      "GB/s (nccl-tests' definition); ratios are shoal's busbw over the "
+      "peer's\n",
+      std::string(CollectiveName(c.coll)).c_str(), NcclTypeName(c.dtype),
+      std::string(ReduceOpName(c.op)).c_str(), static_cast<long long>(nproc),
+      rounds);
+  std::fputs(t.Render().c_str(), stdout);
+  for (const std::string& n : notes) std::printf("# %s\n", n.c_str());
+}
+
+int Orchestrate(const CollectiveBenchConfig& c, int64_t nproc, int rounds,
+                const std::string& peers, bool json) {
+  const std::string dir = absl::StrCat("/tmp/shoal-bench-coll-", getpid());
+  std::system(absl::StrCat("rm -rf ", dir, " && mkdir -p ", dir).c_str());
+  const std::string self = SelfExePath(), n = absl::StrCat(nproc);
+  const std::vector<std::string> args = ConfigArgs(c);
+  std::vector<std::string> shoal = {self, "launch", "--nproc-per-node", n, "--",
+                                    self, "bench",  "collective"};
+  shoal.insert(shoal.end(), args.begin(), args.end());
+  shoal.insert(shoal.end(), {"--rows", dir + "/shoal.jsonl"});
+  std::vector<PeerRun> others;
+  if (absl::StrContains(peers, "mpi")) others.push_back(PrepareMpi(c, dir, n));
+  if (absl::StrContains(peers, "gloo"))
+    others.push_back(PrepareGloo(c, dir, n));
+  // Rounds alternate shoal and the peers, so that a slow spell of this
+  // (shared, virtual) machine does not fall on one system only.
+  for (int round = 0; round < rounds; ++round) {
+    if (!json) {
+      std::printf(
+          "# round %d/%d: shoal launch --nproc-per-node %s -- shoal bench "
+          "collective %s\n",
+          round + 1, rounds, n.c_str(), absl::StrJoin(args, " ").c_str());
+      std::fflush(stdout);
+    }
+    if (absl::Status s = RunToEnd(shoal, json ? "/dev/null" : ""); !s.ok()) {
+      std::fprintf(stderr, "shoal bench collective: the shoal run failed: %s\n",
+                   std::string(s.message()).c_str());
+      return 1;
+    }
+    for (PeerRun& p : others) {
+      if (p.argv.empty() ||
+          (round > 0 && absl::StrContains(p.rows_file, "gloo")))
+        continue;
+      if (absl::Status s = RunToEnd(p.argv, p.rows_file); !s.ok()) {
+        p.note = absl::StrCat(p.argv[0], " failed: ", s.message());
+        p.argv.clear();
+      }
+    }
   }
+  std::vector<std::string> notes;
+  for (const PeerRun& p : others) notes.push_back(p.note);
+  PrintSideBySide(c, nproc, rounds, dir, json, notes);
   std::system(absl::StrCat("rm -rf ", dir).c_str());
   return 0;
 }
@@ -442,6 +504,9 @@ int CollectiveBench(int argc, char** argv) {
   std::string& rows =
       p.String("rows", "", "(harness) append JSON rows to this file");
   int64_t& nproc = p.Int("nproc", 2, "(direct run) ranks to launch");
+  int64_t& rounds = p.Int("rounds", 3,
+                          "(direct run) alternating rounds of shoal and the "
+                          "peers; the tables show the median");
   std::string& peers = p.String("peers", "mpi,gloo",
                                 "(direct run) peers to run: mpi, gloo, none");
   if (absl::Status s = p.Parse(argc, argv); !s.ok()) return cli::Fail(s);
@@ -450,9 +515,11 @@ int CollectiveBench(int argc, char** argv) {
   if (std::getenv("SHOAL_KV_ENDPOINT") != nullptr) {
     return CollectiveBenchRank(*c, json, rows);
   }
+  if (rounds < 1)
+    return cli::Fail(absl::InvalidArgumentError("--rounds must be >= 1"));
   if (nproc < 1)
     return cli::Fail(absl::InvalidArgumentError("--nproc must be >= 1"));
-  return Orchestrate(*c, nproc, peers, json);
+  return Orchestrate(*c, nproc, static_cast<int>(rounds), peers, json);
 }
 
 }  // namespace shoal::bench
