@@ -2,7 +2,8 @@
 
 The repository it creates, @local_cuda, always exists:
   defs.bzl   CUDA_ENABLED (bool), if_cuda(a, b), CUDA_PATH
-  BUILD      :cuda (runtime headers + static cudart) and :nccl; empty when absent.
+  BUILD      :cuda (runtime headers + static cudart), :nccl and :cublas; empty
+             when absent.
 
 Detection order: SHOAL_CUDA=0 forces off; CUDA_HOME, else /usr/local/cuda, must hold
 bin/nvcc, include/cuda_runtime.h, include/nccl.h and lib64/libcudart_static.a.
@@ -58,6 +59,17 @@ cc_library(
     deps = [":cuda"],
 )
 
+# cuBLAS (the data-parallel example's GPU path), linked dynamically like NCCL.
+cc_library(
+    name = "cublas",
+    linkopts = [
+        "-L{home}/lib64",
+        "-lcublas",
+        "-Wl,-rpath,{home}/lib64",
+    ],
+    deps = [":cuda"],
+)
+
 filegroup(
     name = "nvcc",
     srcs = [],
@@ -71,6 +83,8 @@ package(default_visibility = ["//visibility:public"])
 cc_library(name = "cuda")
 
 cc_library(name = "nccl")
+
+cc_library(name = "cublas")
 """.format(reason = "SHOAL_CUDA=0" if mode == "0" else "missing: " + ", ".join(missing))
 
     ctx.file("BUILD", build)
