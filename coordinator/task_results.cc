@@ -24,7 +24,7 @@ absl::StatusOr<shm::TaskSubmission> ToSubmission(const ipc::TaskSpec& t,
   s.timeout_ns = t.timeout_ms * 1000000;
   s.max_retries = static_cast<uint32_t>(
       t.max_retries < 0 ? ipc::kDefaultMaxRetries : t.max_retries);
-  s.args = ipc::EncodeTaskArgs(t.args);
+  s.args = ipc::EncodeTaskArgs(t.args, t.python_path);
   return s;
 }
 

@@ -127,6 +127,8 @@ struct Resources {
 };
 
 inline constexpr int32_t kDefaultMaxRetries = 3;
+// The longest TaskSpec::python_path accepted from outside.
+inline constexpr size_t kMaxPythonPathBytes = 16 << 10;
 
 struct TaskSpec {
   std::string function;
@@ -134,6 +136,9 @@ struct TaskSpec {
   Resources resources;
   int64_t timeout_ms = 0;    // 0: none
   int32_t max_retries = -1;  // -1: kDefaultMaxRetries
+  // Python tasks: ':'-separated directories the worker adds to sys.path
+  // before importing the function's module. Default "": none.
+  std::string python_path;
 };
 
 struct TaskResult {

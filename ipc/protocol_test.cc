@@ -703,6 +703,18 @@ TEST(ProtocolTaskTest, RejectsMaxRetriesOutOfRange) {
   }
 }
 
+TEST(ProtocolTaskTest, PythonPathRoundTripsUpToItsLimit) {
+  TaskSpec t = Named("py:mod:fn");
+  t.python_path = "/home/me/project:/opt/lib";
+  SubmitRequest got = RoundTrip(OneTask(t), "submit");
+  ASSERT_EQ(got.tasks.size(), 1u);
+  EXPECT_EQ(got.tasks[0].python_path, t.python_path);
+  t.python_path = std::string(kMaxPythonPathBytes, 'p');
+  EXPECT_EQ(EncodeDecodeCode(OneTask(t)), absl::StatusCode::kOk);
+  t.python_path.push_back('p');
+  EXPECT_EQ(EncodeDecodeCode(OneTask(t)), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ProtocolTaskTest, RejectsImplausibleResources) {
   TaskSpec t = Named("f");
   t.resources = {4097, 0};

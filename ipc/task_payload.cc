@@ -4,28 +4,37 @@
 
 namespace shoal::ipc {
 
-std::string EncodeTaskArgs(absl::Span<const Value> args) {
-  if (args.empty()) return "";
+std::string EncodeTaskArgs(absl::Span<const Value> args,
+                           absl::string_view python_path) {
+  if (args.empty() && python_path.empty()) return "";
   wire::TaskArgs w;
   for (const Value& v : args) ToWire(v, w.add_args());
+  if (!python_path.empty()) w.set_python_path(std::string(python_path));
   return w.SerializeAsString();
 }
 
-absl::StatusOr<std::vector<Value>> DecodeTaskArgs(absl::string_view bytes) {
-  std::vector<Value> out;
+absl::StatusOr<TaskArgsBody> DecodeTaskArgsBody(absl::string_view bytes) {
+  TaskArgsBody out;
   if (bytes.empty()) return out;
   wire::TaskArgs w;
   if (!w.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     return absl::InvalidArgumentError(
         "task arguments are not a TaskArgs message");
   }
-  out.reserve(w.args_size());
+  out.args.reserve(w.args_size());
   for (const wire::Value& a : w.args()) {
     auto v = FromWire(a);
     if (!v.ok()) return v.status();
-    out.push_back(*std::move(v));
+    out.args.push_back(*std::move(v));
   }
+  out.python_path = std::move(*w.mutable_python_path());
   return out;
+}
+
+absl::StatusOr<std::vector<Value>> DecodeTaskArgs(absl::string_view bytes) {
+  absl::StatusOr<TaskArgsBody> body = DecodeTaskArgsBody(bytes);
+  if (!body.ok()) return body.status();
+  return std::move(body->args);
 }
 
 std::string EncodeTaskOutcome(absl::string_view message,

@@ -15,10 +15,20 @@
 
 namespace shoal::ipc {
 
-// Arguments → bytes ("" for none, so a no-argument task costs nothing).
-std::string EncodeTaskArgs(absl::Span<const Value> args);
+// Arguments (and a Python task's module search path) → bytes ("" for none,
+// so a no-argument task costs nothing).
+std::string EncodeTaskArgs(absl::Span<const Value> args,
+                           absl::string_view python_path = "");
 // Errors: InvalidArgument for bytes that are not TaskArgs.
 absl::StatusOr<std::vector<Value>> DecodeTaskArgs(absl::string_view bytes);
+
+// Everything EncodeTaskArgs encoded.
+struct TaskArgsBody {
+  std::vector<Value> args;
+  std::string python_path;  // ':'-separated; "" none
+};
+// Errors: InvalidArgument for bytes that are not TaskArgs.
+absl::StatusOr<TaskArgsBody> DecodeTaskArgsBody(absl::string_view bytes);
 
 // A task's message (for errors) and outputs → bytes ("" for none).
 std::string EncodeTaskOutcome(absl::string_view message,

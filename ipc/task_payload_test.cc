@@ -189,6 +189,23 @@ TEST(TaskPayloadTest, LargestInlineTensorRoundTrips) {
   ExpectSameValues(args, *got);
 }
 
+TEST(TaskPayloadTest, PythonPathRoundTrips) {
+  const std::vector<Value> args = {int64_t{3}};
+  auto got = DecodeTaskArgsBody(EncodeTaskArgs(args, "/a/b:/c"));
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectSameValues(args, got->args);
+  EXPECT_EQ(got->python_path, "/a/b:/c");
+  // A path alone (no arguments) is not dropped.
+  auto alone = DecodeTaskArgsBody(EncodeTaskArgs({}, "/x"));
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_TRUE(alone->args.empty());
+  EXPECT_EQ(alone->python_path, "/x");
+  // Readers that want only the values still get them.
+  auto values = DecodeTaskArgs(EncodeTaskArgs(args, "/a"));
+  ASSERT_TRUE(values.ok()) << values.status();
+  ExpectSameValues(args, *values);
+}
+
 // ---- outcome
 // -----------------------------------------------------------------
 

@@ -127,6 +127,7 @@ void ToWire(const TaskSpec& t, wire::TaskSpec* out) {
   out->mutable_resources()->set_gpus(t.resources.gpus);
   out->set_timeout_ms(t.timeout_ms);
   out->set_max_retries(t.max_retries);
+  if (!t.python_path.empty()) out->set_python_path(t.python_path);
 }
 
 absl::StatusOr<TaskSpec> FromWire(const wire::TaskSpec& w,
@@ -160,6 +161,12 @@ absl::StatusOr<TaskSpec> FromWire(const wire::TaskSpec& w,
     return absl::InvalidArgumentError(absl::StrCat(
         "max_retries ", t.max_retries, " out of range [-1, 1000]"));
   }
+  if (w.python_path().size() > kMaxPythonPathBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a task's python_path must be at most ", kMaxPythonPathBytes,
+        " bytes, got ", w.python_path().size()));
+  }
+  t.python_path = w.python_path();
   return t;
 }
 

@@ -31,10 +31,11 @@ class CppRunner : public TaskRunner {
 // references taken to read them, and the outputs as they are produced.
 class ExecutionContext : public TaskContext {
  public:
-  ExecutionContext(std::vector<Value> args, const shm::TaskClaim& claim,
-                   uint32_t worker_id, shm::StoreClient* store,
-                   shm::TaskTable* table)
+  ExecutionContext(std::vector<Value> args, std::string python_path,
+                   const shm::TaskClaim& claim, uint32_t worker_id,
+                   shm::StoreClient* store, shm::TaskTable* table)
       : args_(std::move(args)),
+        python_path_(std::move(python_path)),
         claim_(claim),
         worker_id_(worker_id),
         store_(store),
@@ -104,6 +105,7 @@ class ExecutionContext : public TaskContext {
   uint32_t attempt() const override { return claim_.attempt; }
   uint32_t worker_id() const override { return worker_id_; }
   shm::StoreClient* store() override { return store_; }
+  absl::string_view python_path() const override { return python_path_; }
 
   // After the function: seals the objects it wrote and hands them to the
   // task's owner; or, on failure, aborts them.
@@ -141,6 +143,7 @@ class ExecutionContext : public TaskContext {
 
  private:
   std::vector<Value> args_;
+  std::string python_path_;
   const shm::TaskClaim& claim_;
   uint32_t worker_id_;
   shm::StoreClient* store_;
@@ -185,9 +188,10 @@ TaskOutcome Executor::Execute(const shm::TaskClaim& claim) {
                      absl::StrJoin(offers, "; "),
                      "); load more with `shoal start --plugin lib.so`")));
   }
-  absl::StatusOr<std::vector<Value>> args = ipc::DecodeTaskArgs(claim.args);
-  if (!args.ok()) return Failed(args.status());
-  ExecutionContext ctx(*std::move(args), claim, worker_id_, store_, table_);
+  absl::StatusOr<ipc::TaskArgsBody> body = ipc::DecodeTaskArgsBody(claim.args);
+  if (!body.ok()) return Failed(body.status());
+  ExecutionContext ctx(std::move(body->args), std::move(body->python_path),
+                       claim, worker_id_, store_, table_);
   absl::Status s = runner->Run(claim.function, ctx);
   if (s.ok() && ctx.cancelled()) s = absl::CancelledError("cancelled");
   absl::Status objects = ctx.FinishObjects(s.ok());

@@ -81,6 +81,10 @@ class TaskContext {
   virtual uint32_t worker_id() const = 0;
   // The node's store (for functions that manage objects themselves).
   virtual shm::StoreClient* store() = 0;
+  // ':'-separated directories the submitter asked the worker to search for
+  // Python modules (its client's sys.path); "" for none. Used by the
+  // embedded interpreter's runner.
+  virtual absl::string_view python_path() const { return ""; }
 };
 
 using TaskFunction = std::function<absl::Status(TaskContext&)>;

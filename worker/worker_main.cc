@@ -17,6 +17,7 @@
 #include "shm/store_client.h"
 #include "shm/task_table.h"
 #include "worker/executor.h"
+#include "worker/python_runner.h"
 #include "worker/registry.h"
 
 namespace shoal::worker {
@@ -123,6 +124,7 @@ absl::Status RunWorker(const WorkerOptions& o) {
       shm::TaskTable::Open(o.task_segment, absl::Seconds(10)));
   std::vector<std::unique_ptr<TaskRunner>> runners;
   runners.push_back(MakeCppRunner());
+  runners.push_back(MakePythonRunner());
   Executor executor(o.worker_id, store.get(), table.get(), std::move(runners));
   std::atomic<uint64_t> done{0};
   Heartbeat heartbeat(o, &done);

@@ -1,0 +1,265 @@
+#include "worker/python_runner.h"
+
+#include <Python.h>
+#include <pybind11/embed.h>
+
+#include <map>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "ipc/log.h"
+#include "ipc/status_macros.h"
+#include "worker/python_task_io.h"
+#include "worker/python_values.h"
+
+namespace shoal::worker {
+namespace py = pybind11;
+namespace {
+
+// The task running on this worker's main thread, for the `_shoal_task`
+// module (shoal.task in Python). Read and written only with the GIL held.
+TaskContext* g_current_task = nullptr;
+
+TaskContext& CurrentTask() {
+  if (g_current_task == nullptr) {
+    throw std::runtime_error(
+        "no shoal task is running (shoal.task works only inside a task "
+        "function, while it runs)");
+  }
+  return *g_current_task;
+}
+
+// "py:pkg.mod:fn" → {"pkg.mod", "fn"}.
+absl::StatusOr<std::pair<std::string, std::string>> ParseName(
+    absl::string_view function) {
+  absl::string_view rest = function.substr(sizeof(kPythonTaskPrefix) - 1);
+  std::vector<absl::string_view> parts = absl::StrSplit(rest, ':');
+  if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", function,
+        "' is not a Python task name: use py:package.module:function"));
+  }
+  return std::make_pair(std::string(parts[0]), std::string(parts[1]));
+}
+
+// The pending Python exception as a status: Unknown, with the message
+// "<Type>: <message>\n<traceback>" (python/shoal/_errors.py parses it).
+absl::Status TakePythonError(absl::string_view context) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (tb != nullptr && value != nullptr) PyException_SetTraceback(value, tb);
+  std::string type_name = python::ExceptionTypeName(type);
+  std::string message;
+  if (value != nullptr) {
+    if (PyObject* s = PyObject_Str(value)) {
+      if (const char* c = PyUnicode_AsUTF8(s)) message = c;
+      Py_DECREF(s);
+    }
+  }
+  std::string trace;
+  try {
+    py::object format =
+        py::module_::import("traceback").attr("format_exception");
+    py::list lines = format(py::handle(type ? type : Py_None),
+                            py::handle(value ? value : Py_None),
+                            py::handle(tb ? tb : Py_None));
+    for (py::handle l : lines) trace += l.cast<std::string>();
+  } catch (py::error_already_set&) {
+    trace = "(no traceback: formatting it failed)\n";
+  }
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  PyErr_Clear();
+  return absl::UnknownError(
+      absl::StrCat(type_name, ": ", message, "\n", context, trace));
+}
+
+class PythonRunner : public TaskRunner {
+ public:
+  PythonRunner() = default;
+  ~PythonRunner() override {
+    if (!started_) return;
+    // The cached functions are Python objects: drop them under the GIL. The
+    // interpreter itself is never finalized (the process is ending, and
+    // finalizing could wait on threads a task left behind).
+    PyGILState_STATE g = PyGILState_Ensure();
+    functions_.clear();
+    PyGILState_Release(g);
+  }
+
+  bool Handles(absl::string_view function) const override {
+    return absl::StartsWith(function, kPythonTaskPrefix);
+  }
+
+  std::string Describe() const override {
+    return "Python: py:package.module:function";
+  }
+
+  absl::Status Run(absl::string_view function, TaskContext& ctx) override {
+    SHOAL_ASSIGN_OR_RETURN(auto name, ParseName(function));
+    // Map store arguments before taking the GIL: waiting on the store must
+    // not stop the interpreter's other threads.
+    SHOAL_ASSIGN_OR_RETURN(python_io::StoreArgs store_args,
+                           python_io::StoreArgs::Map(ctx));
+    SHOAL_RETURN_IF_ERROR(EnsureStarted());
+    PyGILState_STATE gil = PyGILState_Ensure();
+    absl::Status s = RunLocked(std::string(function), name.first, name.second,
+                               ctx, store_args);
+    PyGILState_Release(gil);
+    return s;
+  }
+
+ private:
+  // Starts the interpreter (once per process, for every runner) and leaves
+  // the GIL released.
+  absl::Status EnsureStarted() {
+    static const absl::Status* started = new absl::Status(StartInterpreter());
+    if (started->ok()) started_ = true;
+    return *started;
+  }
+
+  static absl::Status StartInterpreter() {
+    if (Py_IsInitialized()) return absl::OkStatus();  // embedded by a host
+    PyConfig config;
+    PyConfig_InitPythonConfig(&config);
+    config.install_signal_handlers = 0;  // SIGINT/SIGTERM stay the worker's
+    config.parse_argv = 0;
+    // sys.executable is Debian's interpreter of the same version, so
+    // multiprocessing and subprocess work from tasks as from a script.
+    const std::string exe = absl::StrCat("/usr/bin/python", PY_MAJOR_VERSION,
+                                         ".", PY_MINOR_VERSION);
+    PyStatus st =
+        PyConfig_SetBytesString(&config, &config.program_name, exe.c_str());
+    char arg0[] = "shoal-worker";
+    char* argv[] = {arg0};
+    if (!PyStatus_Exception(st)) st = PyConfig_SetBytesArgv(&config, 1, argv);
+    if (!PyStatus_Exception(st)) st = Py_InitializeFromConfig(&config);
+    PyConfig_Clear(&config);
+    if (PyStatus_Exception(st)) {
+      return absl::InternalError(
+          absl::StrCat("starting the embedded Python interpreter failed: ",
+                       st.err_msg != nullptr ? st.err_msg : "unknown error"));
+    }
+    // Task output reaches the worker's log line by line, not at exit.
+    PyRun_SimpleString(
+        "import sys\n"
+        "for _s in (sys.stdout, sys.stderr):\n"
+        "    try:\n"
+        "        _s.reconfigure(line_buffering=True)\n"
+        "    except Exception:\n"
+        "        pass\n");
+    SHOAL_LOG(INFO, "embedded Python %s started", Py_GetVersion());
+    PyEval_SaveThread();  // the GIL is free until the next task
+    return absl::OkStatus();
+  }
+
+  // REQUIRES: the GIL is held.
+  absl::Status RunLocked(const std::string& function, const std::string& module,
+                         const std::string& qualname, TaskContext& ctx,
+                         python_io::StoreArgs& store_args) {
+    ApplyPythonPath(ctx.python_path());
+    SHOAL_ASSIGN_OR_RETURN(PyObject * fn, Resolve(function, module, qualname));
+    SHOAL_ASSIGN_OR_RETURN(PyObject * args,
+                           python_io::ArgsTuple(ctx, store_args));
+    g_current_task = &ctx;
+    PyObject* result = PyObject_Call(fn, args, nullptr);
+    g_current_task = nullptr;
+    Py_DECREF(args);
+    if (result == nullptr) return TakePythonError("");
+    absl::Status s = python_io::AddOutputs(result, ctx);
+    Py_DECREF(result);
+    if (PyErr_Occurred()) PyErr_Clear();
+    return s;
+  }
+
+  // Puts the task's directories at the front of sys.path (once per distinct
+  // path string; entries already there stay where they are).
+  void ApplyPythonPath(absl::string_view path) {
+    if (path.empty() || path == applied_path_) return;
+    applied_path_ = std::string(path);
+    try {
+      py::list sys_path = py::module_::import("sys").attr("path");
+      std::vector<std::string> dirs =
+          absl::StrSplit(path, ':', absl::SkipEmpty());
+      size_t at = 0;
+      bool added = false;
+      for (const std::string& d : dirs) {
+        if (sys_path.contains(py::str(d))) continue;
+        sys_path.insert(at++, py::str(d));
+        added = true;
+      }
+      if (added) py::module_::import("importlib").attr("invalidate_caches")();
+    } catch (py::error_already_set& e) {
+      SHOAL_LOG(WARNING, "applying a task's python_path: %s", e.what());
+    }
+  }
+
+  // The cached callable for `function`, importing its module the first time.
+  // Returns a borrowed reference.
+  absl::StatusOr<PyObject*> Resolve(const std::string& function,
+                                    const std::string& module,
+                                    const std::string& qualname) {
+    auto it = functions_.find(function);
+    if (it != functions_.end()) return it->second.ptr();
+    try {
+      py::module_ importlib = py::module_::import("importlib");
+      py::object obj;
+      try {
+        obj = importlib.attr("import_module")(module);
+      } catch (py::error_already_set& e) {
+        if (!e.matches(PyExc_ModuleNotFoundError)) throw;
+        // A module written after this worker last looked at its folder.
+        importlib.attr("invalidate_caches")();
+        obj = importlib.attr("import_module")(module);
+      }
+      for (absl::string_view part : absl::StrSplit(qualname, '.'))
+        obj = obj.attr(py::str(std::string(part)));
+      if (!PyCallable_Check(obj.ptr())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(function, " is a ", Py_TYPE(obj.ptr())->tp_name,
+                         ", not a function"));
+      }
+      PyObject* raw = obj.ptr();
+      functions_.emplace(function, std::move(obj));
+      return raw;
+    } catch (py::error_already_set& e) {
+      e.restore();
+      return TakePythonError(
+          absl::StrCat("(while importing ", function, ")\n"));
+    }
+  }
+
+  bool started_ = false;  // this runner saw the interpreter start
+  std::string applied_path_;
+  std::map<std::string, py::object> functions_;  // guarded by the GIL
+};
+
+}  // namespace
+
+std::unique_ptr<TaskRunner> MakePythonRunner() {
+  return std::make_unique<PythonRunner>();
+}
+
+}  // namespace shoal::worker
+
+// shoal.task inside a worker: what the running task may ask about itself.
+PYBIND11_EMBEDDED_MODULE(_shoal_task, m) {
+  using shoal::worker::CurrentTask;
+  m.doc() = "The running shoal task (available only inside a worker).";
+  m.def(
+      "attempt", [] { return CurrentTask().attempt(); },
+      "1 on the first run, 2+ when retried after a worker died.");
+  m.def(
+      "worker_id", [] { return CurrentTask().worker_id(); },
+      "The id of the worker running this task.");
+  m.def(
+      "cancelled", [] { return CurrentTask().cancelled(); },
+      "True once the task was cancelled or timed out.");
+  m.def(
+      "in_task", [] { return shoal::worker::g_current_task != nullptr; },
+      "Whether a task is running on this thread now.");
+}

@@ -1,0 +1,214 @@
+// The Python runner in this test process's own embedded interpreter, with a
+// TaskContext that keeps everything in memory (store-object arguments and
+// large outputs are covered end to end by python/tests, with real workers).
+#include "worker/python_runner.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <deque>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "ipc/value.h"
+
+namespace shoal::worker {
+namespace {
+
+class MemoryContext : public TaskContext {
+ public:
+  MemoryContext(std::vector<Value> args, std::string python_path)
+      : args_(std::move(args)), python_path_(std::move(python_path)) {}
+
+  size_t num_args() const override { return args_.size(); }
+  const Value& arg(size_t i) const override { return args_[i]; }
+  absl::StatusOr<TensorView> TensorArg(size_t i) override {
+    return absl::UnimplementedError("not used");
+  }
+  void AddOutput(Value v) override { outputs_.push_back(std::move(v)); }
+  absl::StatusOr<MutableTensorView> NewTensorOutput(
+      const TensorMeta& meta) override {
+    const uint64_t n = static_cast<uint64_t>(meta.NumBytes());
+    if (n > kInlineValueLimit)
+      return absl::FailedPreconditionError("no store in this test");
+    outputs_.push_back(TensorValue{meta, std::string(n, '\0')});
+    auto& t = std::get<TensorValue>(outputs_.back());
+    return MutableTensorView{meta, reinterpret_cast<uint8_t*>(t.data.data()),
+                             n};
+  }
+  bool cancelled() const override { return false; }
+  uint32_t attempt() const override { return 2; }
+  uint32_t worker_id() const override { return 7; }
+  shm::StoreClient* store() override { return nullptr; }
+  absl::string_view python_path() const override { return python_path_; }
+
+  std::deque<Value> outputs_;
+
+ private:
+  std::vector<Value> args_;
+  std::string python_path_;
+};
+
+class PythonRunnerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(absl::StrCat(
+        std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp",
+        "/pyrunner-", getpid()));
+    ASSERT_EQ(system(absl::StrCat("mkdir -p ", *dir_).c_str()), 0);
+    std::ofstream(*dir_ + "/runner_tasks.py") << R"PY(
+import numpy as np
+import _shoal_task
+
+def echo(*args):
+    return args
+
+def double(a):
+    assert not a.flags.writeable
+    return a * 2
+
+def boom(x):
+    raise ValueError("bad value %d" % x)
+
+def returns_list():
+    return [1, 2]
+
+def whoami():
+    return _shoal_task.attempt(), _shoal_task.worker_id()
+
+def big():
+    return np.zeros(1 << 20, dtype=np.uint8)
+
+def strided():
+    return np.arange(12, dtype=np.int64).reshape(3, 4)[:, ::2]
+
+def numpy_scalars():
+    return np.float32(1.5), np.int64(7), np.bool_(True)
+
+class Holder:
+    @staticmethod
+    def method(x):
+        return x + 1
+)PY";
+  }
+
+  absl::Status Run(const std::string& fn, std::vector<Value> args) {
+    ctx_ = std::make_unique<MemoryContext>(std::move(args), *dir_);
+    return runner_->Run(fn, *ctx_);
+  }
+
+  static std::string* dir_;
+  std::unique_ptr<TaskRunner> runner_ = MakePythonRunner();
+  std::unique_ptr<MemoryContext> ctx_;
+};
+
+std::string* PythonRunnerTest::dir_ = nullptr;
+
+TEST_F(PythonRunnerTest, HandlesOnlyPyNames) {
+  EXPECT_TRUE(runner_->Handles("py:m:f"));
+  EXPECT_FALSE(runner_->Handles("noop"));
+  EXPECT_FALSE(runner_->Handles("python"));
+}
+
+TEST_F(PythonRunnerTest, ScalarsRoundTrip) {
+  ASSERT_TRUE(Run("py:runner_tasks:echo",
+                  {int64_t{-5}, 2.5, std::string("text"),
+                   BytesValue{std::string("\0b", 2)}, true, std::monostate{}})
+                  .ok());
+  ASSERT_EQ(ctx_->outputs_.size(), 6u);
+  EXPECT_EQ(std::get<int64_t>(ctx_->outputs_[0]), -5);
+  EXPECT_EQ(std::get<double>(ctx_->outputs_[1]), 2.5);
+  EXPECT_EQ(std::get<std::string>(ctx_->outputs_[2]), "text");
+  EXPECT_EQ(std::get<BytesValue>(ctx_->outputs_[3]).data,
+            std::string("\0b", 2));
+  EXPECT_EQ(std::get<bool>(ctx_->outputs_[4]), true);
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(ctx_->outputs_[5]));
+}
+
+TEST_F(PythonRunnerTest, InlineTensorsArriveReadOnlyAndReturn) {
+  TensorValue t{TensorMeta::Contiguous(DType::kF32, {2, 3}), {}};
+  t.data.resize(24);
+  float v[6] = {1, 2, 3, 4, 5, 6};
+  std::memcpy(t.data.data(), v, 24);
+  absl::Status s = Run("py:runner_tasks:double", {t});
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(ctx_->outputs_.size(), 1u);
+  const auto& out = std::get<TensorValue>(ctx_->outputs_[0]);
+  EXPECT_EQ(out.meta, TensorMeta::Contiguous(DType::kF32, {2, 3}));
+  float got[6];
+  std::memcpy(got, out.data.data(), 24);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(got[i], 2 * v[i]);
+}
+
+TEST_F(PythonRunnerTest, StridedResultsAreGathered) {
+  ASSERT_TRUE(Run("py:runner_tasks:strided", {}).ok());
+  const auto& out = std::get<TensorValue>(ctx_->outputs_.at(0));
+  EXPECT_EQ(out.meta, TensorMeta::Contiguous(DType::kI64, {3, 2}));
+  int64_t got[6];
+  std::memcpy(got, out.data.data(), sizeof(got));
+  const int64_t want[6] = {0, 2, 4, 6, 8, 10};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(got[i], want[i]);
+}
+
+TEST_F(PythonRunnerTest, NumpyScalarsBecomeScalars) {
+  ASSERT_TRUE(Run("py:runner_tasks:numpy_scalars", {}).ok());
+  ASSERT_EQ(ctx_->outputs_.size(), 3u);
+  EXPECT_EQ(std::get<double>(ctx_->outputs_[0]), 1.5);
+  EXPECT_EQ(std::get<int64_t>(ctx_->outputs_[1]), 7);
+  EXPECT_EQ(std::get<bool>(ctx_->outputs_[2]), true);
+}
+
+TEST_F(PythonRunnerTest, ExceptionCarriesTypeMessageAndTraceback) {
+  absl::Status s = Run("py:runner_tasks:boom", {int64_t{3}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnknown);
+  EXPECT_TRUE(absl::StartsWith(s.message(), "ValueError: bad value 3\n")) << s;
+  EXPECT_TRUE(
+      absl::StrContains(s.message(), "Traceback (most recent call last)"))
+      << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "runner_tasks.py")) << s;
+}
+
+TEST_F(PythonRunnerTest, MissingModuleOrFunctionIsAnError) {
+  absl::Status s = Run("py:no_such_module_xyz:f", {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnknown);
+  EXPECT_TRUE(absl::StartsWith(s.message(), "ModuleNotFoundError")) << s;
+  s = Run("py:runner_tasks:nope", {});
+  EXPECT_TRUE(absl::StartsWith(s.message(), "AttributeError")) << s;
+  for (const char* bad : {"py:", "py:mod", "py::f", "py:mod:", "py:a:b:c"}) {
+    EXPECT_EQ(Run(bad, {}).code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST_F(PythonRunnerTest, DottedAttributePaths) {
+  ASSERT_TRUE(Run("py:runner_tasks:Holder.method", {int64_t{41}}).ok());
+  EXPECT_EQ(std::get<int64_t>(ctx_->outputs_.at(0)), 42);
+}
+
+TEST_F(PythonRunnerTest, UnsupportedReturnValuesAreNamed) {
+  absl::Status s = Run("py:runner_tasks:returns_list", {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.message(), "is a list")) << s;
+}
+
+TEST_F(PythonRunnerTest, TaskModuleSeesItsContext) {
+  ASSERT_TRUE(Run("py:runner_tasks:whoami", {}).ok());
+  EXPECT_EQ(std::get<int64_t>(ctx_->outputs_.at(0)), 2);
+  EXPECT_EQ(std::get<int64_t>(ctx_->outputs_.at(1)), 7);
+}
+
+TEST_F(PythonRunnerTest, LargeOutputsNeedTheStore) {
+  EXPECT_EQ(Run("py:runner_tasks:big", {}).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(PythonRunnerTest, CachedFunctionsSurviveManyCalls) {
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(Run("py:runner_tasks:echo", {int64_t{i}}).ok());
+    ASSERT_EQ(std::get<int64_t>(ctx_->outputs_.at(0)), i);
+  }
+}
+
+}  // namespace
+}  // namespace shoal::worker
