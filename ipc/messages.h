@@ -47,6 +47,7 @@ struct CreateRequest {
   ObjectId id;
   TensorMeta meta;
   uint64_t nbytes = 0;
+  std::string device_uuid;  // CUDA objects: the GPU's 16-byte UUID
 };
 
 struct CreateReply {

@@ -65,6 +65,7 @@ absl::Status BodyToWire(const Message& body, wire::Envelope* w) {
             r->set_id(IdBytes(m.id));
             ToWire(m.meta, r->mutable_meta());
             r->set_nbytes(m.nbytes);
+            r->set_device_uuid(m.device_uuid);
             return absl::OkStatus();
           },
           [&](const CreateReply& m) -> absl::Status {
@@ -359,6 +360,11 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
       if (!meta.ok()) return meta.status();
       m.meta = *std::move(meta);
       m.nbytes = w.create().nbytes();
+      m.device_uuid = w.create().device_uuid();
+      if (!m.device_uuid.empty() && m.device_uuid.size() != 16) {
+        return absl::InvalidArgumentError(
+            "create: device_uuid must be 16 bytes");
+      }
       return m;
     }
     case wire::Envelope::kCreateReply: {

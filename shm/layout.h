@@ -31,7 +31,7 @@
 namespace shoal::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x5254534c414f4853ULL;  // "SHOALSTR"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;  // 2: CudaLocation::device_uuid
 inline constexpr size_t kPageSize = 4096;
 inline constexpr size_t kDataAlignment = 64;  // one cache line; AVX-512 width
 
@@ -45,11 +45,14 @@ enum class ObjectState : uint32_t {
 inline constexpr uint32_t kFlagDeletePending = 1u << 0;
 
 // Where a CUDA object's memory lives (filled by the GPU store, later).
+// Written by the store service at Create, before the creator hears of the
+// object; immutable afterwards.
 struct CudaLocation {
   uint8_t mem_handle[64];    // cudaIpcMemHandle_t of the allocation base
   uint8_t event_handle[64];  // cudaIpcEventHandle_t recorded after writes
   uint64_t base_offset;      // offset of the object inside that allocation
   uint64_t pool_bytes;       // size of the allocation behind mem_handle
+  uint8_t device_uuid[16];   // the GPU, as every process names it
   uint8_t has_event;
   uint8_t reserved[7];
 };

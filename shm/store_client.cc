@@ -7,46 +7,10 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "ipc/mutex.h"
-#include "ipc/protocol.h"
-#include "ipc/rpc_channel.h"
 #include "ipc/status_macros.h"
-#include "shm/layout.h"
-#include "shm/object_table.h"
-#include "shm/robust_lock.h"
-#include "shm/segment.h"
+#include "shm/store_client_impl.h"
 
 namespace shoal::shm {
-
-class StoreClient::Impl {
- public:
-  Impl(StoreClientOptions options) : options_(std::move(options)) {}
-
-  absl::Status Connect();
-  void Disconnect();
-
-  // Sends `request` and waits for its reply; an ErrorReply becomes its status.
-  absl::StatusOr<ipc::Message> Call(ipc::Message request,
-                                    absl::Duration timeout)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  // Sends without waiting for a reply.
-  void Notify(ipc::Message message) ABSL_LOCKS_EXCLUDED(mu_);
-
-  absl::StatusOr<LockGuard> Lock();
-  // Takes a reference on a sealed object locally. NotFound if it is absent,
-  // unsealed or being deleted.
-  absl::StatusOr<ObjectBuffer> GetLocal(const ObjectId& id);
-  absl::StatusOr<ObjectBuffer> ViewOf(const ipc::ObjectInfo& info);
-
-  StoreClientOptions options_;
-  std::unique_ptr<Segment> segment_;
-  std::unique_ptr<ObjectTable> table_;
-  uint32_t slot_ = 0;
-
- private:
-  Mutex mu_;
-  ipc::RpcChannel channel_ ABSL_GUARDED_BY(mu_);
-};
 
 absl::Status StoreClient::Impl::Connect() {
   if (options_.endpoint.empty()) {
@@ -120,7 +84,8 @@ absl::StatusOr<LockGuard> StoreClient::Impl::Lock() {
                             options_.lock_timeout);
 }
 
-absl::StatusOr<ObjectBuffer> StoreClient::Impl::GetLocal(const ObjectId& id) {
+absl::StatusOr<ObjectBuffer> StoreClient::Impl::GetLocal(const ObjectId& id,
+                                                         uint32_t* entry) {
   SHOAL_ASSIGN_OR_RETURN(LockGuard lock, Lock());
   std::optional<uint32_t> e = table_->Find(id);
   if (!e)
@@ -139,6 +104,7 @@ absl::StatusOr<ObjectBuffer> StoreClient::Impl::GetLocal(const ObjectId& id) {
     JournaledWriter journal(segment_->base(), &table_->header()->lock.journal);
     SHOAL_RETURN_IF_ERROR(table_->AddRef(slot_, *e, &journal));
   }
+  *entry = *e;
   ObjectBuffer view;
   view.id = id;
   view.data = segment_->base() + x->offset;
@@ -150,16 +116,88 @@ absl::StatusOr<ObjectBuffer> StoreClient::Impl::GetLocal(const ObjectId& id) {
 absl::StatusOr<ObjectBuffer> StoreClient::Impl::ViewOf(
     const ipc::ObjectInfo& info) {
   if (!info.status.ok()) return info.status;
+  ObjectBuffer view;
+  view.id = info.id;
+  view.nbytes = info.nbytes;
+  view.meta = info.meta;
+  if (!info.meta.device.is_cpu()) return view;  // FinishDeviceView places it
   if (info.offset > segment_->size() ||
       info.nbytes > segment_->size() - info.offset) {
     return absl::InternalError("store returned an object outside its segment");
   }
-  ObjectBuffer view;
-  view.id = info.id;
   view.data = segment_->base() + info.offset;
-  view.nbytes = info.nbytes;
-  view.meta = info.meta;
   return view;
+}
+
+std::vector<absl::StatusOr<ObjectBuffer>> StoreClient::Impl::GetMany(
+    absl::Span<const ObjectId> ids, absl::Duration timeout, void* cuda_stream) {
+  if (device_pending()) device().Collect(/*wait=*/false);
+  std::vector<absl::StatusOr<ObjectBuffer>> out;
+  out.reserve(ids.size());
+  // Fast path: everything sealed already is taken locally.
+  std::vector<ObjectId> remote;
+  for (const ObjectId& id : ids) {
+    uint32_t e = 0;
+    out.push_back(GetLocal(id, &e));
+    if (out.back().ok() && !out.back()->meta.device.is_cpu()) {
+      absl::Status s = FinishDeviceView(e, cuda_stream, &*out.back());
+      if (!s.ok()) out.back() = s;
+    }
+    if (!out.back().ok() && absl::IsNotFound(out.back().status()) &&
+        timeout != absl::ZeroDuration()) {
+      remote.push_back(id);
+    }
+  }
+  if (remote.empty()) return out;
+  const int64_t timeout_ms =
+      timeout == absl::InfiniteDuration()
+          ? -1
+          : std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout));
+  const absl::Duration rpc_timeout = timeout == absl::InfiniteDuration()
+                                         ? absl::InfiniteDuration()
+                                         : timeout + options_.rpc_timeout;
+  absl::StatusOr<ipc::Message> reply =
+      Call(ipc::GetRequest{remote, timeout_ms}, rpc_timeout);
+  const auto* r = reply.ok() ? std::get_if<ipc::GetReply>(&*reply) : nullptr;
+  size_t next = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (next >= remote.size() || ids[i] != remote[next] || out[i].ok() ||
+        !absl::IsNotFound(out[i].status())) {
+      continue;
+    }
+    if (!reply.ok()) {
+      out[i] = reply.status();
+    } else if (r == nullptr || next >= r->objects.size()) {
+      out[i] = absl::InternalError("malformed get reply");
+    } else {
+      out[i] = ViewOf(r->objects[next]);
+      if (out[i].ok() && !out[i]->meta.device.is_cpu()) {
+        absl::Status s =
+            FinishDeviceView(r->objects[next].entry, cuda_stream, &*out[i]);
+        if (!s.ok()) out[i] = s;
+      }
+    }
+    ++next;
+  }
+  return out;
+}
+
+absl::Status StoreClient::Impl::ReleaseNow(const ObjectId& id) {
+  bool reclaim = false;
+  {
+    SHOAL_ASSIGN_OR_RETURN(LockGuard lock, Lock());
+    std::optional<uint32_t> e = table_->Find(id);
+    if (!e) return absl::NotFoundError(absl::StrCat("no object ", id.ToHex()));
+    JournaledWriter journal(segment_->base(), &table_->header()->lock.journal);
+    SHOAL_ASSIGN_OR_RETURN(uint32_t left, table_->DropRef(slot_, *e, &journal));
+    journal.Commit();
+    if (left == 0 && (table_->entry(*e)->flags & kFlagDeletePending)) {
+      table_->header()->reclaim_hint.fetch_add(1, std::memory_order_release);
+      reclaim = true;
+    }
+  }
+  if (reclaim) Notify(ipc::ReclaimHint{id});
+  return absl::OkStatus();
 }
 
 // ---- StoreClient
@@ -167,7 +205,12 @@ absl::StatusOr<ObjectBuffer> StoreClient::Impl::ViewOf(
 
 StoreClient::StoreClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-StoreClient::~StoreClient() { impl_->Disconnect(); }
+StoreClient::~StoreClient() {
+  // Pending device releases first: they need the table, and the work they
+  // wait for may still read the objects.
+  if (impl_->device_pending()) impl_->device().Collect(/*wait=*/true);
+  impl_->Disconnect();
+}
 
 absl::StatusOr<std::unique_ptr<StoreClient>> StoreClient::Connect(
     const StoreClientOptions& options) {
@@ -179,6 +222,7 @@ absl::StatusOr<std::unique_ptr<StoreClient>> StoreClient::Connect(
 absl::StatusOr<MutableObjectBuffer> StoreClient::Create(
     const ObjectId& id, const TensorMeta& meta) {
   SHOAL_RETURN_IF_ERROR(meta.Validate());
+  if (!meta.device.is_cpu()) return impl_->CreateDevice(id, meta);
   const int64_t nbytes = meta.NumBytes();
   SHOAL_ASSIGN_OR_RETURN(
       ipc::Message reply,
@@ -199,7 +243,10 @@ absl::StatusOr<MutableObjectBuffer> StoreClient::Create(
                              static_cast<uint64_t>(nbytes), meta};
 }
 
-absl::Status StoreClient::Seal(const ObjectId& id) {
+absl::Status StoreClient::Seal(const ObjectId& id, void* cuda_stream) {
+  if (impl_->HoldsDevice(id)) {
+    SHOAL_RETURN_IF_ERROR(impl_->SealDevice(id, cuda_stream));
+  }
   // Sealing is a state change of an object only this client may touch, so it
   // happens here under the table lock; the service hears of it afterwards to
   // wake waiting Gets (and checks for missed notices in its sweep).
@@ -226,6 +273,7 @@ absl::Status StoreClient::Seal(const ObjectId& id) {
 }
 
 absl::Status StoreClient::Abort(const ObjectId& id) {
+  if (impl_->HoldsDevice(id)) return impl_->AbortDevice(id);
   return impl_->Call(ipc::AbortRequest{id}, impl_->options_.rpc_timeout)
       .status();
 }
@@ -233,109 +281,83 @@ absl::Status StoreClient::Abort(const ObjectId& id) {
 absl::Status StoreClient::Put(const ObjectId& id, const TensorMeta& meta,
                               const void* data) {
   SHOAL_ASSIGN_OR_RETURN(MutableObjectBuffer buf, Create(id, meta));
-  if (buf.nbytes > 0) std::memcpy(buf.data, data, buf.nbytes);
-  absl::Status s = Seal(id);
+  absl::Status s;
+  if (!meta.device.is_cpu()) {
+    s = impl_->device().cuda().CopyToDevice(meta.device.index, buf.data, data,
+                                            buf.nbytes, nullptr);
+  } else if (buf.nbytes > 0) {
+    std::memcpy(buf.data, data, buf.nbytes);
+  }
+  if (s.ok()) s = Seal(id);
   if (!s.ok()) (void)Abort(id);
   return s;
 }
 
 absl::StatusOr<ObjectBuffer> StoreClient::Get(const ObjectId& id,
                                               absl::Duration timeout) {
-  absl::StatusOr<ObjectBuffer> local = impl_->GetLocal(id);
-  if (local.ok() || !absl::IsNotFound(local.status()) ||
-      timeout == absl::ZeroDuration()) {
-    return local;
-  }
+  return Get(id, timeout, nullptr);
+}
+
+absl::StatusOr<ObjectBuffer> StoreClient::Get(const ObjectId& id,
+                                              absl::Duration timeout,
+                                              void* cuda_stream) {
   std::vector<absl::StatusOr<ObjectBuffer>> all =
-      Get(absl::MakeConstSpan(&id, 1), timeout);
+      impl_->GetMany(absl::MakeConstSpan(&id, 1), timeout, cuda_stream);
   return std::move(all[0]);
 }
 
 std::vector<absl::StatusOr<ObjectBuffer>> StoreClient::Get(
     absl::Span<const ObjectId> ids, absl::Duration timeout) {
-  std::vector<absl::StatusOr<ObjectBuffer>> out;
-  out.reserve(ids.size());
-  // Fast path: everything sealed already is taken locally.
-  std::vector<ObjectId> remote;
-  for (const ObjectId& id : ids) {
-    out.push_back(impl_->GetLocal(id));
-    if (!out.back().ok() && absl::IsNotFound(out.back().status()) &&
-        timeout != absl::ZeroDuration()) {
-      remote.push_back(id);
-    }
-  }
-  if (remote.empty()) return out;
-  const int64_t timeout_ms =
-      timeout == absl::InfiniteDuration()
-          ? -1
-          : std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout));
-  const absl::Duration rpc_timeout =
-      timeout == absl::InfiniteDuration()
-          ? absl::InfiniteDuration()
-          : timeout + impl_->options_.rpc_timeout;
-  absl::StatusOr<ipc::Message> reply =
-      impl_->Call(ipc::GetRequest{remote, timeout_ms}, rpc_timeout);
-  const auto* r = reply.ok() ? std::get_if<ipc::GetReply>(&*reply) : nullptr;
-  size_t next = 0;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (next >= remote.size() || ids[i] != remote[next] || out[i].ok() ||
-        !absl::IsNotFound(out[i].status())) {
-      continue;
-    }
-    if (!reply.ok()) {
-      out[i] = reply.status();
-    } else if (r == nullptr || next >= r->objects.size()) {
-      out[i] = absl::InternalError("malformed get reply");
-    } else {
-      out[i] = impl_->ViewOf(r->objects[next]);
-    }
-    ++next;
-  }
-  return out;
+  return impl_->GetMany(ids, timeout, nullptr);
 }
 
 absl::Status StoreClient::Release(const ObjectId& id) {
-  bool reclaim = false;
-  {
-    SHOAL_ASSIGN_OR_RETURN(LockGuard lock, impl_->Lock());
-    ObjectTable& table = *impl_->table_;
-    std::optional<uint32_t> e = table.Find(id);
-    if (!e) return absl::NotFoundError(absl::StrCat("no object ", id.ToHex()));
-    JournaledWriter journal(impl_->segment_->base(),
-                            &impl_->table_->header()->lock.journal);
-    SHOAL_ASSIGN_OR_RETURN(uint32_t left,
-                           table.DropRef(impl_->slot_, *e, &journal));
-    journal.Commit();
-    if (left == 0 && (table.entry(*e)->flags & kFlagDeletePending)) {
-      table.header()->reclaim_hint.fetch_add(1, std::memory_order_release);
-      reclaim = true;
-    }
+  if (impl_->device_pending()) impl_->device().Collect(/*wait=*/false);
+  if (impl_->HoldsDevice(id)) return impl_->ReleaseDevice(id);
+  return impl_->ReleaseNow(id);
+}
+
+absl::Status StoreClient::CopyToHost(const ObjectId& id, void* dst,
+                                     uint64_t nbytes, absl::Duration timeout) {
+  SHOAL_ASSIGN_OR_RETURN(ObjectBuffer view, Get(id, timeout, nullptr));
+  absl::Status s;
+  if (nbytes != view.nbytes) {
+    s = absl::InvalidArgumentError(absl::StrCat(
+        "object ", id.ToHex(), " holds ", view.nbytes, " bytes, not ", nbytes));
+  } else if (!view.meta.device.is_cpu()) {
+    s = impl_->device().cuda().CopyToHost(view.meta.device.index, dst,
+                                          view.data, nbytes, nullptr);
+  } else {
+    std::memcpy(dst, view.data, nbytes);
   }
-  if (reclaim) impl_->Notify(ipc::ReclaimHint{id});
-  return absl::OkStatus();
+  absl::Status r = Release(id);
+  return s.ok() ? r : s;
 }
 
 absl::Status StoreClient::Transfer(const ObjectId& id,
                                    uint32_t to_client_slot) {
-  SHOAL_ASSIGN_OR_RETURN(LockGuard lock, impl_->Lock());
-  ObjectTable& table = *impl_->table_;
-  if (to_client_slot >= table.header()->max_clients ||
-      !table.slot(to_client_slot)->in_use) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "store client slot ", to_client_slot, " is not connected"));
+  {
+    SHOAL_ASSIGN_OR_RETURN(LockGuard lock, impl_->Lock());
+    ObjectTable& table = *impl_->table_;
+    if (to_client_slot >= table.header()->max_clients ||
+        !table.slot(to_client_slot)->in_use) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "store client slot ", to_client_slot, " is not connected"));
+    }
+    std::optional<uint32_t> e = table.Find(id);
+    if (!e) return absl::NotFoundError(absl::StrCat("no object ", id.ToHex()));
+    if (table.HeldBy(impl_->slot_, *e) == 0) {
+      return absl::FailedPreconditionError(
+          "this client holds no reference to the object");
+    }
+    JournaledWriter journal(impl_->segment_->base(),
+                            &table.header()->lock.journal);
+    SHOAL_RETURN_IF_ERROR(table.AddRef(to_client_slot, *e, &journal));
+    SHOAL_ASSIGN_OR_RETURN(uint32_t left,
+                           table.DropRef(impl_->slot_, *e, &journal));
+    (void)left;
   }
-  std::optional<uint32_t> e = table.Find(id);
-  if (!e) return absl::NotFoundError(absl::StrCat("no object ", id.ToHex()));
-  if (table.HeldBy(impl_->slot_, *e) == 0) {
-    return absl::FailedPreconditionError(
-        "this client holds no reference to the object");
-  }
-  JournaledWriter journal(impl_->segment_->base(),
-                          &table.header()->lock.journal);
-  SHOAL_RETURN_IF_ERROR(table.AddRef(to_client_slot, *e, &journal));
-  SHOAL_ASSIGN_OR_RETURN(uint32_t left,
-                         table.DropRef(impl_->slot_, *e, &journal));
-  (void)left;
+  if (impl_->HoldsDevice(id)) impl_->TransferredDevice(id);
   return absl::OkStatus();
 }
 

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "gpu/cuda_ipc.h"
 #include "ipc/messages.h"
 #include "ipc/object_id.h"
 #include "ipc/tensor_meta.h"
@@ -43,10 +44,15 @@ struct StoreClientOptions {
   // Objects at least this large get this process's page tables filled at
   // Create, so writing them does not fault per 4 KiB page. Default 256 KiB.
   uint64_t populate_threshold_bytes = uint64_t{256} << 10;
+  // Device objects: the CUDA calls (default null: the real ones, made at the
+  // first device object, so CPU-only clients never initialise CUDA; tests
+  // pass a fake).
+  std::shared_ptr<gpu::CudaIpc> cuda;
 };
 
 // A sealed object this client holds a reference to. The bytes stay valid and
-// unchanged until the matching Release.
+// unchanged until the matching Release. For a device object (meta.device is
+// cuda:k, k as this process numbers its GPUs) `data` is a device pointer.
 struct ObjectBuffer {
   ObjectId id;
   const uint8_t* data = nullptr;
@@ -91,16 +97,21 @@ class StoreClient {
     return Create(id, TensorMeta::Bytes(static_cast<int64_t>(nbytes)));
   }
 
-  // Makes a created object immutable and visible to every Get.
+  // Makes a created object immutable and visible to every Get. For a device
+  // object it first records the object's event on `cuda_stream` (the stream
+  // the producer wrote on; nullptr: the legacy default stream), so that
+  // consumers' work waits for those writes.
   // Errors: NotFound, FailedPrecondition (already sealed), PermissionDenied
-  // (not the creator).
-  absl::Status Seal(const ObjectId& id);
+  // (not the creator), the CUDA error of recording.
+  absl::Status Seal(const ObjectId& id, void* cuda_stream = nullptr);
 
   // Frees an object this client created and has not sealed.
   // Errors: NotFound, FailedPrecondition (sealed), PermissionDenied.
   absl::Status Abort(const ObjectId& id);
 
-  // Create + copy + Seal. The caller holds one reference afterwards.
+  // Create + copy + Seal. The caller holds one reference afterwards. `data`
+  // is host memory; for a device object it is copied through pinned staging
+  // buffers.
   absl::Status Put(const ObjectId& id, const TensorMeta& meta,
                    const void* data);
 
@@ -111,13 +122,32 @@ class StoreClient {
   // holds too many distinct objects), Unavailable (the store is gone).
   absl::StatusOr<ObjectBuffer> Get(
       const ObjectId& id, absl::Duration timeout = absl::ZeroDuration());
+  // For a device object: also makes `cuda_stream` (nullptr: the legacy
+  // default stream) wait for the producer's writes, and remembers it: the
+  // reference is dropped, at Release, only once the work queued there by
+  // then has finished. The first Get into a chunk of device memory maps it
+  // (about 1 ms); later ones, while this process holds a reference into it,
+  // do not. Errors: as above, and FailedPrecondition (this process does not
+  // see the object's GPU), the CUDA error of mapping it.
+  absl::StatusOr<ObjectBuffer> Get(const ObjectId& id, absl::Duration timeout,
+                                   void* cuda_stream);
   // Batch form: one result per id, in order, waiting once for all.
   std::vector<absl::StatusOr<ObjectBuffer>> Get(absl::Span<const ObjectId> ids,
                                                 absl::Duration timeout);
 
-  // Drops one reference taken by Get, Create or Put.
+  // Drops one reference taken by Get, Create or Put. For a device object the
+  // drop is deferred until the work this process queued on the object's
+  // stream has finished (collected by later calls, and when the client
+  // closes); the chunk is unmapped when this process's last reference into it
+  // goes.
   // Errors: NotFound (no such object), FailedPrecondition (none held).
   absl::Status Release(const ObjectId& id);
+
+  // Copies an object's bytes into host memory `dst` (`nbytes` must be its
+  // size): Get + copy (through pinned staging for a device object) + Release.
+  // Errors: Get's, InvalidArgument (size mismatch).
+  absl::Status CopyToHost(const ObjectId& id, void* dst, uint64_t nbytes,
+                          absl::Duration timeout = absl::ZeroDuration());
 
   // Hands one of this client's references to another connected client (by
   // its store slot), atomically: a worker gives a task's output object to the

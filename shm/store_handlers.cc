@@ -118,11 +118,7 @@ StoreService::Impl::Reply StoreService::Impl::OnCreate(
         absl::StrCat("nbytes ", m.nbytes, " does not match ", m.meta.ToString(),
                      " (", m.meta.NumBytes(), " bytes)")));
   }
-  if (!m.meta.device.is_cpu()) {
-    return Error(absl::FailedPreconditionError(
-        absl::StrCat("this store holds CPU objects; ", m.meta.device.ToString(),
-                     " objects need the CUDA store")));
-  }
+  if (!m.meta.device.is_cpu()) return CreateDeviceObject(slot, m);
   if (m.nbytes > allocator_->capacity()) {
     return Error(absl::ResourceExhaustedError(absl::StrCat(
         "requested ", m.nbytes, " bytes but the store's arena holds only ",
@@ -381,6 +377,7 @@ void StoreService::Impl::OnReclaimHint(const ipc::ReclaimHint& m) {
 
 absl::StatusOr<uint32_t> StoreService::Impl::TakeFreeEntry() {
   if (free_entries_.empty()) Evict(0);
+  if (free_entries_.empty()) EvictOneDevice(nullptr);
   if (free_entries_.empty()) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the store's object table is full (", table_->header()->max_objects,
@@ -416,8 +413,9 @@ size_t StoreService::Impl::Evict(uint64_t bytes) {
   std::vector<Candidate> candidates;
   for (uint32_t e = 0; e < table_->header()->max_objects; ++e) {
     const ObjectEntry* x = table_->entry(e);
+    // Device objects hold no arena bytes: evicting them frees no room here.
     if (static_cast<ObjectState>(x->state) == ObjectState::kSealed &&
-        x->refcount == 0) {
+        x->refcount == 0 && device_blocks_.count(e) == 0) {
       candidates.push_back({x->lru_stamp, e});
     }
   }
@@ -440,7 +438,12 @@ size_t StoreService::Impl::Evict(uint64_t bytes) {
 
 void StoreService::Impl::FreeEntry(uint32_t e) {
   ObjectEntry* x = table_->entry(e);
-  allocator_->Free(x->offset, x->alloc_bytes);
+  if (auto d = device_blocks_.find(e); d != device_blocks_.end()) {
+    d->second.arena->Free(d->second.block);
+    device_blocks_.erase(d);
+  } else {
+    allocator_->Free(x->offset, x->alloc_bytes);
+  }
   table_->Remove(e);
   free_entries_.push_back(e);
 }

@@ -12,6 +12,13 @@
 //   may Get) → Release … → Delete (deferred until the last reference drops);
 //   Abort frees a kCreated object. Sealed objects nobody references are evicted
 //   in LRU order when an allocation does not fit.
+//
+// Device objects (a TensorMeta on cuda:k) follow the same lifecycle; their
+// bytes live in this process's device memory (DeviceArena, one per GPU), which
+// clients map through CUDA IPC handles recorded in the table. The memory
+// belongs to the store, not to the producer: it stays valid after the producer
+// exits, until the last reference is released and the object deleted or
+// evicted. This process initialises CUDA only at its first device Create.
 #ifndef SHOAL_SHM_STORE_SERVICE_H_
 #define SHOAL_SHM_STORE_SERVICE_H_
 
@@ -22,7 +29,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "gpu/cuda_ipc.h"
 #include "ipc/protocol.h"
+#include "shm/device_arena.h"
 
 namespace shoal::shm {
 
@@ -48,6 +57,11 @@ struct StoreOptions {
   absl::Duration sweep_interval = absl::Milliseconds(50);
   // Limits applied to every inbound message.
   ipc::DecodeLimits limits;
+  // Device objects: the CUDA calls behind them (default null: the real ones,
+  // made at the first device Create, so a store holding only CPU objects
+  // never initialises CUDA; tests pass a fake) and each GPU's arena sizes.
+  std::shared_ptr<gpu::CudaIpc> cuda;
+  DeviceArenaOptions device;
 };
 
 class StoreService {

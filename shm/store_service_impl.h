@@ -95,6 +95,19 @@ class StoreService::Impl {
   size_t Evict(uint64_t bytes);
   void FreeEntry(uint32_t e);
   void ReclaimDeletePending();
+  // Device objects (device_objects.cc).
+  Reply CreateDeviceObject(uint32_t slot, const ipc::CreateRequest& m);
+  // The arena of the GPU with this UUID, made on first use. Errors:
+  // FailedPrecondition (no CUDA, or this process does not see that GPU).
+  absl::StatusOr<DeviceArena*> ArenaFor(const gpu::GpuUuid& uuid);
+  // Allocates in `arena`, evicting its unreferenced sealed objects in LRU
+  // order when it is full. Takes the segment lock only to evict.
+  absl::StatusOr<DeviceArena::Block> AllocateDevice(DeviceArena& arena,
+                                                    uint64_t bytes);
+  // Evicts one unreferenced sealed device object (of `arena`, or of any GPU
+  // when null), least recently used first. REQUIRES the segment lock.
+  bool EvictOneDevice(const DeviceArena* arena);
+
   // Fills `info` for sealed entry `e` and takes a reference for `slot`.
   absl::Status Reference(uint32_t slot, uint32_t e, ipc::ObjectInfo* info);
 
@@ -129,6 +142,16 @@ class StoreService::Impl {
   uint64_t evictions_ = 0;
   uint64_t evicted_bytes_ = 0;
   uint64_t last_reclaim_hint_ = 0;
+
+  // Device objects.
+  std::shared_ptr<gpu::CudaIpc> cuda_;
+  std::optional<gpu::DeviceMap> devices_;
+  std::map<gpu::GpuUuid, std::unique_ptr<DeviceArena>> arenas_;
+  struct DeviceBlock {
+    DeviceArena* arena;
+    DeviceArena::Block block;
+  };
+  absl::flat_hash_map<uint32_t, DeviceBlock> device_blocks_;  // by entry
 };
 
 }  // namespace shoal::shm

@@ -1,0 +1,98 @@
+// Internal to shm/: StoreClient's state, split across store_client.cc (the
+// table and service paths) and store_client_device.cc (device objects).
+#ifndef SHOAL_SHM_STORE_CLIENT_IMPL_H_
+#define SHOAL_SHM_STORE_CLIENT_IMPL_H_
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "ipc/mutex.h"
+#include "ipc/protocol.h"
+#include "ipc/rpc_channel.h"
+#include "shm/device_client.h"
+#include "shm/layout.h"
+#include "shm/object_table.h"
+#include "shm/robust_lock.h"
+#include "shm/segment.h"
+#include "shm/store_client.h"
+
+namespace shoal::shm {
+
+class StoreClient::Impl {
+ public:
+  Impl(StoreClientOptions options) : options_(std::move(options)) {}
+
+  absl::Status Connect();
+  void Disconnect();
+
+  // Sends `request` and waits for its reply; an ErrorReply becomes its status.
+  absl::StatusOr<ipc::Message> Call(ipc::Message request,
+                                    absl::Duration timeout)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Sends without waiting for a reply.
+  void Notify(ipc::Message message) ABSL_LOCKS_EXCLUDED(mu_);
+
+  absl::StatusOr<LockGuard> Lock();
+  // Takes a reference on a sealed object locally. NotFound if it is absent,
+  // unsealed or being deleted. Sets `*entry` to its table index.
+  absl::StatusOr<ObjectBuffer> GetLocal(const ObjectId& id, uint32_t* entry);
+  absl::StatusOr<ObjectBuffer> ViewOf(const ipc::ObjectInfo& info);
+  // Local fast path, then one request to the service for the rest, waiting
+  // up to `timeout`; device objects are mapped with `cuda_stream`.
+  std::vector<absl::StatusOr<ObjectBuffer>> GetMany(
+      absl::Span<const ObjectId> ids, absl::Duration timeout,
+      void* cuda_stream);
+  // Drops one reference now (the table update, and the service's reclaim
+  // hint when it was the last of a deleted object).
+  absl::Status ReleaseNow(const ObjectId& id);
+
+  // ---- device objects (store_client_device.cc) ----
+  struct DeviceHold {
+    CudaLocation loc;
+    int count = 0;           // references this client holds
+    void* stream = nullptr;  // the stream of the last Get / Seal
+  };
+  DeviceClient& device();
+  // Whether device releases wait to be collected (cheap; no lock).
+  bool device_pending() const {
+    return device_made_.load(std::memory_order_acquire) &&
+           device_->has_pending();
+  }
+  // Whether `id` is a device object this client holds.
+  bool HoldsDevice(const ObjectId& id);
+  // After a reference to device object `entry` was taken: maps it, makes
+  // `stream` wait for its writes, fixes `view` up (device pointer, this
+  // process's ordinal). On failure the reference is dropped again.
+  absl::Status FinishDeviceView(uint32_t entry, void* stream,
+                                ObjectBuffer* view);
+  absl::StatusOr<MutableObjectBuffer> CreateDevice(const ObjectId& id,
+                                                   const TensorMeta& meta);
+  absl::Status SealDevice(const ObjectId& id, void* stream);
+  // Releases one device reference, deferred until its stream's work is done.
+  absl::Status ReleaseDevice(const ObjectId& id);
+  absl::Status AbortDevice(const ObjectId& id);
+  // After Transfer handed a device reference away: unmaps once safe.
+  void TransferredDevice(const ObjectId& id);
+
+  StoreClientOptions options_;
+  std::unique_ptr<Segment> segment_;
+  std::unique_ptr<ObjectTable> table_;
+  uint32_t slot_ = 0;
+
+ private:
+  Mutex mu_;
+  ipc::RpcChannel channel_ ABSL_GUARDED_BY(mu_);
+
+  Mutex device_mu_;
+  // Made once, on first use, then never replaced: read without the lock once
+  // device_made_ is set.
+  std::unique_ptr<DeviceClient> device_;
+  std::atomic<bool> device_made_{false};
+  absl::flat_hash_map<ObjectId, DeviceHold> holds_ ABSL_GUARDED_BY(device_mu_);
+};
+
+}  // namespace shoal::shm
+
+#endif  // SHOAL_SHM_STORE_CLIENT_IMPL_H_
