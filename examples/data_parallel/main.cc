@@ -118,7 +118,7 @@ absl::Status ParseFlags(int argc, char** argv, Flags& f) {
 }
 
 std::string Mib(int64_t bytes) {
-  return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return cli::FormatBytes(static_cast<uint64_t>(bytes));
 }
 
 void PrintHeader(const Job& job, const Flags& f, const Backend& backend,

@@ -102,7 +102,7 @@ absl::StatusOr<TrainResult> Train(Job& job, Communicator* comm,
     SHOAL_RETURN_IF_ERROR(sync.Finish(&wait));
     SHOAL_ASSIGN_OR_RETURN(const float loss, backend.Loss());
     float lr = options.lr;
-    if (step == options.diverge_at && job.rank() == 1) lr *= 1.001f;
+    if (step + 1 == options.diverge_at && job.rank() == 1) lr *= 1.001f;
     SHOAL_RETURN_IF_ERROR(backend.Update(lr, options.momentum));
     const double seconds = Now() - t0;
     result.steps.push_back({step, loss, seconds});
@@ -117,7 +117,7 @@ absl::StatusOr<TrainResult> Train(Job& job, Communicator* comm,
     const bool last = step + 1 == options.steps;
     if (last ||
         (options.check_every > 0 && (step + 1) % options.check_every == 0)) {
-      SHOAL_ASSIGN_OR_RETURN(result.final_checksum, check.Run(step));
+      SHOAL_ASSIGN_OR_RETURN(result.final_checksum, check.Run(step + 1));
       ++result.checks;
     }
     if (lead &&

@@ -34,8 +34,9 @@ struct TrainOptions {
   int64_t warmup = 10;
   // Prefix of this run's key-value keys. Default "dp".
   std::string kv_prefix = "dp";
-  // Testing only: at this step rank 1 uses a slightly different learning
-  // rate, so the next check must catch the divergence. Default -1: never.
+  // Testing only: at this step (1-based, as printed) rank 1 uses a slightly
+  // different learning rate, so the next check must catch the divergence.
+  // Default -1: never.
   int64_t diverge_at = -1;
   GradSyncOptions sync;
 };

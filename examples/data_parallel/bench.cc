@@ -1,0 +1,255 @@
+// dp_bench (workload W5): samples/s of the data-parallel example with 1 and
+// 2 ranks, and the scaling efficiency, in one go.
+//
+//   bazel build --config=opt //examples/data_parallel:dp_bench //tools:shoal
+//   bazel-out/k8-optopt/bin/examples/data_parallel/dp_bench [--json]
+//
+// Each configuration is a whole `shoal launch` of the example; the example's
+// rank 0 times every step (forward, backward, the gradient all-reduce and
+// the update) and leaves the first --warmup steps out. Configurations run in
+// turn, --rounds times (so a burst of load on the machine hits them alike);
+// the table shows each one's median round.
+//
+//   1 rank x B        the baseline
+//   N ranks x B       weak scaling: the same per-rank batch (as DDP numbers
+//                     are usually quoted); efficiency = samples/s ÷ (N ×
+//                     the baseline's)
+//   N ranks x B, no overlap   the same with every bucket posted after backward
+//   1 rank x N·B      the same global batch on one rank: what N ranks buy
+//                     for a fixed global batch ("speed-up" column)
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "examples/data_parallel/model.h"
+#include "ipc/subprocess.h"
+#include "tools/bench/bench_util.h"
+#include "tools/cli/args.h"
+
+namespace shoal::dp {
+namespace {
+
+struct Config {
+  std::string name;
+  int ranks = 1;
+  int64_t batch = 64;
+  bool overlap = true;
+  std::vector<std::map<std::string, std::string>> runs;  // their summaries
+
+  // The run with the median samples/s (the lower middle for even counts).
+  const std::map<std::string, std::string>& Median() const;
+  double SamplesPerSecond() const;
+};
+
+// key=value pairs of the example's "summary:" line.
+std::map<std::string, std::string> ParseSummary(const std::string& line) {
+  std::map<std::string, std::string> kv;
+  for (absl::string_view field : absl::StrSplit(line.substr(line.find(':') + 1),
+                                                ' ', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> p = absl::StrSplit(field, '=');
+    kv[p.first] = p.second;
+  }
+  return kv;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> RunOnce(
+    const std::string& shoal, const std::string& program, const Config& c,
+    const std::vector<std::string>& common) {
+  std::vector<std::string> argv = {shoal,
+                                   "launch",
+                                   "--nproc-per-node",
+                                   absl::StrCat(c.ranks),
+                                   "--",
+                                   program,
+                                   "--batch",
+                                   absl::StrCat(c.batch),
+                                   c.overlap ? "--overlap" : "--no-overlap"};
+  argv.insert(argv.end(), common.begin(), common.end());
+  SubprocessOptions o;
+  o.pipe_stdout = true;
+  absl::StatusOr<Subprocess> p = Subprocess::Start(argv, o);
+  if (!p.ok()) return p.status();
+  std::map<std::string, std::string> summary;
+  while (true) {
+    absl::StatusOr<std::string> line = p->ReadLine(absl::Minutes(10));
+    if (!line.ok()) break;
+    if (line->rfind("summary:", 0) == 0) summary = ParseSummary(*line);
+  }
+  absl::StatusOr<int> status = p->Wait(absl::Minutes(1));
+  if (!status.ok()) return status.status();
+  if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0 || summary.empty()) {
+    return absl::InternalError(absl::StrCat(c.name, ": the run failed (",
+                                            DescribeWaitStatus(*status), ")"));
+  }
+  return summary;
+}
+
+double Num(const std::map<std::string, std::string>& kv, const std::string& k) {
+  double v = 0;
+  auto it = kv.find(k);
+  if (it != kv.end()) (void)absl::SimpleAtod(it->second, &v);
+  return v;
+}
+
+const std::map<std::string, std::string>& Config::Median() const {
+  std::vector<size_t> order(runs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return Num(runs[a], "samples_per_s") < Num(runs[b], "samples_per_s");
+  });
+  return runs[order[(order.size() - 1) / 2]];
+}
+
+double Config::SamplesPerSecond() const {
+  return Num(Median(), "samples_per_s");
+}
+
+int Main(int argc, char** argv) {
+  cli::ArgParser p(
+      "dp_bench [flags] [-- more flags for data_parallel]",
+      "W5: samples/s of examples/data_parallel with 1 and N ranks under shoal\n"
+      "launch, the scaling efficiency, and what overlapping the all-reduce "
+      "with\n"
+      "backward buys.");
+  int64_t& ranks = p.Int("ranks", 2, "N: the multi-rank configurations' size");
+  int64_t& batch = p.Int("batch", 64, "B: samples per rank and step");
+  int64_t& steps = p.Int("steps", 300, "steps per run");
+  int64_t& warmup = p.Int("warmup", 20, "steps per run left out of the timing");
+  int64_t& rounds = p.Int("rounds", 3, "times each configuration runs");
+  int64_t& hidden = p.Int("hidden", 1024, "hidden width of the MLP");
+  std::string& device = p.String("device", "cpu", "cpu, gpu or auto");
+  bool& json = p.Bool("json", false, "one JSON object per row instead");
+  std::string& shoal = p.String("shoal", "",
+                                "the shoal binary (default: "
+                                "found beside this one)");
+  std::string& program = p.String("program", "",
+                                  "the example (default: "
+                                  "found beside this one)");
+  if (absl::Status s = p.Parse(argc, argv); !s.ok()) {
+    if (absl::IsCancelled(s)) return 0;
+    std::fprintf(stderr, "dp_bench: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  // bazel-bin/examples/data_parallel/dp_bench: the example beside it, shoal
+  // in bazel-bin/tools.
+  const std::filesystem::path self(SelfExePath());
+  if (program.empty())
+    program = (self.parent_path() / "data_parallel").string();
+  if (shoal.empty()) {
+    shoal = (self.parent_path().parent_path().parent_path() / "tools/shoal")
+                .string();
+  }
+  const ModelSpec spec{.hidden = static_cast<int>(hidden)};
+  const int64_t params = ParamLayout(spec).params();
+  std::vector<std::string> common = {
+      "--steps",
+      absl::StrCat(steps),
+      "--warmup",
+      absl::StrCat(warmup),
+      "--hidden",
+      absl::StrCat(hidden),
+      "--device",
+      device,
+      "--log-every",
+      "0",
+      "--no-png",
+      "--out-dir",
+      absl::StrCat(std::filesystem::temp_directory_path().string(),
+                   "/dp_bench_", getpid())};
+  common.insert(common.end(), p.rest().begin(), p.rest().end());
+
+  const int n = static_cast<int>(ranks);
+  std::vector<Config> configs = {
+      {"1 rank", 1, batch, true},
+      {absl::StrCat(n, " ranks"), n, batch, true},
+      {absl::StrCat(n, " ranks, no overlap"), n, batch, false},
+      {absl::StrCat("1 rank, batch ", n * batch), 1, n * batch, true}};
+  for (int64_t r = 0; r < rounds; ++r) {
+    for (Config& c : configs) {
+      absl::StatusOr<std::map<std::string, std::string>> s =
+          RunOnce(shoal, program, c, common);
+      if (!s.ok()) {
+        std::fprintf(stderr, "dp_bench: %s\n", s.status().ToString().c_str());
+        return 1;
+      }
+      c.runs.push_back(*std::move(s));
+    }
+  }
+
+  const double base = configs[0].SamplesPerSecond();
+  const double same_global = configs[3].SamplesPerSecond();
+  if (!json) {
+    std::printf(
+        "W5 data-parallel training: MLP %s (%lld parameters, %s of gradients), "
+        "device %s, %lld steps (first %lld not timed), median of %lld rounds\n",
+        spec.ToString().c_str(), static_cast<long long>(params),
+        cli::FormatBytes(4 * params).c_str(),
+        configs[0].Median().at("device").c_str(), static_cast<long long>(steps),
+        static_cast<long long>(warmup), static_cast<long long>(rounds));
+  }
+  bench::Table table({"config", "ranks", "batch/rank", "global batch",
+                      "samples/s", "per rank", "GFLOP/s/rank", "ms/step",
+                      "wait ms", "final loss", "efficiency", "speed-up"});
+  for (const Config& c : configs) {
+    const std::map<std::string, std::string>& m = c.Median();
+    const double sps = c.SamplesPerSecond();
+    const double per_rank = sps / c.ranks;
+    // Forward + backward of a dense layer: 6 flops per weight and sample.
+    const double gflops = 6.0 * params * per_rank / 1e9;
+    const double eff = sps / (c.ranks * base);
+    const double speedup =
+        c.batch * c.ranks == n * batch ? sps / same_global : 0;
+    if (json) {
+      bench::JsonRow row;
+      row.Add("workload", "W5")
+          .Add("config", c.name)
+          .Add("device", m.at("device"))
+          .Add("ranks", int64_t{c.ranks})
+          .Add("batch_per_rank", c.batch)
+          .Add("global_batch", c.batch * c.ranks)
+          .Add("samples_per_s", sps)
+          .Add("samples_per_s_per_rank", per_rank)
+          .Add("gflops_per_rank", gflops)
+          .Add("step_ms", Num(m, "step_ms"))
+          .Add("wait_ms", Num(m, "wait_ms"))
+          .Add("final_loss", Num(m, "final_loss"))
+          .Add("scaling_efficiency", eff);
+      if (speedup > 0) row.Add("speedup_same_global_batch", speedup);
+      std::printf("%s\n", row.str().c_str());
+      continue;
+    }
+    table.AddRow({c.name, absl::StrCat(c.ranks), absl::StrCat(c.batch),
+                  absl::StrCat(c.batch * c.ranks), absl::StrFormat("%.0f", sps),
+                  absl::StrFormat("%.0f", per_rank),
+                  absl::StrFormat("%.1f", gflops),
+                  absl::StrFormat("%.2f", Num(m, "step_ms")),
+                  absl::StrFormat("%.2f", Num(m, "wait_ms")),
+                  absl::StrFormat("%.4f", Num(m, "final_loss")),
+                  c.batch == batch ? absl::StrFormat("%.2f", eff) : "",
+                  speedup > 0 ? absl::StrFormat("%.2fx", speedup) : ""});
+  }
+  if (!json) {
+    std::printf("%s", table.Render().c_str());
+    std::printf(
+        "efficiency = samples/s / (ranks x samples/s of 1 rank x %lld); "
+        "speed-up = samples/s / samples/s of 1 rank x %lld (same global "
+        "batch); ms/step and wait ms of the median round\n",
+        static_cast<long long>(batch), static_cast<long long>(n * batch));
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace shoal::dp
+
+int main(int argc, char** argv) { return shoal::dp::Main(argc, argv); }
