@@ -135,9 +135,14 @@ class DeviceMap {
   const GpuUuid& uuid(int ordinal) const { return uuids_[ordinal]; }
   // The ordinal of `uuid` in this process, if it sees that GPU.
   std::optional<int> OrdinalOf(const GpuUuid& uuid) const;
+  // The physical device behind an ordinal, as CUDA_VISIBLE_DEVICES (set by
+  // the coordinator or launcher) names it: "3", "GPU-…", "MIG-…"; the ordinal
+  // itself when the variable is unset. REQUIRES: 0 <= ordinal < count().
+  const std::string& physical(int ordinal) const { return physical_[ordinal]; }
 
  private:
   std::vector<GpuUuid> uuids_;
+  std::vector<std::string> physical_;
 };
 
 }  // namespace shoal::gpu

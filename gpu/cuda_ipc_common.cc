@@ -1,6 +1,9 @@
 // The parts of cuda_ipc.h that do not call CUDA.
+#include <cstdlib>
+
 #include "absl/strings/str_format.h"
 #include "gpu/cuda_ipc.h"
+#include "gpu/device_visibility.h"
 #include "ipc/status_macros.h"
 
 namespace shoal::gpu {
@@ -17,9 +20,16 @@ std::string GpuUuid::ToString() const {
 absl::StatusOr<DeviceMap> DeviceMap::Read(CudaIpc& cuda) {
   DeviceMap map;
   SHOAL_ASSIGN_OR_RETURN(int n, cuda.DeviceCount());
+  std::vector<std::string> visible;
+  if (const char* env = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    absl::StatusOr<std::vector<std::string>> parsed = ParseVisibleDevices(env);
+    if (parsed.ok()) visible = *std::move(parsed);
+  }
   for (int i = 0; i < n; ++i) {
     SHOAL_ASSIGN_OR_RETURN(GpuUuid u, cuda.DeviceUuid(i));
     map.uuids_.push_back(u);
+    map.physical_.push_back(
+        i < static_cast<int>(visible.size()) ? visible[i] : std::to_string(i));
   }
   return map;
 }

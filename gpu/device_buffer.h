@@ -47,6 +47,13 @@ class DeviceBuffer {
 // Waits for all work on the current device (cudaDeviceSynchronize).
 absl::Status SynchronizeDevice();
 
+// Seconds per device-to-device copy of `bytes` from `src` to `dst` (device
+// pointers on the current device, or peer-accessible), timed with CUDA events
+// around each of `reps` copies on a private stream; the median. A read
+// bandwidth figure for benchmarks.
+absl::StatusOr<double> TimeDeviceCopy(void* dst, const void* src,
+                                      uint64_t bytes, int reps);
+
 }  // namespace shoal::gpu
 
 #endif  // SHOAL_GPU_DEVICE_BUFFER_H_

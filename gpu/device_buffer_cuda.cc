@@ -1,5 +1,8 @@
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "gpu/cuda_check.h"
 #include "gpu/device_buffer.h"
@@ -50,6 +53,37 @@ absl::Status DeviceBuffer::CopyToHost(void* dst, uint64_t bytes,
 absl::Status SynchronizeDevice() {
   SHOAL_CUDA_CHECK(cudaDeviceSynchronize());
   return absl::OkStatus();
+}
+
+absl::StatusOr<double> TimeDeviceCopy(void* dst, const void* src,
+                                      uint64_t bytes, int reps) {
+  cudaStream_t stream;
+  SHOAL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaEvent_t start, stop;
+  SHOAL_CUDA_CHECK(cudaEventCreate(&start));
+  SHOAL_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> seconds;
+  absl::Status status;
+  for (int i = 0; i < reps && status.ok(); ++i) {
+    cudaError_t err = cudaEventRecord(start, stream);
+    if (err == cudaSuccess) {
+      err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream);
+    }
+    if (err == cudaSuccess) err = cudaEventRecord(stop, stream);
+    if (err == cudaSuccess) err = cudaEventSynchronize(stop);
+    float ms = 0;
+    if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, start, stop);
+    if (err != cudaSuccess) {
+      status = CudaStatus(err, "timing a device copy", __FILE__, __LINE__);
+    }
+    seconds.push_back(ms * 1e-3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaStreamDestroy(stream);
+  if (!status.ok()) return status;
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[(seconds.size() - 1) / 2];
 }
 
 }  // namespace shoal::gpu

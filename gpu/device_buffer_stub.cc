@@ -20,4 +20,8 @@ absl::Status DeviceBuffer::CopyToHost(void*, uint64_t, uint64_t) const {
 
 absl::Status SynchronizeDevice() { return BuiltWithoutCuda("device memory"); }
 
+absl::StatusOr<double> TimeDeviceCopy(void*, const void*, uint64_t, int) {
+  return BuiltWithoutCuda("device memory");
+}
+
 }  // namespace shoal::gpu

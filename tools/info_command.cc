@@ -1,9 +1,10 @@
 // `shoal info`: what this build and this machine offer, without starting
-// anything (and without initialising CUDA).
+// anything (and without initialising CUDA, unless --devices asks).
 #include <unistd.h>
 
 #include <cstdio>
 
+#include "gpu/cuda_ipc.h"
 #include "gpu/device_visibility.h"
 #include "gpu/gpu_info.h"
 #include "ipc/messages.h"
@@ -16,6 +17,9 @@ namespace shoal::cli {
 
 int InfoCommand(int argc, char** argv) {
   ArgParser p("shoal info", "Prints what this build and this machine offer.");
+  bool& devices = p.Bool("devices", false,
+                         "also list the GPUs this process sees (ordinal, "
+                         "physical device, UUID); initialises CUDA");
   if (absl::Status s = p.Parse(argc, argv); !s.ok()) return Fail(s);
   const gpu::BuildInfo build = gpu::GetBuildInfo();
   std::printf("protocol      %u.%u\n", ipc::kProtocolMajor,
@@ -40,6 +44,16 @@ int InfoCommand(int argc, char** argv) {
                 FormatBytes(*def).c_str());
   }
   std::printf("runtime dir   %s\n", RuntimeRoot().c_str());
+  if (devices) {
+    std::unique_ptr<gpu::CudaIpc> cuda = gpu::MakeCudaIpc();
+    absl::StatusOr<gpu::DeviceMap> map = gpu::DeviceMap::Read(*cuda);
+    if (!map.ok()) return Fail(map.status());
+    for (int i = 0; i < map->count(); ++i) {
+      std::printf("cuda:%-8d physical %s, %s\n", i, map->physical(i).c_str(),
+                  map->uuid(i).ToString().c_str());
+    }
+    if (map->count() == 0) std::printf("devices       none visible\n");
+  }
   return 0;
 }
 

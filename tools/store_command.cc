@@ -41,6 +41,12 @@ int StoreCommand(int argc, char** argv) {
   int64_t& max_clients = p.Int("max-clients", 256, "most connected clients");
   uint64_t& ahead = p.Bytes("prefault-ahead", uint64_t{512} << 20,
                             "arena kept allocated ahead of use (0: off)");
+  uint64_t& device_bytes =
+      p.Bytes("device-bytes", 0,
+              "most device memory held per GPU for device objects (0: as much "
+              "as the GPU has)");
+  uint64_t& device_chunk = p.Bytes("device-chunk-bytes", uint64_t{256} << 20,
+                                   "device memory is taken in chunks of this");
   if (absl::Status s = p.Parse(argc, argv); !s.ok()) return Fail(s);
   if (!p.positional().empty()) {
     return Fail(absl::InvalidArgumentError(
@@ -57,6 +63,8 @@ int StoreCommand(int argc, char** argv) {
   options.max_objects = static_cast<uint32_t>(max_objects);
   options.max_clients = static_cast<uint32_t>(max_clients);
   options.prefault_ahead_bytes = ahead;
+  if (device_bytes > 0) options.device.limit_bytes = device_bytes;
+  options.device.chunk_bytes = device_chunk;
   absl::StatusOr<std::unique_ptr<shm::StoreService>> service =
       shm::StoreService::Create(options);
   if (!service.ok()) return Fail(service.status());
