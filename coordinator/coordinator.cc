@@ -7,6 +7,7 @@
 #include <zmq.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <fstream>
 
 #include "absl/strings/match.h"
@@ -17,6 +18,7 @@
 #include "absl/strings/strip.h"
 #include "coordinator/coordinator_impl.h"
 #include "coordinator/discovery.h"
+#include "coordinator/python_env.h"
 #include "gpu/device_visibility.h"
 #include "ipc/log.h"
 #include "ipc/process_info.h"
@@ -228,6 +230,15 @@ absl::Status Coordinator::Impl::StartWorkers() {
             {"SHOAL_PLUGINS", absl::StrJoin(options_.plugins, ":")},
             {"WORLD_SIZE", absl::StrCat(options_.num_workers)},
             {"LOCAL_WORLD_SIZE", absl::StrCat(options_.num_workers)}};
+  // Python tasks search --pythonpath first, then the coordinator's own
+  // PYTHONPATH, then the shoal package built beside this binary (so a task
+  // module can `import shoal` for shoal.task).
+  std::string python_path = absl::StrJoin(options_.python_path, ":");
+  if (const char* own = std::getenv("PYTHONPATH"); own != nullptr && *own) {
+    absl::StrAppend(&python_path, python_path.empty() ? "" : ":", own);
+  }
+  python_path = PythonPathWithBundledPackage(python_path);
+  if (!python_path.empty()) so.env["PYTHONPATH"] = python_path;
   std::vector<WorkerSpec> specs;
   for (int i = 0; i < options_.num_workers; ++i) {
     specs.push_back({static_cast<uint32_t>(i),

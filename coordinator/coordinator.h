@@ -34,6 +34,9 @@ struct CoordinatorOptions {
   uint64_t store_bytes = 0;
   // Plugins every worker loads.
   std::vector<std::string> plugins;
+  // Directories every worker's embedded Python searches for modules first
+  // (put in front of the workers' PYTHONPATH). Default: none.
+  std::vector<std::string> python_path;
   // Frontend address, HOST:PORT (port 0: pick a free one). Default
   // "127.0.0.1:0". A non-loopback host requires CURVE unless `insecure`.
   std::string bind = "127.0.0.1:0";

@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "coordinator/kv_service.h"
 #include "coordinator/local_group.h"
+#include "coordinator/python_env.h"
 #include "coordinator/slurm.h"
 #include "gpu/device_visibility.h"
 #include "ipc/kv_client.h"
@@ -314,6 +315,10 @@ absl::Status Launcher::Rendezvous() {
 
 std::vector<RankSpec> Launcher::Specs(int generation) const {
   const char* omp = std::getenv("OMP_NUM_THREADS");
+  // `import shoal` works in a launched Python program without an install.
+  const char* own_path = std::getenv("PYTHONPATH");
+  const std::string python_path =
+      PythonPathWithBundledPackage(own_path != nullptr ? own_path : "");
   std::vector<RankSpec> specs;
   for (int i = 0; i < nproc_; ++i) {
     RankSpec s;
@@ -335,6 +340,7 @@ std::vector<RankSpec> Launcher::Specs(int generation) const {
     if (!gpus_[i].empty() || o_.nproc_per_node == "gpu") {
       s.env["CUDA_VISIBLE_DEVICES"] = gpus_[i];
     }
+    if (!python_path.empty()) s.env["PYTHONPATH"] = python_path;
     specs.push_back(std::move(s));
   }
   return specs;

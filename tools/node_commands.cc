@@ -92,6 +92,10 @@ int StartCommand(int argc, char** argv) {
       "store-bytes", 0, "store size (default: min(30% RAM, 80% /dev/shm))");
   std::string& plugins = p.String(
       "plugin", "", "shared libraries of task functions, ':'-separated");
+  std::string& python_path =
+      p.String("pythonpath", "",
+               "directories the workers' Python searches for task modules, "
+               "':'-separated");
   std::string& job_id = p.String("job-id", "", "job id (default: a fresh one)");
   std::string& bind = p.String("bind", "127.0.0.1:0",
                                "frontend HOST:PORT (port 0: any free one)");
@@ -121,6 +125,15 @@ int StartCommand(int argc, char** argv) {
           absl::StrCat("--plugin ", plugin, ": no such file")));
     }
     plugin = resolved;
+  }
+  for (absl::string_view dir :
+       absl::StrSplit(python_path, ':', absl::SkipEmpty())) {
+    char resolved[PATH_MAX];
+    if (realpath(std::string(dir).c_str(), resolved) == nullptr) {
+      return Fail(absl::NotFoundError(
+          absl::StrCat("--pythonpath ", dir, ": no such directory")));
+    }
+    o.python_path.push_back(resolved);
   }
   o.bind = bind;
   o.insecure = insecure;

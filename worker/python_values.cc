@@ -133,7 +133,9 @@ PyObject* WrapExport(ExportContext* ctx, void* data, const TensorMeta& meta) {
   }
   DLTensor& dl = ctx->managed.dl_tensor;
   dl.data = data;
-  dl.device = DLDevice{kDLCPU, 0};
+  dl.device = meta.device.is_cpu()
+                  ? DLDevice{kDLCPU, 0}
+                  : DLDevice{kDLCUDA, static_cast<int32_t>(meta.device.index)};
   dl.ndim = static_cast<int32_t>(ctx->shape.size());
   dl.dtype = DlFromDType(meta.dtype);
   dl.shape = ctx->shape.data();

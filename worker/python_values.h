@@ -76,7 +76,8 @@ class ArrayView {
 };
 
 // A DLPack capsule ("dltensor") over `data`, described by `meta` (strides
-// in elements; empty means C-contiguous), on the CPU. `owner` is kept alive
+// in elements; empty means C-contiguous; a CUDA device makes a kDLCUDA
+// tensor, `data` then being a device pointer). `owner` is kept alive
 // (a new reference) until the consumer deletes the tensor, whenever and on
 // whatever thread that happens. Errors: InvalidArgument (kRaw is exported
 // as uint8; other dtypes map one to one).

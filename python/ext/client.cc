@@ -1,0 +1,283 @@
+// shoal._shoal.Client: the task client (coordinator::Client) for Python.
+#include "coordinator/client.h"
+
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "absl/strings/str_cat.h"
+#include "ipc/mutex.h"
+#include "python/ext/common.h"
+#include "python/ext/module.h"
+#include "python/ext/store.h"
+#include "python/ext/values.h"
+
+namespace shoal::pyext {
+namespace {
+
+class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
+ public:
+  static std::shared_ptr<ClientHandle> Connect(const std::string& endpoint,
+                                               const std::string& job_id,
+                                               const std::string& name,
+                                               bool force_remote) {
+    coordinator::ClientOptions o;
+    o.endpoint = endpoint;
+    o.job_id = job_id;
+    o.name = name;
+    o.force_remote = force_remote;
+    absl::StatusOr<std::unique_ptr<coordinator::Client>> c;
+    {
+      py::gil_scoped_release release;
+      c = coordinator::Client::Connect(o);
+    }
+    auto h = std::make_shared<ClientHandle>();
+    h->client_ = Unwrap(std::move(c));
+    h->local_ = h->client_->local();
+    h->job_id_ = h->client_->job_id();
+    return h;
+  }
+
+  bool local() const { return local_; }
+  const std::string& job_id() const { return job_id_; }
+
+  // The store as an ObjectRef owner (local clients); nullptr when remote.
+  std::shared_ptr<StoreHandle> store() {
+    if (!local_) return nullptr;
+    MutexLock lock(&mu_);
+    std::shared_ptr<StoreHandle> s = store_.lock();
+    if (!s) {
+      s = std::make_shared<StoreHandle>(
+          StoreHandle{shared_from_this(), client_->store()});
+      store_ = s;
+    }
+    return s;
+  }
+
+  std::shared_ptr<StoreHandle> RequireStore() {
+    std::shared_ptr<StoreHandle> s = store();
+    if (!s) {
+      Check(absl::FailedPreconditionError(
+          "this client is remote (not on the node's machine): it has no "
+          "store; put/get need a local client"));
+    }
+    return s;
+  }
+
+  // Returns (task id, the ObjectRefs its arguments were put into, or None).
+  py::tuple Submit(const std::string& function, py::sequence args,
+                   const std::string& python_path, double timeout_s,
+                   int max_retries, int cpus, int gpus) {
+    ipc::TaskSpec spec;
+    spec.function = function;
+    spec.python_path = python_path;
+    spec.timeout_ms =
+        timeout_s > 0
+            ? std::max<int64_t>(1, static_cast<int64_t>(timeout_s * 1e3))
+            : 0;
+    spec.max_retries = max_retries;
+    spec.resources.cpus = static_cast<uint32_t>(std::max(1, cpus));
+    spec.resources.gpus = static_cast<uint32_t>(std::max(0, gpus));
+    py::list keep;
+    const size_t n = py::len(args);
+    if (n > 0) {
+      std::shared_ptr<StoreHandle> s = store();
+      spec.args.reserve(n);
+      for (size_t i = 0; i < n; ++i)
+        spec.args.push_back(ArgToValue(args[i], i, s, keep));
+    }
+    absl::StatusOr<coordinator::TaskRef> ref;
+    {
+      py::gil_scoped_release release;
+      MutexLock lock(&mu_);
+      ref = client_->Submit(std::move(spec));
+    }
+    return py::make_tuple(Unwrap(ref).id,
+                          keep.empty() ? py::object(py::none()) : keep);
+  }
+
+  // Waits until `min_done` of `ids` finished (0: all) or the timeout, in
+  // slices so Ctrl-C interrupts it. Returns one tuple per finished task:
+  // (id, status code, message bytes, outputs list, attempts); finished tasks
+  // are released from the table (their outputs now belong to the tuples).
+  py::list Wait(const std::vector<uint64_t>& ids, py::object timeout,
+                size_t min_done) {
+    const absl::Duration t = TimeoutFromPython(timeout);
+    const absl::Time deadline = t == absl::InfiniteDuration()
+                                    ? absl::InfiniteFuture()
+                                    : absl::Now() + t;
+    const size_t want =
+        min_done == 0 ? ids.size() : std::min(min_done, ids.size());
+    std::vector<coordinator::TaskRef> pending;
+    pending.reserve(ids.size());
+    for (uint64_t id : ids) pending.push_back({id});
+    std::vector<ipc::TaskResult> finished;
+    while (finished.size() < want) {
+      const absl::Duration slice =
+          std::max(absl::ZeroDuration(),
+                   std::min(deadline - absl::Now(), kSignalCheckInterval));
+      absl::StatusOr<std::vector<ipc::TaskResult>> got;
+      {
+        py::gil_scoped_release release;
+        MutexLock lock(&mu_);
+        got = client_->Wait(pending, slice, want - finished.size(),
+                            /*release=*/true);
+      }
+      if (!got.ok()) {
+        for (const ipc::TaskResult& r : finished) client_->ReleaseOutputs(r);
+        ThrowStatus(got.status());
+      }
+      if (!got->empty()) {
+        std::unordered_set<uint64_t> done;
+        for (ipc::TaskResult& r : *got) {
+          done.insert(r.task_id);
+          finished.push_back(std::move(r));
+        }
+        pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                     [&](const coordinator::TaskRef& p) {
+                                       return done.count(p.id) > 0;
+                                     }),
+                      pending.end());
+      }
+      if (finished.size() >= want || absl::Now() >= deadline) break;
+      CheckSignals();
+    }
+    return ResultsToPython(finished);
+  }
+
+  bool Cancel(uint64_t id) {
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      MutexLock lock(&mu_);
+      s = client_->Cancel({id});
+    }
+    if (absl::IsNotFound(s)) return false;
+    Check(s);
+    return true;
+  }
+
+  void Release(const std::vector<uint64_t>& ids) {
+    py::gil_scoped_release release;
+    MutexLock lock(&mu_);
+    for (uint64_t id : ids) (void)client_->Release({id});
+  }
+
+  py::dict Status() {
+    absl::StatusOr<ipc::NodeStatus> st;
+    {
+      py::gil_scoped_release release;
+      MutexLock lock(&mu_);
+      st = client_->Status();
+    }
+    ipc::NodeStatus s = Unwrap(std::move(st));
+    py::list workers;
+    for (const ipc::WorkerStatus& w : s.workers) {
+      py::dict d;
+      d["id"] = w.id;
+      d["pid"] = w.pid;
+      d["state"] = w.state;
+      d["tasks_done"] = w.tasks_done;
+      d["tasks_failed"] = w.tasks_failed;
+      d["restarts"] = w.restarts;
+      d["last_exit"] = w.last_exit;
+      workers.append(d);
+    }
+    py::dict d;
+    d["job_id"] = s.job_id;
+    d["workers"] = workers;
+    d["queued"] = s.queued;
+    d["running"] = s.running;
+    d["submitted"] = s.submitted;
+    d["completed"] = s.completed;
+    d["frontend"] = s.frontend;
+    d["store_used_bytes"] = s.store.used_bytes;
+    d["store_capacity_bytes"] = s.store.capacity_bytes;
+    return d;
+  }
+
+  void StopNode() {
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      MutexLock lock(&mu_);
+      s = client_->StopNode();
+    }
+    Check(s);
+  }
+
+ private:
+  py::list ResultsToPython(std::vector<ipc::TaskResult>& results) {
+    std::shared_ptr<StoreHandle> s = store();
+    FetchFn fetch = [this](const ObjectId& id) {
+      py::gil_scoped_release release;
+      MutexLock lock(&mu_);
+      return client_->Fetch(id);
+    };
+    py::list out;
+    for (size_t i = 0; i < results.size(); ++i) {
+      ipc::TaskResult& r = results[i];
+      py::list outputs;
+      try {
+        for (Value& v : r.outputs) outputs.append(OutputToPython(v, s, fetch));
+      } catch (...) {
+        // The rest would never be released otherwise.
+        for (size_t j = i + 1; j < results.size(); ++j)
+          client_->ReleaseOutputs(results[j]);
+        throw;
+      }
+      out.append(py::make_tuple(r.task_id, static_cast<int>(r.status.code()),
+                                py::bytes(std::string(r.status.message())),
+                                outputs, r.attempts));
+    }
+    return out;
+  }
+
+  Mutex mu_;
+  // Calls into the client are serialised (it is thread-compatible).
+  std::unique_ptr<coordinator::Client> client_;
+  bool local_ = false;
+  std::string job_id_;
+  std::weak_ptr<StoreHandle> store_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+void DefineClient(py::module_& m) {
+  py::class_<ClientHandle, std::shared_ptr<ClientHandle>>(
+      m, "Client", "A connection to a shoal node (tasks and its store).")
+      .def_static("connect", &ClientHandle::Connect, py::arg("endpoint") = "",
+                  py::arg("job_id") = "", py::arg("name") = "",
+                  py::arg("force_remote") = false)
+      .def_property_readonly("local", &ClientHandle::local)
+      .def_property_readonly("job_id", &ClientHandle::job_id)
+      .def("submit", &ClientHandle::Submit, py::arg("function"),
+           py::arg("args"), py::arg("python_path"), py::arg("timeout_s"),
+           py::arg("max_retries"), py::arg("cpus"), py::arg("gpus"))
+      .def("wait", &ClientHandle::Wait, py::arg("ids"), py::arg("timeout"),
+           py::arg("min_done"))
+      .def("cancel", &ClientHandle::Cancel)
+      .def("release", &ClientHandle::Release)
+      .def("status", &ClientHandle::Status)
+      .def("stop_node", &ClientHandle::StopNode)
+      .def(
+          "put",
+          [](ClientHandle& c, py::handle array, const std::string& dtype) {
+            return PutArray(c.RequireStore(), array, dtype);
+          },
+          py::arg("array"), py::arg("dtype") = "")
+      .def(
+          "get",
+          [](ClientHandle& c, const std::string& hex, py::object timeout) {
+            return GetObject(c.RequireStore(), Unwrap(ObjectId::FromHex(hex)),
+                             TimeoutFromPython(timeout), /*owner=*/false);
+          },
+          py::arg("id"), py::arg("timeout") = 0.0)
+      .def("segment_base", [](ClientHandle& c) {
+        return reinterpret_cast<uintptr_t>(
+            c.RequireStore()->store->segment_base());
+      });
+}
+
+}  // namespace shoal::pyext

@@ -1,0 +1,36 @@
+// shoal._shoal.Job: a process of a job started by `shoal launch` (shoal::Init)
+// — rank, the key-value store, barriers, the node's store.
+#ifndef SHOAL_PYTHON_EXT_JOB_H_
+#define SHOAL_PYTHON_EXT_JOB_H_
+
+#include <memory>
+
+#include "coordinator/job.h"
+#include "ipc/mutex.h"
+#include "python/ext/common.h"
+
+namespace shoal::pyext {
+
+class JobHandle : public std::enable_shared_from_this<JobHandle> {
+ public:
+  // Errors (raised): FailedPrecondition when not under shoal launch.
+  static std::shared_ptr<JobHandle> Init();
+
+  // The job's key-value client is not thread-safe: every use (the KV calls,
+  // barriers, and collectives, which exchange ids through it) holds this.
+  Mutex& mu() { return mu_; }
+  // REQUIRES: mu() is held for kv() and Barrier().
+  Job& job() { return *job_; }
+
+  std::shared_ptr<StoreHandle> store();
+
+ private:
+  Mutex mu_;
+  std::unique_ptr<Job> job_;
+  Mutex store_mu_;
+  std::weak_ptr<StoreHandle> store_ ABSL_GUARDED_BY(store_mu_);
+};
+
+}  // namespace shoal::pyext
+
+#endif  // SHOAL_PYTHON_EXT_JOB_H_

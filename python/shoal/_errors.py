@@ -1,0 +1,142 @@
+"""shoal's exceptions: one class per status code, plus TaskError.
+
+Every error the C++ runtime reports arrives as a subclass of shoal.Error
+chosen by its status code; the common ones also derive from the matching
+built-in exception (TimeoutError, ValueError, LookupError, ...), so code that
+already catches those keeps working.
+"""
+
+import builtins
+import concurrent.futures
+
+TRACEBACK_MARKER = "Traceback (most recent call last):"
+
+
+class Error(Exception):
+    """A shoal call failed. `code` names the status code (e.g. "NOT_FOUND")."""
+
+    code = "UNKNOWN"
+
+
+class CancelledError(Error, concurrent.futures.CancelledError):
+    code = "CANCELLED"
+
+
+class UnknownError(Error):
+    code = "UNKNOWN"
+
+
+class InvalidArgumentError(Error, ValueError):
+    code = "INVALID_ARGUMENT"
+
+
+class TimeoutError(Error, builtins.TimeoutError):  # noqa: A001 (DeadlineExceeded)
+    code = "DEADLINE_EXCEEDED"
+
+
+class NotFoundError(Error, LookupError):
+    code = "NOT_FOUND"
+
+
+class AlreadyExistsError(Error):
+    code = "ALREADY_EXISTS"
+
+
+class PermissionDeniedError(Error, PermissionError):
+    code = "PERMISSION_DENIED"
+
+
+class ResourceExhaustedError(Error):
+    code = "RESOURCE_EXHAUSTED"
+
+
+class FailedPreconditionError(Error):
+    code = "FAILED_PRECONDITION"
+
+
+class AbortedError(Error):
+    """The task was aborted, e.g. its worker died and no retries were left."""
+
+    code = "ABORTED"
+
+
+class OutOfRangeError(Error):
+    code = "OUT_OF_RANGE"
+
+
+class UnimplementedError(Error, NotImplementedError):
+    code = "UNIMPLEMENTED"
+
+
+class InternalError(Error):
+    code = "INTERNAL"
+
+
+class UnavailableError(Error, ConnectionError):
+    code = "UNAVAILABLE"
+
+
+class DataLossError(Error):
+    code = "DATA_LOSS"
+
+
+class UnauthenticatedError(Error):
+    code = "UNAUTHENTICATED"
+
+
+class TaskError(Error):
+    """A task's Python function raised an exception.
+
+    Attributes: exc_type ("ValueError", "mymod.MyError"), exc_message, and
+    remote_traceback (the worker's formatted traceback).
+    """
+
+    code = "UNKNOWN"
+
+    def __init__(self, exc_type, exc_message, remote_traceback):
+        super().__init__(
+            f"{exc_type}: {exc_message}\n\nThe task's traceback (in its "
+            f"worker):\n{remote_traceback}")
+        self.exc_type = exc_type
+        self.exc_message = exc_message
+        self.remote_traceback = remote_traceback
+
+
+# absl::StatusCode values → classes.
+_BY_CODE = {
+    1: CancelledError, 2: UnknownError, 3: InvalidArgumentError,
+    4: TimeoutError, 5: NotFoundError, 6: AlreadyExistsError,
+    7: PermissionDeniedError, 8: ResourceExhaustedError,
+    9: FailedPreconditionError, 10: AbortedError, 11: OutOfRangeError,
+    12: UnimplementedError, 13: InternalError, 14: UnavailableError,
+    15: DataLossError, 16: UnauthenticatedError,
+}
+
+
+def _text(message):
+    if isinstance(message, bytes):
+        return message.decode("utf-8", "replace")
+    return message
+
+
+def from_status(code, message):
+    """The exception for a status (code as absl::StatusCode's number)."""
+    return _BY_CODE.get(code, UnknownError)(_text(message))
+
+
+def task_failure(code, message):
+    """The exception for a failed task's status.
+
+    A Python exception in the task arrives as Unknown with the message
+    "<Type>: <message>\\n[context]<traceback>" (worker/python_runner.cc).
+    """
+    text = _text(message)
+    at = text.find(TRACEBACK_MARKER)
+    if code == 2 and at > 0:
+        head, trace = text[:at].rstrip("\n"), text[at:]
+        first, _, rest = head.partition("\n")
+        exc_type, _, exc_message = first.partition(": ")
+        if rest:  # a multi-line message, or a context line
+            exc_message = exc_message + "\n" + rest
+        return TaskError(exc_type, exc_message, trace)
+    return from_status(code, text)

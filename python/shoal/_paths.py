@@ -1,0 +1,43 @@
+"""Where things are: the main script's module name, the shoal binary."""
+
+import os
+import shutil
+import sys
+
+from . import _errors
+
+
+def main_module_name():
+    """The name a worker imports this process's __main__ module by."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":
+        return spec.name  # python -m package.module
+    path = getattr(main, "__file__", None)
+    if not path:
+        raise _errors.InvalidArgumentError(
+            "functions defined in an interactive session or `python -c` "
+            "cannot be imported by workers: define them in a module")
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+def package_dir():
+    """The folder holding the shoal package (…/python/site)."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def shoal_binary():
+    """The `shoal` executable: $SHOAL_BIN, the one Bazel built beside this
+    package (<bin>/tools/shoal for <bin>/python/site/shoal), or PATH's."""
+    env = os.environ.get("SHOAL_BIN")
+    if env:
+        return env
+    beside = os.path.join(package_dir(), "..", "..", "tools", "shoal")
+    if os.access(beside, os.X_OK):
+        return os.path.realpath(beside)
+    found = shutil.which("shoal")
+    if found:
+        return found
+    raise _errors.NotFoundError(
+        "cannot find the shoal binary: set SHOAL_BIN, or build it "
+        "(bazel build //tools:shoal) beside this package")

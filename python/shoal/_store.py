@@ -1,0 +1,87 @@
+"""put / get: numpy arrays and torch tensors through the node's store.
+
+put copies an array into shared memory once and returns an ObjectRef; get
+returns a read-only numpy view of an object (no copy: the array's memory is
+the store's, mapped into this process). Refs and views keep the object alive;
+the object of a put is deleted when its last ObjectRef and view are gone.
+"""
+
+import numpy as np
+
+from . import _context, _errors, _ext
+
+
+class StoreArray(np.ndarray):
+    """A read-only numpy array whose memory is a store object's.
+
+    Behaves as any ndarray; in addition it exports DLPack although it is
+    read-only (numpy's own __dlpack__ refuses read-only arrays), so
+    torch.from_dlpack(a) shares its memory. Do not write through such a
+    tensor: store objects are immutable once sealed.
+    """
+
+    def __dlpack__(self, stream=None):
+        return _ext.ext().dlpack_of_buffer(self)
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU, device 0
+
+
+if _ext._shoal is not None:
+    ObjectRef = _ext._shoal.ObjectRef
+    _ext._shoal.set_array_type(StoreArray)
+else:  # inside a worker: the type exists only for isinstance checks
+    class ObjectRef:  # noqa: D101
+        pass
+
+
+def _is_torch_tensor(obj):
+    return type(obj).__module__.startswith("torch") and hasattr(obj, "data_ptr")
+
+
+def _prepare(obj):
+    """An object the extension can read: arrays as they are, torch tensors
+    detached (CPU only: GPU objects do not go through put yet)."""
+    if not _is_torch_tensor(obj):
+        return obj
+    if obj.device.type != "cpu":
+        raise _errors.FailedPreconditionError(
+            f"put of a tensor on {obj.device}: only CPU tensors go through "
+            "put; use tensor.cpu()")
+    obj = obj.detach()
+    if str(obj.dtype) == "torch.bool":
+        return obj.numpy()  # torch 1.13's DLPack has no bool
+    return obj
+
+
+def put(obj, *, dtype=None):
+    """Copies an array (numpy, torch CPU tensor, anything with the buffer
+    protocol or __dlpack__) into the store; returns its ObjectRef.
+
+    `dtype` ("bf16", ...) reinterprets elements of the same size.
+    """
+    return _context.store_owner().put(_prepare(obj), dtype or "")
+
+
+def get(ref, *, timeout=0):
+    """A read-only numpy view (StoreArray) of a store object — no copy.
+
+    `ref` is an ObjectRef, or an object id (hex) made by another process on
+    this node; then get waits up to `timeout` seconds (None: forever) for it
+    to appear. bf16 objects come out as uint16 (use torch.from_dlpack(ref));
+    raw byte objects as uint8.
+    """
+    ext = _ext.ext()
+    if not isinstance(ref, ext.ObjectRef):
+        ref = _context.store_owner().get(str(ref), timeout)
+    return ext.as_array(ref)
+
+
+def borrow(object_id, *, timeout=0):
+    """An ObjectRef to another process's object (by id), held by this one."""
+    return _context.store_owner().get(str(object_id), timeout)
+
+
+def _borrow(object_id):
+    """Unpickles an ObjectRef in a process on the same node."""
+    return borrow(object_id)

@@ -1,0 +1,46 @@
+"""What a running task may ask about itself (inside a worker only).
+
+    import shoal.task
+
+    def long_job(n):
+        for i in range(n):
+            if shoal.task.cancelled():
+                return None
+            ...
+"""
+
+from . import _errors
+
+
+def _module():
+    try:
+        import _shoal_task  # built into the worker binary
+    except ImportError:
+        raise _errors.FailedPreconditionError(
+            "shoal.task works only inside a task running on a shoal worker"
+        ) from None
+    return _shoal_task
+
+
+def in_task():
+    """True while this code runs as a task on a shoal worker."""
+    try:
+        import _shoal_task
+    except ImportError:
+        return False
+    return _shoal_task.in_task()
+
+
+def attempt():
+    """1 on the first run; 2, 3, ... when retried after a worker died."""
+    return _module().attempt()
+
+
+def worker_id():
+    """The id of the worker running this task."""
+    return _module().worker_id()
+
+
+def cancelled():
+    """True once the task was cancelled or timed out: stop soon."""
+    return _module().cancelled()
