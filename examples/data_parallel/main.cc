@@ -51,7 +51,7 @@ absl::Status ParseFlags(int argc, char** argv, Flags& f) {
       "writes a CSV and a PNG of the loss curve.");
   int64_t& steps = p.Int("steps", 600, "optimizer steps");
   int64_t& batch = p.Int("batch", 64, "samples per rank and step");
-  double& lr = p.Double("lr", 0.02, "SGD learning rate");
+  double& lr = p.Double("lr", 0.05, "SGD learning rate");
   double& momentum = p.Double("momentum", 0.9, "SGD momentum");
   int64_t& d_in = p.Int("inputs", 128, "input features");
   int64_t& hidden = p.Int("hidden", 1024, "width of the hidden layers");

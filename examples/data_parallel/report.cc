@@ -120,18 +120,28 @@ absl::Status PlotLoss(const std::string& png, const std::vector<Curve>& curves,
        << "set xlabel 'step'\n"
        << "set ylabel 'training loss (MSE, log scale)'\n"
        << "set logscale y\n"
+       << "set autoscale yfix\n"
+       << "set ytics (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, "
+          "1, 2, 5, 10, 20, 50, 100)\n"
+       << "set offsets 0, 0, graph 0.03, graph 0.03\n"
        << "set grid xtics ytics mytics\n"
        << "set key top right box opaque\n"
        << "set datafile separator ','\n";
     std::vector<std::string> plots;
-    // The first curve (this run) solid and on top; references dashed.
-    for (size_t i = curves.size(); i-- > 0;) {
-      plots.push_back(absl::StrCat(Quoted(curves[i].csv),
-                                   " skip 1 using 1:2 with lines lw ",
-                                   i == 0 ? "2" : "2 dt 2", " lc ",
-                                   i == 0 ? "rgb '#1f77b4'" : "rgb '#d62728'",
-                                   " title ", Quoted(curves[i].Label())));
+    // References first, wide and light; this run on top, thin and dark: where
+    // the curves coincide (as they should for the same global batch) the
+    // reference shows as a band around this run's line.
+    static constexpr const char* kRefColors[] = {"#f4a6a6", "#a6d8a6",
+                                                 "#c9b3e6", "#f2cc8f"};
+    for (size_t i = 1; i < curves.size(); ++i) {
+      plots.push_back(absl::StrCat(
+          Quoted(curves[i].csv), " skip 1 using 1:2 with lines lw 7 lc rgb '",
+          kRefColors[(i - 1) % 4], "' title ", Quoted(curves[i].Label())));
     }
+    plots.push_back(absl::StrCat(Quoted(curves[0].csv),
+                                 " skip 1 using 1:2 with lines lw 1.5 lc rgb "
+                                 "'#1f4e9c' title ",
+                                 Quoted(curves[0].Label())));
     gp << "plot " << absl::StrJoin(plots, ", \\\n     ") << "\n";
     if (!gp)
       return absl::InternalError(absl::StrCat("writing ", script, " failed"));

@@ -21,8 +21,8 @@ namespace shoal::dp {
 struct TrainOptions {
   // Optimizer steps. Default 600.
   int64_t steps = 600;
-  // SGD learning rate and momentum. Defaults 0.02 and 0.9.
-  float lr = 0.02f;
+  // SGD learning rate and momentum. Defaults 0.05 and 0.9.
+  float lr = 0.05f;
   float momentum = 0.9f;
   // Compare parameter checksums across ranks every this many steps (and
   // after the last). Default 50; 0 checks only after the last step.
