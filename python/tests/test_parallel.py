@@ -1,0 +1,73 @@
+"""Two CPU-bound Python tasks on two workers run in parallel (each worker
+has its own interpreter and GIL); two threads of one interpreter do not."""
+
+import threading
+import time
+
+import pytasks
+
+
+def _calibrate(seconds=0.4):
+    """A loop count that takes about `seconds` here."""
+    n = 200_000
+    while True:
+        t0 = time.perf_counter()
+        pytasks.spin(n)
+        dt = time.perf_counter() - t0
+        if dt > 0.05:
+            return int(n * seconds / dt)
+        n *= 4
+
+
+def _ratio(one, two, good, tries=5):
+    """(time of one, time of two) with two/one compared against `good`
+    (a predicate), measured up to `tries` times: the 2 cores are shared
+    with whatever else runs, and a noisy round is measured again."""
+    for _ in range(tries):
+        t_one, t_two = one(), two()
+        if good(t_two / t_one):
+            break
+    return t_one, t_two
+
+
+def test_two_tasks_on_two_workers_take_about_the_time_of_one(client):
+    n = _calibrate()
+
+    def one():
+        t0 = time.perf_counter()
+        client.submit(pytasks.spin, n).result(120)
+        return time.perf_counter() - t0
+
+    def two():
+        t0 = time.perf_counter()
+        futures = [client.submit(pytasks.spin, n) for _ in range(2)]
+        for f in futures:
+            f.result(120)
+        return time.perf_counter() - t0
+
+    t_one, t_two = _ratio(one, two, lambda r: r < 1.5)
+    print(f"one task {t_one:.3f}s, two tasks on 2 workers {t_two:.3f}s")
+    assert t_two < 1.5 * t_one, (t_one, t_two)
+
+
+def test_two_threads_in_one_interpreter_take_twice_as_long():
+    n = _calibrate()
+
+    def one():
+        t0 = time.perf_counter()
+        pytasks.spin(n)
+        return time.perf_counter() - t0
+
+    def two():
+        threads = [threading.Thread(target=pytasks.spin, args=(n,))
+                   for _ in range(2)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return time.perf_counter() - t0
+
+    t_one, t_two = _ratio(one, two, lambda r: r >= 1.6)
+    print(f"one thread {t_one:.3f}s, two threads {t_two:.3f}s")
+    assert t_two >= 1.6 * t_one, (t_one, t_two)

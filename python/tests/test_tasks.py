@@ -1,0 +1,229 @@
+"""Python tasks in the workers' embedded interpreters, through the client."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import pytasks
+import shoal
+from conftest import worker_log
+
+
+def test_scalars_text_and_bytes_round_trip(client):
+    args = (None, True, -7, 2.5, "text ✓", b"\x00\x01")
+    assert client.submit(pytasks.echo, *args).result(30) == args
+    assert client.submit(pytasks.add, 2, 3).result(30) == 5
+    assert client.submit(pytasks.noop).result(30) is None
+
+
+def test_functions_by_name_and_cpp_tasks(client):
+    assert client.submit("pytasks:add", 1, 2).result(30) == 3
+    assert client.submit("py:pytasks:add", 1, 2).result(30) == 3
+    assert client.submit("add", 2, 3).result(30) == 5  # a C++ built-in
+
+
+def test_arrays_arrive_read_only_small_inline_large_by_reference(client):
+    small = np.arange(10, dtype=np.float32)
+    kind, dtype, shape, writeable, _ = client.submit(
+        pytasks.describe, small).result(30)
+    assert (kind, dtype, shape, writeable) == ("ndarray", "float32", "(10,)",
+                                               False)
+    large = np.ones((512, 1024), dtype=np.float64)  # 4 MiB
+    kind, dtype, shape, writeable, _ = client.submit(
+        pytasks.describe, large).result(30)
+    assert (kind, dtype, shape, writeable) == ("ndarray", "float64",
+                                               "(512, 1024)", False)
+    assert client.submit(pytasks.checksum, large).result(30) == 512 * 1024
+
+
+def test_array_results_small_and_large(client):
+    r = client.submit(pytasks.scale, np.arange(4, dtype=np.int32), 3).result(30)
+    assert r.dtype == np.int32 and r.tolist() == [0, 3, 6, 9]
+    assert not r.flags.writeable
+    big = client.submit(pytasks.zeros, 3 << 20, "float16").result(30)
+    assert isinstance(big, shoal.StoreArray)
+    assert big.shape == (3 << 20,) and big.dtype == np.float16
+    assert not big.any()
+
+
+def test_torch_tensor_results(client):
+    pytest.importorskip("torch")
+    r = client.submit(pytasks.torch_double, 5).result(60)
+    assert r.dtype == np.float32 and r.tolist() == [0, 2, 4, 6, 8]
+
+
+def test_large_bytes_travel_through_the_store(client):
+    data = b"\x01" * (1 << 20)
+    kind = client.submit(pytasks.describe, data).result(30)[0]
+    assert kind == "memoryview"
+    assert client.submit(pytasks.byte_sum, data).result(30) == 1 << 20
+    back = client.submit(pytasks.big_bytes, 1 << 20).result(30)
+    assert bytes(back) == b"\x07" * (1 << 20)
+
+
+def test_exception_type_message_and_traceback_reach_the_caller(client):
+    f = client.submit(pytasks.raise_value_error, 42)
+    with pytest.raises(shoal.TaskError) as info:
+        f.result(30)
+    e = info.value
+    assert e.exc_type == "ValueError"
+    assert e.exc_message == "bad value 42"
+    assert "Traceback (most recent call last)" in e.remote_traceback
+    assert "pytasks.py" in e.remote_traceback
+    assert "in _inner" in e.remote_traceback  # the frame that raised
+    assert isinstance(f.exception(), shoal.TaskError)
+    with pytest.raises(shoal.TaskError) as info:
+        client.submit(pytasks.raise_custom).result(30)
+    assert info.value.exc_type == "pytasks.CustomError"
+
+
+def test_unsupported_returns_and_unknown_functions_fail_clearly(client):
+    with pytest.raises(shoal.InvalidArgumentError, match="is a list"):
+        client.submit(pytasks.returns_list).result(30)
+    with pytest.raises(shoal.TaskError) as info:
+        client.submit("no_such_module_xyz:f").result(30)
+    assert info.value.exc_type == "ModuleNotFoundError"
+    with pytest.raises(shoal.InvalidArgumentError, match="top level"):
+        client.submit(lambda: 1)
+
+
+def test_the_client_api_is_refused_inside_a_task(client):
+    assert (client.submit(pytasks.client_api_inside_task).result(30)
+            == "FailedPreconditionError")
+
+
+def test_wait_and_many_tasks(client):
+    futures = [client.submit(pytasks.add, i, i) for i in range(500)]
+    done, pending = shoal.wait(futures, timeout=60)
+    assert len(done) == 500 and not pending
+    assert [f.result() for f in futures] == [2 * i for i in range(500)]
+    slow = [client.submit(pytasks.sleep, 0.5) for _ in range(2)]
+    quick = client.submit(pytasks.noop)
+    done, pending = shoal.wait(slow + [quick], timeout=0.2, num_returns=3)
+    assert pending  # the sleeps are still running
+
+
+def test_result_timeout_and_cancel(client):
+    f = client.submit(pytasks.until_cancelled, 20)
+    with pytest.raises(shoal.TimeoutError):
+        f.result(timeout=0.2)
+    t0 = time.time()
+    assert f.cancel()
+    with pytest.raises(shoal.CancelledError):  # the function saw the flag
+        f.result(10)
+    assert time.time() - t0 < 5
+    queued = [client.submit(pytasks.sleep, 0.5) for _ in range(2)]
+    victim = client.submit(pytasks.noop)
+    assert victim.cancel()
+    with pytest.raises(shoal.CancelledError):
+        victim.result(10)
+    for f in queued:
+        f.result(10)
+
+
+def test_task_timeout(client):
+    f = client.submit(pytasks.until_cancelled, 20, timeout=0.3)
+    with pytest.raises(shoal.TimeoutError):
+        f.result(30)
+
+
+def test_worker_killed_mid_task_is_retried(client, tmp_path):
+    pid_file = str(tmp_path / "pid")
+    f = client.submit(pytasks.wait_to_be_killed, pid_file,
+                      str(tmp_path / "marker"))
+    deadline = time.time() + 30
+    while not os.path.exists(pid_file):
+        assert time.time() < deadline, "the task never started"
+        time.sleep(0.01)
+    victim = int(open(pid_file).read())
+    os.kill(victim, signal.SIGKILL)
+    state, attempt, pid = f.result(60)
+    assert (state, attempt) == ("retried", 2)
+    assert pid != victim
+
+
+def test_no_retries_left_is_aborted(client, tmp_path):
+    f = client.submit(pytasks.die_once, str(tmp_path / "m"), max_retries=0)
+    with pytest.raises(shoal.AbortedError, match="died"):
+        f.result(60)
+    # With retries the same function succeeds on its second attempt.
+    assert client.submit(pytasks.die_once, str(tmp_path / "m2")).result(60) == 2
+
+
+def test_task_output_goes_to_the_worker_log(client, node):
+    client.submit(pytasks.speak, "hello-log").result(30)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        logs = worker_log(node, 0) + worker_log(node, 1)
+        if "stdout says hello-log" in logs and "stderr says hello-log" in logs:
+            return
+        time.sleep(0.05)
+    pytest.fail("task output did not reach the worker logs")
+
+
+def test_modules_found_through_the_clients_path(client, tmp_path):
+    (tmp_path / "fresh_module_a1.py").write_text(
+        "def triple(x):\n    return 3 * x\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert client.submit("fresh_module_a1:triple", 5).result(30) == 15
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+def test_start_pythonpath_reaches_the_workers(tmp_path):
+    (tmp_path / "node_path_mod_b2.py").write_text(
+        "def hello():\n    return 'from --pythonpath'\n")
+    # tmp_path is not on this process's sys.path: only --pythonpath has it.
+    with shoal.start_node(1, pythonpath=str(tmp_path)) as n:
+        c = shoal.connect(job_id=n.job_id)
+        try:
+            assert (c.submit("node_path_mod_b2:hello").result(30)
+                    == "from --pythonpath")
+        finally:
+            shoal.disconnect()
+
+
+def test_remote_client_through_the_frontend(node):
+    c = shoal.connect(job_id=node.job_id, force_remote=True)
+    try:
+        assert not c.local
+        assert c.submit(pytasks.add, 20, 22).result(30) == 42
+        big = c.submit(pytasks.zeros, 1 << 20, "int8").result(30)
+        assert big.shape == (1 << 20,) and not big.any()
+        with pytest.raises(shoal.FailedPreconditionError):
+            c.put(np.zeros(3))
+    finally:
+        shoal.disconnect()
+
+
+def test_ctrl_c_interrupts_a_blocking_result(node, tmp_path):
+    script = tmp_path / "waiter.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(pytasks.__file__)!r})
+        import pytasks, shoal
+        c = shoal.connect(job_id={node.job_id!r})
+        f = c.submit(pytasks.until_cancelled, 30)
+        print("waiting", flush=True)
+        try:
+            f.result()
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            f.cancel()
+    """))
+    p = subprocess.Popen([sys.executable, str(script)],
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "waiting"
+    time.sleep(0.3)
+    t0 = time.time()
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=20)
+    assert "interrupted" in out
+    assert time.time() - t0 < 5
