@@ -196,25 +196,13 @@ absl::Status ShmCommunicator::Impl::ReduceScatter(const void* in, void* out,
     if (out != in) std::memmove(dst, src, count * elem);
     return absl::OkStatus();
   }
-  // Each chunk carries `n` elements of every rank's block.
-  const int64_t chunk_elems =
-      std::max<int64_t>(1, static_cast<int64_t>(slot_bytes()) / elem / world_);
-  for (int64_t begin = 0; begin < count || (count == 0 && begin == 0);
-       begin += chunk_elems) {
-    const int64_t n = std::min(chunk_elems, count - begin);
-    const int p = NextParity();
-    for (int k = 0; k < world_; ++k) {
-      std::memcpy(slot(p, rank_) + k * n * elem,
-                  src + (k * count + begin) * elem, n * elem);
-    }
-    SHOAL_RETURN_IF_ERROR(Sync());
+  return BlockChunks(src, count, elem, [&](int64_t begin, int64_t n, int p) {
     const void* inputs[kMaxCollRanks];
-    for (int r = 0; r < world_; ++r) inputs[r] = slot(p, r) + rank_ * n * elem;
-    SHOAL_RETURN_IF_ERROR(
-        ReduceN(dtype, op, inputs, world_, dst + begin * elem, n, world_));
-    if (count == 0) break;
-  }
-  return absl::OkStatus();
+    for (int r = 0; r < world_; ++r) {
+      inputs[r] = slot(p, r) + rank_ * n * elem;
+    }
+    return ReduceN(dtype, op, inputs, world_, dst + begin * elem, n, world_);
+  });
 }
 
 absl::Status ShmCommunicator::Impl::AllToAll(const void* in, void* out,
@@ -234,6 +222,19 @@ absl::Status ShmCommunicator::Impl::AllToAll(const void* in, void* out,
     staging_.assign(src, src + world_ * count * elem);
     src = staging_.data();
   }
+  return BlockChunks(src, count, elem, [&](int64_t begin, int64_t n, int p) {
+    for (int r = 0; r < world_; ++r) {
+      std::memcpy(dst + (r * count + begin) * elem,
+                  slot(p, r) + rank_ * n * elem, n * elem);
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ShmCommunicator::Impl::BlockChunks(
+    const uint8_t* src, int64_t count, int64_t elem,
+    const std::function<absl::Status(int64_t, int64_t, int)>& consume) {
+  // Each chunk carries `n` elements of every rank's block.
   const int64_t chunk_elems =
       std::max<int64_t>(1, static_cast<int64_t>(slot_bytes()) / elem / world_);
   for (int64_t begin = 0; begin < count || (count == 0 && begin == 0);
@@ -245,10 +246,7 @@ absl::Status ShmCommunicator::Impl::AllToAll(const void* in, void* out,
                   src + (k * count + begin) * elem, n * elem);
     }
     SHOAL_RETURN_IF_ERROR(Sync());
-    for (int r = 0; r < world_; ++r) {
-      std::memcpy(dst + (r * count + begin) * elem,
-                  slot(p, r) + rank_ * n * elem, n * elem);
-    }
+    SHOAL_RETURN_IF_ERROR(consume(begin, n, p));
     if (count == 0) break;
   }
   return absl::OkStatus();

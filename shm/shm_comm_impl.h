@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -105,6 +106,13 @@ class ShmCommunicator::Impl {
   // slot holds the reduced slice [n·r/world, n·(r+1)/world).
   absl::Status ReduceChunk(const uint8_t* src, int64_t n, DType dtype,
                            ReduceOp op, int p);
+  // Reduce_scatter's and all_to_all's pass over `src` (world_ blocks of
+  // `count` elements), a chunk at a time: stages `n` elements of every block
+  // in this rank's slot of parity p, syncs, then `consume(begin, n, p)` reads
+  // the slots.
+  absl::Status BlockChunks(
+      const uint8_t* src, int64_t count, int64_t elem,
+      const std::function<absl::Status(int64_t, int64_t, int)>& consume);
   // Copies every rank's reduced slice of chunk `p` to `dst`; `stream`: with
   // non-temporal stores.
   void GatherChunk(uint8_t* dst, int64_t n, int64_t elem, int p, bool stream);
