@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "examples/data_parallel/backend.h"
+#include "examples/data_parallel/gemm_mapping.h"
 #include "examples/data_parallel/gpu_kernels.h"
 #include "ipc/status_macros.h"
 
@@ -118,16 +119,13 @@ class GpuBackend : public Backend {
         shard_rows_ + (step % shard_.batches_per_epoch) * int64_t{m} * ld;
     const float* y = x + spec_.d_in;
     const int last = spec_.layers - 1;
-    // Row-major matrices are cuBLAS's column-major transposes, so each
-    // product is written as its transpose: Zᵀ = Wᵀ · Inᵀ and so on.
     for (int l = 0; l <= last; ++l) {
       const float* in = l == 0 ? x : acts_[l - 1];
       const int ld_in = l == 0 ? ld : spec_.in(l);
       const int n_in = spec_.in(l), n_out = spec_.out(l);
       const LayerSlice& s = layout_.layer(l);
-      DP_CUBLAS(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, n_out, m, n_in,
-                            &kOne, params_ + s.w, n_out, in, ld_in, &kZero,
-                            acts_[l], n_out));
+      SHOAL_RETURN_IF_ERROR(Sgemm(
+          ForwardProduct(m, n_in, n_out, in, ld_in, params_ + s.w, acts_[l])));
       DP_CUDA(cuda::BiasActivation(acts_[l], m, n_out, params_ + s.b,
                                    /*relu=*/l < last, compute_));
     }
@@ -138,17 +136,13 @@ class GpuBackend : public Backend {
       const int ld_in = l == 0 ? ld : spec_.in(l);
       const int n_in = spec_.in(l), n_out = spec_.out(l);
       const LayerSlice& s = layout_.layer(l);
-      // dWᵀ (out × in) = dzᵀ · In.
-      DP_CUBLAS(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_T, n_out, n_in, m,
-                            &kOne, dz_, n_out, in, ld_in, &kZero, grads_ + s.w,
-                            n_out));
+      SHOAL_RETURN_IF_ERROR(Sgemm(
+          WeightGradProduct(m, n_in, n_out, in, ld_in, dz_, grads_ + s.w)));
       DP_CUDA(cuda::ColumnSum(dz_, m, n_out, grads_ + s.b, compute_));
       if (absl::Status st = grads_ready(l); !st.ok()) return st;
       if (l == 0) break;
-      // daᵀ (in × m) = W · dzᵀ.
-      DP_CUBLAS(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n_in, m, n_out,
-                            &kOne, params_ + s.w, n_out, dz_, n_out, &kZero,
-                            da_, n_in));
+      SHOAL_RETURN_IF_ERROR(
+          Sgemm(InputGradProduct(m, n_in, n_out, dz_, params_ + s.w, da_)));
       DP_CUDA(
           cuda::ReluBackward(da_, acts_[l - 1], int64_t{m} * n_in, compute_));
       std::swap(dz_, da_);
@@ -186,6 +180,13 @@ class GpuBackend : public Backend {
   }
 
  private:
+  absl::Status Sgemm(const ColMajorGemm& g) {
+    DP_CUBLAS(cublasSgemm(cublas_, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k,
+                          &kOne, g.a, g.lda, g.b, g.ldb, &kZero, g.c, g.ldc));
+    return absl::OkStatus();
+  }
+
   absl::Status Alloc(float** p, int64_t elems) {
     void* raw = nullptr;
     DP_CUDA(cudaMalloc(&raw, std::max<int64_t>(elems, 1) * sizeof(float)));
