@@ -31,6 +31,7 @@
 #include "ipc/subprocess.h"
 #include "shm/store_client.h"
 #include "tools/bench/bench_util.h"
+#include "tools/bench/role_process.h"
 #include "tools/bench/store_peer.h"
 #include "tools/cli/args.h"
 
@@ -148,27 +149,6 @@ struct Row {
   double first_put_s = 0;
   int wrong = 0;
 };
-
-absl::StatusOr<Subprocess> StartRole(const char* role,
-                                     const std::string& endpoint) {
-  SubprocessOptions o;
-  o.pipe_stdin = true;
-  o.pipe_stdout = true;
-  return Subprocess::Start(
-      {SelfExePath(), "bench", "store-role", role, endpoint}, o);
-}
-
-absl::StatusOr<std::vector<std::string>> Ask(Subprocess& p,
-                                             const std::string& cmd) {
-  absl::Status s = p.WriteLine(cmd);
-  if (!s.ok()) return s;
-  absl::StatusOr<std::string> line = p.ReadLine(absl::Minutes(2));
-  if (!line.ok()) {
-    return absl::InternalError(absl::StrCat("benchmark role failed on '", cmd,
-                                            "': ", line.status().message()));
-  }
-  return std::vector<std::string>(absl::StrSplit(*line, ' '));
-}
 
 absl::Status RunSize(Subprocess& producer, Subprocess& consumer, uint64_t size,
                      int warmup, int iters, Row* row) {

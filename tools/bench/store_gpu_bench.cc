@@ -33,6 +33,7 @@
 #include "ipc/subprocess.h"
 #include "shm/store_client.h"
 #include "tools/bench/bench_util.h"
+#include "tools/bench/role_process.h"
 #include "tools/cli/args.h"
 
 namespace shoal::bench {
@@ -146,17 +147,6 @@ struct GpuRow {
   int wrong = 0;
 };
 
-absl::StatusOr<std::vector<std::string>> Ask(Subprocess& p,
-                                             const std::string& cmd) {
-  if (absl::Status s = p.WriteLine(cmd); !s.ok()) return s;
-  absl::StatusOr<std::string> line = p.ReadLine(absl::Minutes(2));
-  if (!line.ok()) {
-    return absl::InternalError(absl::StrCat("benchmark role failed on '", cmd,
-                                            "': ", line.status().message()));
-  }
-  return std::vector<std::string>(absl::StrSplit(*line, ' '));
-}
-
 absl::Status RunGpuSize(Subprocess& producer, Subprocess& consumer,
                         uint64_t size, int warmup, int iters, GpuRow* row) {
   row->size = size;
@@ -192,15 +182,6 @@ absl::Status RunGpuSize(Subprocess& producer, Subprocess& consumer,
     if (sum != want) ++row->wrong;
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<Subprocess> StartRole(const char* role,
-                                     const std::string& endpoint) {
-  SubprocessOptions o;
-  o.pipe_stdin = true;
-  o.pipe_stdout = true;
-  return Subprocess::Start(
-      {SelfExePath(), "bench", "store-role", role, endpoint}, o);
 }
 
 double GBps(uint64_t bytes, double s) { return s > 0 ? bytes / s / 1e9 : 0; }
