@@ -1,6 +1,6 @@
 // The C++ side of the wire format: one struct per Envelope body case. Code
-// outside ipc/protocol.cc builds and reads these, never the generated protobuf
-// types.
+// outside ipc/protocol*.cc builds and reads these, never the generated
+// protobuf types.
 #ifndef SHOAL_IPC_MESSAGES_H_
 #define SHOAL_IPC_MESSAGES_H_
 

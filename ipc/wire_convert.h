@@ -1,5 +1,5 @@
 // Internal to ipc/: conversions between the C++ value types and the generated
-// protobuf messages. Only protocol.cc and task_payload.cc include it.
+// protobuf messages. Only protocol*.cc and task_payload.cc include it.
 #ifndef SHOAL_IPC_WIRE_CONVERT_H_
 #define SHOAL_IPC_WIRE_CONVERT_H_
 
@@ -34,7 +34,8 @@ StoreStats FromWire(const wire::StoreStatsReply& r);
 // A status from a wire code and message. Returns false (leaving `out`
 // untouched) for a code that is not an absl::StatusCode. (Not a
 // StatusOr<Status>: constructing one from an error Status makes a *value*.)
-bool StatusFromWire(int32_t code, const std::string& message, absl::Status* out);
+bool StatusFromWire(int32_t code, const std::string& message,
+                    absl::Status* out);
 bool ValidStatusCode(int32_t code);
 
 }  // namespace shoal::ipc

@@ -1,0 +1,297 @@
+// The coordinator's messages on the wire: client hello and welcome, task
+// submission, waiting and cancellation, object fetches, worker hello and
+// heartbeats, node status and stop.
+#include "absl/strings/str_cat.h"
+#include "ipc/protocol_internal.h"
+#include "ipc/wire_convert.h"
+
+namespace shoal::ipc {
+namespace protocol_internal {
+
+// ---- encode -----------------------------------------------------------------
+
+absl::Status EncodeBody(const ClientHello& m, wire::Envelope* w) {
+  auto* r = w->mutable_client_hello();
+  r->set_pid(m.pid);
+  r->set_name(m.name);
+  r->set_boot_id(m.boot_id);
+  return absl::OkStatus();
+}
+
+absl::Status EncodeBody(const ClientWelcome& m, wire::Envelope* w) {
+  auto* r = w->mutable_client_welcome();
+  r->set_job_id(m.job_id);
+  r->set_local(m.local);
+  r->set_task_segment(m.task_segment);
+  r->set_task_client(m.task_client);
+  r->set_store_endpoint(m.store_endpoint);
+  r->set_cpus_per_worker(m.cpus_per_worker);
+  r->set_gpus_per_worker(m.gpus_per_worker);
+  return absl::OkStatus();
+}
+
+absl::Status EncodeBody(const SubmitRequest& m, wire::Envelope* w) {
+  auto* r = w->mutable_submit();
+  for (const TaskSpec& t : m.tasks) ToWire(t, r->add_tasks());
+  return absl::OkStatus();
+}
+
+// The id lists below take their body before the loop, so that an empty list
+// still encodes as that body rather than as an Envelope with none.
+
+absl::Status EncodeBody(const SubmitReply& m, wire::Envelope* w) {
+  auto* r = w->mutable_submit_reply();
+  for (uint64_t id : m.task_ids) r->add_task_ids(id);
+  return absl::OkStatus();
+}
+
+absl::Status EncodeBody(const WaitRequest& m, wire::Envelope* w) {
+  auto* r = w->mutable_wait();
+  for (uint64_t id : m.task_ids) r->add_task_ids(id);
+  r->set_timeout_ms(m.timeout_ms);
+  r->set_min_done(m.min_done);
+  r->set_release(m.release);
+  return absl::OkStatus();
+}
+
+absl::Status EncodeBody(const WaitReply& m, wire::Envelope* w) {
+  auto* r = w->mutable_wait_reply();
+  for (const TaskResult& t : m.results) ToWire(t, r->add_results());
+  return absl::OkStatus();
+}
+
+absl::Status EncodeBody(const CancelRequest& m, wire::Envelope* w) {
+  auto* r = w->mutable_cancel();
+  for (uint64_t id : m.task_ids) r->add_task_ids(id);
+  return absl::OkStatus();
+}
+
+absl::Status EncodeBody(const ReleaseTasksRequest& m, wire::Envelope* w) {
+  auto* r = w->mutable_release_tasks();
+  for (uint64_t id : m.task_ids) r->add_task_ids(id);
+  return absl::OkStatus();
+}
+
+absl::Status EncodeBody(const FetchObjectRequest& m, wire::Envelope* w) {
+  w->mutable_fetch_object()->set_id(IdBytes(m.id));
+  return absl::OkStatus();
+}
+
+absl::Status EncodeBody(const FetchObjectReply& m, wire::Envelope* w) {
+  auto* t = w->mutable_fetch_object_reply()->mutable_tensor();
+  ToWire(m.tensor.meta, t->mutable_meta());
+  t->set_data(m.tensor.data);
+  return absl::OkStatus();
+}
+
+absl::Status EncodeBody(const WorkerHello& m, wire::Envelope* w) {
+  w->mutable_worker_hello()->set_worker_id(m.worker_id);
+  w->mutable_worker_hello()->set_pid(m.pid);
+  for (const std::string& f : m.functions)
+    w->mutable_worker_hello()->add_functions(f);
+  return absl::OkStatus();
+}
+
+absl::Status EncodeBody(const WorkerHeartbeat& m, wire::Envelope* w) {
+  w->mutable_worker_heartbeat()->set_worker_id(m.worker_id);
+  w->mutable_worker_heartbeat()->set_tasks_done(m.tasks_done);
+  return absl::OkStatus();
+}
+
+absl::Status EncodeBody(const StatusRequest&, wire::Envelope* w) {
+  w->mutable_status();
+  return absl::OkStatus();
+}
+
+absl::Status EncodeBody(const NodeStatus& m, wire::Envelope* w) {
+  auto* r = w->mutable_node_status();
+  r->set_job_id(m.job_id);
+  r->set_coordinator_pid(m.coordinator_pid);
+  r->set_uptime_ms(m.uptime_ms);
+  for (const WorkerStatus& ws : m.workers) {
+    auto* o = r->add_workers();
+    o->set_id(ws.id);
+    o->set_pid(ws.pid);
+    o->set_gpus(ws.gpus);
+    o->set_state(ws.state);
+    o->set_tasks_done(ws.tasks_done);
+    o->set_tasks_failed(ws.tasks_failed);
+    o->set_restarts(ws.restarts);
+    o->set_rss_bytes(ws.rss_bytes);
+    o->set_last_exit(ws.last_exit);
+  }
+  r->set_queued(m.queued);
+  r->set_running(m.running);
+  r->set_submitted(m.submitted);
+  r->set_completed(m.completed);
+  ToWire(m.store, r->mutable_store());
+  r->set_frontend(m.frontend);
+  r->set_results_held(m.results_held);
+  return absl::OkStatus();
+}
+
+absl::Status EncodeBody(const StopRequest&, wire::Envelope* w) {
+  w->mutable_stop();
+  return absl::OkStatus();
+}
+
+// ---- decode -----------------------------------------------------------------
+
+namespace {
+
+absl::StatusOr<std::vector<uint64_t>> TaskIds(
+    const google::protobuf::RepeatedField<uint64_t>& ids,
+    const DecodeLimits& limits) {
+  if (static_cast<size_t>(ids.size()) > limits.max_ids) {
+    return TooMany("the request", ids.size(), limits.max_ids);
+  }
+  return std::vector<uint64_t>(ids.begin(), ids.end());
+}
+
+// A message whose only field is a list of task ids.
+template <class M>
+absl::StatusOr<Message> TaskIdsMessageFromWire(
+    const google::protobuf::RepeatedField<uint64_t>& ids,
+    const DecodeLimits& limits) {
+  auto task_ids = TaskIds(ids, limits);
+  if (!task_ids.ok()) return task_ids.status();
+  return M{*std::move(task_ids)};
+}
+
+absl::StatusOr<Message> ClientHelloFromWire(const wire::ClientHello& r,
+                                            const DecodeLimits& limits) {
+  if (r.name().size() > limits.max_string_bytes || r.boot_id().size() > 64) {
+    return absl::ResourceExhaustedError("client hello fields too long");
+  }
+  return ClientHello{r.pid(), r.name(), r.boot_id()};
+}
+
+absl::StatusOr<Message> SubmitFromWire(const wire::SubmitRequest& r,
+                                       const DecodeLimits& limits) {
+  if (static_cast<size_t>(r.tasks_size()) > limits.max_ids) {
+    return TooMany("submit", r.tasks_size(), limits.max_ids);
+  }
+  if (r.tasks_size() == 0)
+    return absl::InvalidArgumentError("submit of no tasks");
+  SubmitRequest m;
+  m.tasks.reserve(r.tasks_size());
+  for (const wire::TaskSpec& t : r.tasks()) {
+    auto spec = FromWire(t, limits);
+    if (!spec.ok()) return spec.status();
+    m.tasks.push_back(*std::move(spec));
+  }
+  return m;
+}
+
+absl::StatusOr<Message> WaitFromWire(const wire::WaitRequest& r,
+                                     const DecodeLimits& limits) {
+  auto ids = TaskIds(r.task_ids(), limits);
+  if (!ids.ok()) return ids.status();
+  return WaitRequest{*std::move(ids), r.timeout_ms(), r.min_done(),
+                     r.release()};
+}
+
+absl::StatusOr<Message> WaitReplyFromWire(const wire::WaitReply& r,
+                                          const DecodeLimits& limits) {
+  if (static_cast<size_t>(r.results_size()) > limits.max_ids) {
+    return TooMany("wait reply", r.results_size(), limits.max_ids);
+  }
+  WaitReply m;
+  for (const wire::TaskResult& t : r.results()) {
+    auto res = FromWire(t, limits);
+    if (!res.ok()) return res.status();
+    m.results.push_back(*std::move(res));
+  }
+  return m;
+}
+
+absl::StatusOr<Message> FetchObjectReplyFromWire(
+    const wire::FetchObjectReply& r) {
+  wire::Value v;
+  *v.mutable_tensor() = r.tensor();
+  auto value = FromWire(v);
+  if (!value.ok()) return value.status();
+  return FetchObjectReply{std::get<TensorValue>(*std::move(value))};
+}
+
+absl::StatusOr<Message> WorkerHelloFromWire(const wire::WorkerHello& r,
+                                            const DecodeLimits& limits) {
+  if (static_cast<size_t>(r.functions_size()) > limits.max_ids) {
+    return TooMany("worker hello", r.functions_size(), limits.max_ids);
+  }
+  WorkerHello m{r.worker_id(), r.pid(), {}};
+  m.functions.assign(r.functions().begin(), r.functions().end());
+  return m;
+}
+
+NodeStatus NodeStatusFromWire(const wire::NodeStatus& r) {
+  NodeStatus m;
+  m.job_id = r.job_id();
+  m.coordinator_pid = r.coordinator_pid();
+  m.uptime_ms = r.uptime_ms();
+  for (const wire::WorkerStatus& ws : r.workers()) {
+    m.workers.push_back(WorkerStatus{
+        ws.id(), ws.pid(), ws.gpus(), ws.state(), ws.tasks_done(),
+        ws.tasks_failed(), ws.restarts(), ws.rss_bytes(), ws.last_exit()});
+  }
+  m.queued = r.queued();
+  m.running = r.running();
+  m.submitted = r.submitted();
+  m.completed = r.completed();
+  m.store = FromWire(r.store());
+  m.frontend = r.frontend();
+  m.results_held = r.results_held();
+  return m;
+}
+
+}  // namespace
+
+absl::StatusOr<Message> TaskBodyFromWire(const wire::Envelope& w,
+                                         const DecodeLimits& limits) {
+  switch (w.body_case()) {
+    case wire::Envelope::kClientHello:
+      return ClientHelloFromWire(w.client_hello(), limits);
+    case wire::Envelope::kClientWelcome: {
+      const auto& r = w.client_welcome();
+      return ClientWelcome{r.job_id(),         r.local(),
+                           r.task_segment(),   r.task_client(),
+                           r.store_endpoint(), r.cpus_per_worker(),
+                           r.gpus_per_worker()};
+    }
+    case wire::Envelope::kSubmit:
+      return SubmitFromWire(w.submit(), limits);
+    case wire::Envelope::kSubmitReply:
+      return TaskIdsMessageFromWire<SubmitReply>(w.submit_reply().task_ids(),
+                                                 limits);
+    case wire::Envelope::kWait:
+      return WaitFromWire(w.wait(), limits);
+    case wire::Envelope::kWaitReply:
+      return WaitReplyFromWire(w.wait_reply(), limits);
+    case wire::Envelope::kCancel:
+      return TaskIdsMessageFromWire<CancelRequest>(w.cancel().task_ids(),
+                                                   limits);
+    case wire::Envelope::kReleaseTasks:
+      return TaskIdsMessageFromWire<ReleaseTasksRequest>(
+          w.release_tasks().task_ids(), limits);
+    case wire::Envelope::kFetchObject:
+      return IdMessageFromWire<FetchObjectRequest>(w.fetch_object().id());
+    case wire::Envelope::kFetchObjectReply:
+      return FetchObjectReplyFromWire(w.fetch_object_reply());
+    case wire::Envelope::kWorkerHello:
+      return WorkerHelloFromWire(w.worker_hello(), limits);
+    case wire::Envelope::kWorkerHeartbeat:
+      return WorkerHeartbeat{w.worker_heartbeat().worker_id(),
+                             w.worker_heartbeat().tasks_done()};
+    case wire::Envelope::kStatus:
+      return StatusRequest{};
+    case wire::Envelope::kNodeStatus:
+      return NodeStatusFromWire(w.node_status());
+    case wire::Envelope::kStop:
+      return StopRequest{};
+    default:
+      return NotInArea("task", w);
+  }
+}
+
+}  // namespace protocol_internal
+}  // namespace shoal::ipc
