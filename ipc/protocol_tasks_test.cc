@@ -1,0 +1,344 @@
+// Round trips of the coordinator's messages (ipc/protocol_tasks.cc): client
+// hello and welcome, submit, wait, cancel, fetch, worker hello and heartbeat,
+// node status.
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "ipc/protocol.h"
+#include "ipc/protocol_test_util.h"
+#include "proto/shoal.pb.h"
+
+namespace shoal::ipc {
+namespace {
+
+using protocol_test::DecodeCode;
+using protocol_test::EncodeDecodeCode;
+using protocol_test::EveryKindOfValue;
+using protocol_test::ExpectSameValues;
+using protocol_test::RoundTrip;
+using protocol_test::SameValue;
+using protocol_test::Strided;
+using protocol_test::Tensor;
+
+TEST(ProtocolTaskTest, ClientHelloRoundTrip) {
+  ClientHello m{4242, "my client", "0b5d6a2e-1c44-4f0a-9d63-2a1f3c4e5d6f"};
+  ClientHello got = RoundTrip(m, "client_hello");
+  EXPECT_EQ(got.pid, 4242);
+  EXPECT_EQ(got.name, "my client");
+  EXPECT_EQ(got.boot_id, m.boot_id);
+  // Defaults survive too.
+  ClientHello empty = RoundTrip(ClientHello{}, "client_hello");
+  EXPECT_EQ(empty.pid, 0);
+  EXPECT_EQ(empty.name, "");
+  EXPECT_EQ(empty.boot_id, "");
+}
+
+TEST(ProtocolTaskTest, ClientHelloFieldLimits) {
+  ClientHello m{1, "n", std::string(65, 'b')};
+  EXPECT_EQ(EncodeDecodeCode(m), absl::StatusCode::kResourceExhausted);
+  m.boot_id = std::string(64, 'b');
+  EXPECT_EQ(EncodeDecodeCode(m), absl::StatusCode::kOk);
+  DecodeLimits limits;
+  limits.max_string_bytes = 8;
+  m.name = std::string(9, 'n');
+  EXPECT_EQ(EncodeDecodeCode(m, limits), absl::StatusCode::kResourceExhausted);
+  m.name = std::string(8, 'n');
+  EXPECT_EQ(EncodeDecodeCode(m, limits), absl::StatusCode::kOk);
+}
+
+TEST(ProtocolTaskTest, ClientWelcomeRoundTrip) {
+  ClientWelcome m;
+  m.job_id = "job-7";
+  m.local = true;
+  m.task_segment = "/shoal-tasks-7";
+  m.task_client = 13;
+  m.store_endpoint = "ipc:///run/shoal/store.sock";
+  m.cpus_per_worker = 4;
+  m.gpus_per_worker = 2;
+  ClientWelcome got = RoundTrip(m, "client_welcome");
+  EXPECT_EQ(got.job_id, m.job_id);
+  EXPECT_TRUE(got.local);
+  EXPECT_EQ(got.task_segment, m.task_segment);
+  EXPECT_EQ(got.task_client, 13u);
+  EXPECT_EQ(got.store_endpoint, m.store_endpoint);
+  EXPECT_EQ(got.cpus_per_worker, 4u);
+  EXPECT_EQ(got.gpus_per_worker, 2u);
+
+  ClientWelcome remote;
+  remote.job_id = "job-8";
+  remote.local = false;
+  ClientWelcome got2 = RoundTrip(remote, "client_welcome");
+  EXPECT_EQ(got2.job_id, "job-8");
+  EXPECT_FALSE(got2.local);
+  EXPECT_EQ(got2.task_segment, "");
+  EXPECT_EQ(got2.cpus_per_worker, 1u);
+  EXPECT_EQ(got2.gpus_per_worker, 0u);
+}
+
+TEST(ProtocolTaskTest, SubmitRoundTripWithEveryValueKind) {
+  SubmitRequest m;
+  TaskSpec a;
+  a.function = "add";
+  a.args = {int64_t{2}, int64_t{3}};
+  m.tasks.push_back(a);
+  TaskSpec b;
+  b.function = "py:mymodule.sub:train_step";
+  b.args = EveryKindOfValue();
+  b.resources = {8, 2};
+  b.timeout_ms = 12345;
+  b.max_retries = 0;
+  m.tasks.push_back(b);
+  TaskSpec c;
+  c.function = std::string(95, 'f');  // the longest allowed name
+  c.max_retries = 1000;
+  c.timeout_ms = std::numeric_limits<int64_t>::max();
+  c.resources = {4096, 4096};
+  m.tasks.push_back(c);
+
+  SubmitRequest got = RoundTrip(m, "submit");
+  ASSERT_EQ(got.tasks.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    const TaskSpec& want = m.tasks[i];
+    const TaskSpec& t = got.tasks[i];
+    EXPECT_EQ(t.function, want.function);
+    ExpectSameValues(want.args, t.args);
+    EXPECT_EQ(t.resources.cpus, want.resources.cpus);
+    EXPECT_EQ(t.resources.gpus, want.resources.gpus);
+    EXPECT_EQ(t.timeout_ms, want.timeout_ms);
+    EXPECT_EQ(t.max_retries, want.max_retries);
+  }
+  // Defaults: one cpu, no gpus, no timeout, the default retries.
+  EXPECT_EQ(got.tasks[0].resources.cpus, 1u);
+  EXPECT_EQ(got.tasks[0].resources.gpus, 0u);
+  EXPECT_EQ(got.tasks[0].timeout_ms, 0);
+  EXPECT_EQ(got.tasks[0].max_retries, -1);
+}
+
+TEST(ProtocolTaskTest, SubmitZeroCpusMeansOne) {
+  SubmitRequest m;
+  TaskSpec t;
+  t.function = "noop";
+  t.resources.cpus = 0;
+  m.tasks.push_back(t);
+  SubmitRequest got = RoundTrip(m, "submit");
+  ASSERT_EQ(got.tasks.size(), 1u);
+  EXPECT_EQ(got.tasks[0].resources.cpus, 1u);
+}
+
+TEST(ProtocolTaskTest, SubmitReplyRoundTrip) {
+  SubmitReply m{{1, 2, 0xffffffffffffffffull, 1ull << 40}};
+  SubmitReply got = RoundTrip(m, "submit_reply");
+  EXPECT_EQ(got.task_ids, m.task_ids);
+}
+
+TEST(ProtocolTaskTest, WaitRequestRoundTrip) {
+  WaitRequest m{{5, 6, 7}, 2500, 2, true};
+  WaitRequest got = RoundTrip(m, "wait");
+  EXPECT_EQ(got.task_ids, m.task_ids);
+  EXPECT_EQ(got.timeout_ms, 2500);
+  EXPECT_EQ(got.min_done, 2u);
+  EXPECT_TRUE(got.release);
+
+  WaitRequest forever{{9}, -1, 0, false};
+  WaitRequest got2 = RoundTrip(forever, "wait");
+  EXPECT_EQ(got2.task_ids, std::vector<uint64_t>{9});
+  EXPECT_EQ(got2.timeout_ms, -1);
+  EXPECT_EQ(got2.min_done, 0u);
+  EXPECT_FALSE(got2.release);
+}
+
+TEST(ProtocolTaskTest, WaitReplyRoundTrip) {
+  WaitReply m;
+  TaskResult ok;
+  ok.task_id = 11;
+  ok.outputs = EveryKindOfValue();
+  ok.attempts = 1;
+  TaskResult failed;
+  failed.task_id = 12;
+  failed.status = absl::InternalError("worker 3 died: signal 9");
+  failed.attempts = 4;
+  TaskResult timed_out;
+  timed_out.task_id = 13;
+  timed_out.status = absl::DeadlineExceededError("");
+  timed_out.outputs = {std::string("partial"), int64_t{7}};
+  TaskResult not_found;
+  not_found.task_id = 14;
+  not_found.status = absl::UnauthenticatedError("the highest code");
+  m.results = {ok, failed, timed_out, not_found};
+
+  WaitReply got = RoundTrip(m, "wait_reply");
+  ASSERT_EQ(got.results.size(), m.results.size());
+  for (size_t i = 0; i < m.results.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(got.results[i].task_id, m.results[i].task_id);
+    EXPECT_EQ(got.results[i].status, m.results[i].status);
+    EXPECT_EQ(got.results[i].attempts, m.results[i].attempts);
+    ExpectSameValues(m.results[i].outputs, got.results[i].outputs);
+  }
+  EXPECT_TRUE(got.results[0].status.ok());
+  EXPECT_EQ(got.results[1].status.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(got.results[1].status.message(), "worker 3 died: signal 9");
+
+  // No results at all.
+  WaitReply none = RoundTrip(WaitReply{}, "wait_reply");
+  EXPECT_TRUE(none.results.empty());
+}
+
+TEST(ProtocolTaskTest, CancelAndReleaseTasksRoundTrip) {
+  CancelRequest c{{3, 1, 4, 1, 5}};
+  EXPECT_EQ(RoundTrip(c, "cancel").task_ids, c.task_ids);
+  ReleaseTasksRequest r{{9, 2, 6}};
+  EXPECT_EQ(RoundTrip(r, "release_tasks").task_ids, r.task_ids);
+}
+
+// Regression test. At 5215d60 (before 0f137ac), BodyToWire (ipc/protocol.cc)
+// created the SubmitReply, CancelRequest and ReleaseTasksRequest bodies only
+// inside the loop over ids, so an empty list encoded as an Envelope with no
+// body: Encode succeeded and Decode rejected the frame ("message has no body").
+// This test failed against 5215d60.
+TEST(ProtocolTaskTest, EmptyIdListsRoundTrip) {
+  EXPECT_TRUE(RoundTrip(SubmitReply{}, "submit_reply").task_ids.empty());
+  EXPECT_TRUE(RoundTrip(CancelRequest{}, "cancel").task_ids.empty());
+  EXPECT_TRUE(
+      RoundTrip(ReleaseTasksRequest{}, "release_tasks").task_ids.empty());
+  EXPECT_TRUE(RoundTrip(WaitRequest{}, "wait").task_ids.empty());
+}
+
+TEST(ProtocolTaskTest, FetchObjectRoundTrip) {
+  FetchObjectRequest req{ObjectId::Random()};
+  EXPECT_EQ(RoundTrip(req, "fetch_object").id, req.id);
+
+  for (const TensorMeta& meta :
+       {TensorMeta::Contiguous(DType::kF32, {3, 5}),
+        TensorMeta::Contiguous(DType::kI64, {}), TensorMeta::Bytes(0),
+        Strided(DType::kF16, {4, 2}, {1, 4})}) {
+    SCOPED_TRACE(meta.ToString());
+    FetchObjectReply reply{Tensor(meta)};
+    FetchObjectReply got = RoundTrip(reply, "fetch_object_reply");
+    EXPECT_TRUE(SameValue(Value(reply.tensor), Value(got.tensor)));
+  }
+}
+
+TEST(ProtocolTaskTest, FetchObjectRejectsBadIdAndSizeMismatch) {
+  wire::Envelope w;
+  w.mutable_fetch_object()->set_id(std::string(15, 'x'));
+  EXPECT_EQ(DecodeCode(w), absl::StatusCode::kInvalidArgument);
+
+  FetchObjectReply reply{Tensor(TensorMeta::Contiguous(DType::kF32, {4}))};
+  reply.tensor.data.pop_back();
+  EXPECT_EQ(EncodeDecodeCode(reply), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ProtocolTaskTest, WorkerHelloRoundTrip) {
+  WorkerHello m{7, 31337, {"add", "echo", "py:pkg.mod:fn", ""}};
+  WorkerHello got = RoundTrip(m, "worker_hello");
+  EXPECT_EQ(got.worker_id, 7u);
+  EXPECT_EQ(got.pid, 31337);
+  EXPECT_EQ(got.functions, m.functions);
+
+  WorkerHello none = RoundTrip(WorkerHello{1, 2, {}}, "worker_hello");
+  EXPECT_EQ(none.worker_id, 1u);
+  EXPECT_EQ(none.pid, 2);
+  EXPECT_TRUE(none.functions.empty());
+}
+
+TEST(ProtocolTaskTest, WorkerHelloTooManyFunctions) {
+  DecodeLimits limits;
+  limits.max_ids = 3;
+  WorkerHello m{1, 2, {"a", "b", "c"}};
+  EXPECT_EQ(EncodeDecodeCode(m, limits), absl::StatusCode::kOk);
+  m.functions.push_back("d");
+  EXPECT_EQ(EncodeDecodeCode(m, limits), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(ProtocolTaskTest, WorkerHeartbeatRoundTrip) {
+  WorkerHeartbeat m{12, 1ull << 50};
+  WorkerHeartbeat got = RoundTrip(m, "worker_heartbeat");
+  EXPECT_EQ(got.worker_id, 12u);
+  EXPECT_EQ(got.tasks_done, 1ull << 50);
+}
+
+TEST(ProtocolTaskTest, EmptyRequestsRoundTrip) {
+  RoundTrip(StatusRequest{}, "status");
+  RoundTrip(StopRequest{}, "stop");
+}
+
+TEST(ProtocolTaskTest, NodeStatusRoundTrip) {
+  NodeStatus m;
+  m.job_id = "job-99";
+  m.coordinator_pid = 1234;
+  m.uptime_ms = 987654321;
+  m.workers.push_back(
+      WorkerStatus{0, 2001, "0,1", "busy", 100, 3, 1, 512ull << 20, ""});
+  m.workers.push_back(WorkerStatus{1, 2002, "", "restarting", 7, 0, 5,
+                                   64ull << 20, "killed by signal 9"});
+  m.queued = 17;
+  m.running = 2;
+  m.submitted = 1000;
+  m.completed = 981;
+  m.store = StoreStats{1ull << 34, 1ull << 30, 12,         11,    4, 3,
+                       1 << 20,    5,          1ull << 33, 65536, 2};
+  m.frontend = "tcp://0.0.0.0:5555";
+  m.results_held = 9;
+
+  NodeStatus got = RoundTrip(m, "node_status");
+  EXPECT_EQ(got.job_id, m.job_id);
+  EXPECT_EQ(got.coordinator_pid, 1234);
+  EXPECT_EQ(got.uptime_ms, 987654321);
+  ASSERT_EQ(got.workers.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i);
+    const WorkerStatus& a = m.workers[i];
+    const WorkerStatus& b = got.workers[i];
+    EXPECT_EQ(b.id, a.id);
+    EXPECT_EQ(b.pid, a.pid);
+    EXPECT_EQ(b.gpus, a.gpus);
+    EXPECT_EQ(b.state, a.state);
+    EXPECT_EQ(b.tasks_done, a.tasks_done);
+    EXPECT_EQ(b.tasks_failed, a.tasks_failed);
+    EXPECT_EQ(b.restarts, a.restarts);
+    EXPECT_EQ(b.rss_bytes, a.rss_bytes);
+    EXPECT_EQ(b.last_exit, a.last_exit);
+  }
+  EXPECT_EQ(got.queued, 17u);
+  EXPECT_EQ(got.running, 2u);
+  EXPECT_EQ(got.submitted, 1000u);
+  EXPECT_EQ(got.completed, 981u);
+  EXPECT_EQ(got.store.capacity_bytes, m.store.capacity_bytes);
+  EXPECT_EQ(got.store.used_bytes, m.store.used_bytes);
+  EXPECT_EQ(got.store.objects, m.store.objects);
+  EXPECT_EQ(got.store.sealed_objects, m.store.sealed_objects);
+  EXPECT_EQ(got.store.referenced_objects, m.store.referenced_objects);
+  EXPECT_EQ(got.store.evictions, m.store.evictions);
+  EXPECT_EQ(got.store.evicted_bytes, m.store.evicted_bytes);
+  EXPECT_EQ(got.store.clients, m.store.clients);
+  EXPECT_EQ(got.store.prefaulted_bytes, m.store.prefaulted_bytes);
+  EXPECT_EQ(got.store.max_objects, m.store.max_objects);
+  EXPECT_EQ(got.store.lock_repairs, m.store.lock_repairs);
+  EXPECT_EQ(got.frontend, m.frontend);
+  EXPECT_EQ(got.results_held, 9u);
+}
+
+TEST(ProtocolTaskTest, MessageNamesOfTaskMessages) {
+  EXPECT_EQ(MessageName(ClientHello{}), "client_hello");
+  EXPECT_EQ(MessageName(ClientWelcome{}), "client_welcome");
+  EXPECT_EQ(MessageName(SubmitRequest{}), "submit");
+  EXPECT_EQ(MessageName(SubmitReply{}), "submit_reply");
+  EXPECT_EQ(MessageName(WaitRequest{}), "wait");
+  EXPECT_EQ(MessageName(WaitReply{}), "wait_reply");
+  EXPECT_EQ(MessageName(CancelRequest{}), "cancel");
+  EXPECT_EQ(MessageName(ReleaseTasksRequest{}), "release_tasks");
+  EXPECT_EQ(MessageName(FetchObjectRequest{}), "fetch_object");
+  EXPECT_EQ(MessageName(FetchObjectReply{}), "fetch_object_reply");
+  EXPECT_EQ(MessageName(WorkerHello{}), "worker_hello");
+  EXPECT_EQ(MessageName(WorkerHeartbeat{}), "worker_heartbeat");
+  EXPECT_EQ(MessageName(StatusRequest{}), "status");
+  EXPECT_EQ(MessageName(NodeStatus{}), "node_status");
+  EXPECT_EQ(MessageName(StopRequest{}), "stop");
+}
+
+}  // namespace
+}  // namespace shoal::ipc
