@@ -1,6 +1,5 @@
 #include "ipc/task_payload.h"
 
-#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -8,50 +7,15 @@
 
 #include "gtest/gtest.h"
 #include "ipc/object_id.h"
+#include "ipc/protocol_test_util.h"
 #include "ipc/tensor_meta.h"
 #include "ipc/value.h"
 
 namespace shoal::ipc {
 namespace {
 
-// Equality for Value (BytesValue, TensorValue and ObjectValue have no ==).
-// Doubles compare bit for bit, so NaN and -0.0 must survive exactly.
-bool SameValue(const Value& a, const Value& b) {
-  if (a.index() != b.index()) return false;
-  if (const auto* x = std::get_if<double>(&a)) {
-    const double y = std::get<double>(b);
-    return std::memcmp(x, &y, sizeof(double)) == 0;
-  }
-  if (const auto* x = std::get_if<BytesValue>(&a)) {
-    return x->data == std::get<BytesValue>(b).data;
-  }
-  if (const auto* x = std::get_if<TensorValue>(&a)) {
-    const auto& y = std::get<TensorValue>(b);
-    return x->meta == y.meta && x->meta.strides == y.meta.strides &&
-           x->data == y.data;
-  }
-  if (const auto* x = std::get_if<ObjectValue>(&a)) {
-    const auto& y = std::get<ObjectValue>(b);
-    return x->id == y.id && x->meta == y.meta && x->nbytes == y.nbytes;
-  }
-  if (std::holds_alternative<std::monostate>(a)) return true;
-  if (const auto* x = std::get_if<bool>(&a)) return *x == std::get<bool>(b);
-  if (const auto* x = std::get_if<int64_t>(&a)) {
-    return *x == std::get<int64_t>(b);
-  }
-  return std::get<std::string>(a) == std::get<std::string>(b);
-}
-
-void ExpectSameValues(const std::vector<Value>& want,
-                      const std::vector<Value>& got) {
-  ASSERT_EQ(want.size(), got.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_TRUE(SameValue(want[i], got[i]))
-        << "value " << i << ": want " << ValueKindName(want[i]) << " "
-        << ValueToString(want[i]) << ", got " << ValueKindName(got[i]) << " "
-        << ValueToString(got[i]);
-  }
-}
+using protocol_test::ExpectSameValues;
+using protocol_test::Strided;
 
 std::string Pattern(size_t nbytes, uint8_t seed) {
   std::string s(nbytes, '\0');
@@ -65,12 +29,6 @@ TensorValue Tensor(TensorMeta meta) {
                    static_cast<uint8_t>(meta.dtype));
   t.meta = std::move(meta);
   return t;
-}
-
-TensorMeta Strided(DType dtype, Dims shape, Dims strides) {
-  TensorMeta m = TensorMeta::Contiguous(dtype, std::move(shape));
-  m.strides = std::move(strides);
-  return m;
 }
 
 std::vector<Value> EveryKindOfValue() {
