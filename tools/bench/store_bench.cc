@@ -201,7 +201,22 @@ double GBps(uint64_t bytes, double seconds) {
   return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0;
 }
 
-int Orchestrate(int argc, char** argv) {
+// The flags of `shoal bench store`.
+struct StoreBenchFlags {
+  std::vector<uint64_t> sizes;
+  int64_t iters = 0;
+  int64_t warmup = 0;
+  uint64_t store_bytes = 0;  // 0: 2 x the largest size + 256M
+  bool json = false;
+  bool peers = true;
+  std::string device;
+  std::string prefault_ahead;
+  double settle = 0;
+};
+
+// Errors: InvalidArgument (a bad flag or size list, --iters < 1, --warmup <
+// 0); Cancelled after --help.
+absl::StatusOr<StoreBenchFlags> ParseFlags(int argc, char** argv) {
   cli::ArgParser p(
       "shoal bench store [flags]",
       "Workload W1: put a float32 tensor in one process, get and read it in\n"
@@ -226,106 +241,131 @@ int Orchestrate(int argc, char** argv) {
       p.Double("settle", 0, "seconds to wait after the store is ready");
   p.Alias('n', "iters");
   p.Alias('w', "warmup");
-  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return cli::Fail(s);
+  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return s;
   absl::StatusOr<std::vector<uint64_t>> sizes = ParseSizeList(sizes_text);
-  if (!sizes.ok()) return cli::Fail(sizes.status());
+  if (!sizes.ok()) return sizes.status();
   if (iters < 1 || warmup < 0) {
-    return cli::Fail(
-        absl::InvalidArgumentError("--iters must be ≥ 1 and --warmup ≥ 0"));
+    return absl::InvalidArgumentError("--iters must be ≥ 1 and --warmup ≥ 0");
   }
-  if (device == "cuda") {
-    return GpuStoreBench(*sizes, static_cast<int>(warmup),
-                         static_cast<int>(iters), json);
-  }
-  if (device != "cpu") {
-    return cli::Fail(absl::InvalidArgumentError(
-        absl::StrCat("--device ", device, ": expected cpu or cuda")));
-  }
-  const uint64_t largest = *std::max_element(sizes->begin(), sizes->end());
-  if (store_bytes == 0) store_bytes = 2 * largest + (uint64_t{256} << 20);
+  return StoreBenchFlags{*std::move(sizes),
+                         iters,
+                         warmup,
+                         store_bytes,
+                         json,
+                         peers,
+                         device,
+                         ahead,
+                         settle};
+}
 
-  // Start the store and time how long it takes to be ready for clients.
+// A `shoal store` started for the benchmark, and how long it took to serve.
+struct BenchStore {
+  Subprocess process;
+  std::string endpoint;
+  double startup_s = 0;  // from spawn to its "ready" line
+  double connect_s = 0;  // the first client's connect
+};
+
+absl::StatusOr<BenchStore> StartStore(uint64_t store_bytes,
+                                      const std::string& prefault_ahead) {
+  BenchStore store;
   const std::string job = absl::StrCat("bench-", getpid());
   absl::StatusOr<std::string> dir = JobDir(job);
-  if (!dir.ok()) return cli::Fail(dir.status());
-  const std::string endpoint = absl::StrCat("ipc://", *dir, "/store.sock");
+  if (!dir.ok()) return dir.status();
+  store.endpoint = absl::StrCat("ipc://", *dir, "/store.sock");
   SubprocessOptions so;
   so.pipe_stdout = true;
   so.parent_death_signal = SIGTERM;
   const double t_start = NowSeconds();
-  absl::StatusOr<Subprocess> store = Subprocess::Start(
-      {SelfExePath(), "store", "--job-id", job, "--endpoint", endpoint,
-       "--store-bytes", absl::StrCat(store_bytes), "--prefault-ahead", ahead},
+  absl::StatusOr<Subprocess> process = Subprocess::Start(
+      {SelfExePath(), "store", "--job-id", job, "--endpoint", store.endpoint,
+       "--store-bytes", absl::StrCat(store_bytes), "--prefault-ahead",
+       prefault_ahead},
       so);
-  if (!store.ok()) return cli::Fail(store.status());
-  absl::StatusOr<std::string> ready = store->ReadLine(absl::Seconds(30));
-  if (!ready.ok()) return cli::Fail(ready.status());
-  const double startup_s = NowSeconds() - t_start;
+  if (!process.ok()) return process.status();
+  store.process = *std::move(process);
+  absl::StatusOr<std::string> ready = store.process.ReadLine(absl::Seconds(30));
+  if (!ready.ok()) return ready.status();
+  store.startup_s = NowSeconds() - t_start;
   const double t_connect = NowSeconds();
-  auto probe = ConnectRole(endpoint, "bench-probe");
-  const double connect_s = NowSeconds() - t_connect;
-  if (!probe.ok()) return cli::Fail(probe.status());
-  probe->reset();
-  if (settle > 0) absl::SleepFor(absl::Seconds(settle));
+  auto probe = ConnectRole(store.endpoint, "bench-probe");
+  store.connect_s = NowSeconds() - t_connect;
+  if (!probe.ok()) return probe.status();
+  return store;
+}
 
+// One Row per size, measured by a producer and a consumer process started
+// for the purpose and stopped at the end.
+absl::StatusOr<std::vector<Row>> RunAllSizes(const std::string& endpoint,
+                                             const StoreBenchFlags& f) {
   absl::StatusOr<Subprocess> producer = StartRole("producer", endpoint);
-  if (!producer.ok()) return cli::Fail(producer.status());
+  if (!producer.ok()) return producer.status();
   absl::StatusOr<Subprocess> consumer = StartRole("consumer", endpoint);
-  if (!consumer.ok()) return cli::Fail(consumer.status());
-
+  if (!consumer.ok()) return consumer.status();
   std::vector<Row> rows;
-  for (uint64_t size : *sizes) {
+  for (uint64_t size : f.sizes) {
     Row row;
     absl::Status s =
-        RunSize(*producer, *consumer, size, static_cast<int>(warmup),
-                static_cast<int>(iters), &row);
-    if (!s.ok()) return cli::Fail(s);
+        RunSize(*producer, *consumer, size, static_cast<int>(f.warmup),
+                static_cast<int>(f.iters), &row);
+    if (!s.ok()) return s;
     rows.push_back(std::move(row));
   }
   producer->CloseStdin();
   consumer->CloseStdin();
   (void)producer->Wait(absl::Seconds(10));
   (void)consumer->Wait(absl::Seconds(10));
-  store->Signal(SIGTERM);
-  (void)store->Wait(absl::Seconds(10));
+  return rows;
+}
 
-  std::vector<PeerRow> peer_rows;
-  std::string peer_note;
-  if (peers) {
-    absl::StatusOr<std::vector<PeerRow>> pr = RunSharedMemoryPeer(
-        *sizes, static_cast<int>(warmup), static_cast<int>(iters));
-    if (pr.ok()) {
-      peer_rows = *std::move(pr);
-    } else {
-      peer_note = absl::StrCat("peer skipped: ", pr.status().message());
-    }
+// The shoal rows, the peer rows and the store's startup, one JSON object a
+// line.
+void PrintJson(const std::vector<Row>& rows,
+               const std::vector<PeerRow>& peer_rows, const BenchStore& store,
+               const StoreBenchFlags& f) {
+  for (const Row& r : rows) {
+    const double put = GBps(r.size, Median(r.put_s));
+    const double mem = GBps(r.size, Median(r.memcpy_s));
+    JsonRow j;
+    j.Add("workload", "W1")
+        .Add("system", "shoal")
+        .Add("size_bytes", r.size)
+        .Add("put_gbps", put)
+        .Add("first_put_gbps", GBps(r.size, r.first_put_s))
+        .Add("get_us", Median(r.get_s) * 1e6)
+        .Add("get_p99_us", Quantile(r.get_s, 0.99) * 1e6)
+        .Add("read_gbps", GBps(r.size, Median(r.read_s)))
+        .Add("memcpy_gbps", mem)
+        .Add("put_over_memcpy", mem > 0 ? put / mem : 0)
+        .Add("create_us", Median(r.create_s) * 1e6)
+        .Add("copy_gbps", GBps(r.size, Median(r.copy_s)))
+        .Add("seal_us", Median(r.seal_s) * 1e6)
+        .Add("wrong", static_cast<int64_t>(r.wrong))
+        .Add("iters", f.iters);
+    std::printf("%s\n", j.str().c_str());
   }
+  for (const PeerRow& r : peer_rows) std::printf("%s\n", PeerJson(r).c_str());
+  JsonRow j;
+  j.Add("workload", "W1-startup")
+      .Add("system", "shoal")
+      .Add("store_ready_ms", store.startup_s * 1e3)
+      .Add("client_connect_ms", store.connect_s * 1e3)
+      .Add("store_bytes", f.store_bytes);
+  std::printf("%s\n", j.str().c_str());
+}
 
+// The shoal rows as a table under a header, then the peer's table (or why
+// there is none).
+void PrintTables(const std::vector<Row>& rows,
+                 const std::vector<PeerRow>& peer_rows,
+                 const std::string& peer_note, const BenchStore& store,
+                 const StoreBenchFlags& f) {
   Table table({"size", "put GB/s", "first put GB/s", "get us", "get p99 us",
                "read GB/s", "memcpy GB/s", "put/memcpy", "#wrong", "create us",
                "copy GB/s", "seal us"});
   for (const Row& r : rows) {
     const double put = GBps(r.size, Median(r.put_s));
     const double mem = GBps(r.size, Median(r.memcpy_s));
-    if (json) {
-      JsonRow j;
-      j.Add("workload", "W1")
-          .Add("system", "shoal")
-          .Add("size_bytes", r.size)
-          .Add("put_gbps", put)
-          .Add("first_put_gbps", GBps(r.size, r.first_put_s))
-          .Add("get_us", Median(r.get_s) * 1e6)
-          .Add("get_p99_us", Quantile(r.get_s, 0.99) * 1e6)
-          .Add("read_gbps", GBps(r.size, Median(r.read_s)))
-          .Add("memcpy_gbps", mem)
-          .Add("put_over_memcpy", mem > 0 ? put / mem : 0)
-          .Add("create_us", Median(r.create_s) * 1e6)
-          .Add("copy_gbps", GBps(r.size, Median(r.copy_s)))
-          .Add("seal_us", Median(r.seal_s) * 1e6)
-          .Add("wrong", static_cast<int64_t>(r.wrong))
-          .Add("iters", iters);
-      std::printf("%s\n", j.str().c_str());
-    }
     table.AddRow({cli::FormatBytes(r.size), absl::StrFormat("%.2f", put),
                   absl::StrFormat("%.2f", GBps(r.size, r.first_put_s)),
                   absl::StrFormat("%.2f", Median(r.get_s) * 1e6),
@@ -338,26 +378,15 @@ int Orchestrate(int argc, char** argv) {
                   absl::StrFormat("%.2f", GBps(r.size, Median(r.copy_s))),
                   absl::StrFormat("%.1f", Median(r.seal_s) * 1e6)});
   }
-  if (json) {
-    for (const PeerRow& r : peer_rows) std::printf("%s\n", PeerJson(r).c_str());
-    JsonRow j;
-    j.Add("workload", "W1-startup")
-        .Add("system", "shoal")
-        .Add("store_ready_ms", startup_s * 1e3)
-        .Add("client_connect_ms", connect_s * 1e3)
-        .Add("store_bytes", store_bytes);
-    std::printf("%s\n", j.str().c_str());
-    return 0;
-  }
   std::printf(
       "# W1 store: float32 tensor, producer → consumer, %lld iterations (+%lld "
       "warm-up)\n",
-      static_cast<long long>(iters), static_cast<long long>(warmup));
+      static_cast<long long>(f.iters), static_cast<long long>(f.warmup));
   std::printf(
       "# store of %s ready %.1f ms after spawn; client connect %.2f ms; "
       "prefault ahead %s, settle %.1f s\n",
-      cli::FormatBytes(store_bytes).c_str(), startup_s * 1e3, connect_s * 1e3,
-      ahead.c_str(), settle);
+      cli::FormatBytes(f.store_bytes).c_str(), store.startup_s * 1e3,
+      store.connect_s * 1e3, f.prefault_ahead.c_str(), f.settle);
   std::fputs(table.Render().c_str(), stdout);
   if (!peer_rows.empty()) {
     std::printf(
@@ -366,6 +395,48 @@ int Orchestrate(int argc, char** argv) {
     std::fputs(PeerTable(peer_rows).c_str(), stdout);
   } else if (!peer_note.empty()) {
     std::printf("\n# %s\n", peer_note.c_str());
+  }
+}
+
+int Orchestrate(int argc, char** argv) {
+  absl::StatusOr<StoreBenchFlags> flags = ParseFlags(argc, argv);
+  if (!flags.ok()) return cli::Fail(flags.status());
+  StoreBenchFlags& f = *flags;
+  if (f.device == "cuda") {
+    return GpuStoreBench(f.sizes, static_cast<int>(f.warmup),
+                         static_cast<int>(f.iters), f.json);
+  }
+  if (f.device != "cpu") {
+    return cli::Fail(absl::InvalidArgumentError(
+        absl::StrCat("--device ", f.device, ": expected cpu or cuda")));
+  }
+  const uint64_t largest = *std::max_element(f.sizes.begin(), f.sizes.end());
+  if (f.store_bytes == 0) f.store_bytes = 2 * largest + (uint64_t{256} << 20);
+
+  absl::StatusOr<BenchStore> store =
+      StartStore(f.store_bytes, f.prefault_ahead);
+  if (!store.ok()) return cli::Fail(store.status());
+  if (f.settle > 0) absl::SleepFor(absl::Seconds(f.settle));
+  absl::StatusOr<std::vector<Row>> rows = RunAllSizes(store->endpoint, f);
+  if (!rows.ok()) return cli::Fail(rows.status());
+  store->process.Signal(SIGTERM);
+  (void)store->process.Wait(absl::Seconds(10));
+
+  std::vector<PeerRow> peer_rows;
+  std::string peer_note;
+  if (f.peers) {
+    absl::StatusOr<std::vector<PeerRow>> pr = RunSharedMemoryPeer(
+        f.sizes, static_cast<int>(f.warmup), static_cast<int>(f.iters));
+    if (pr.ok()) {
+      peer_rows = *std::move(pr);
+    } else {
+      peer_note = absl::StrCat("peer skipped: ", pr.status().message());
+    }
+  }
+  if (f.json) {
+    PrintJson(*rows, peer_rows, *store, f);
+  } else {
+    PrintTables(*rows, peer_rows, peer_note, *store, f);
   }
   return 0;
 }
