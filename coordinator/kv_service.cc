@@ -82,6 +82,23 @@ class KvService::Impl {
   std::optional<ipc::Message> Handle(const std::string& routing_id,
                                      uint64_t request_id,
                                      const ipc::Message& body);
+  // One per request. Each returns the reply, or nullopt when the caller waits
+  // (as a Waiter, or a barrier participant) and is answered later.
+  std::optional<ipc::Message> SetKey(const ipc::KvSetRequest& m);
+  std::optional<ipc::Message> GetKey(const ipc::KvGetRequest& m,
+                                     const std::string& routing_id,
+                                     uint64_t request_id);
+  std::optional<ipc::Message> AddToKey(const ipc::KvAddRequest& m);
+  std::optional<ipc::Message> CompareAndSet(
+      const ipc::KvCompareAndSetRequest& m);
+  std::optional<ipc::Message> DeleteKeys(const ipc::KvDeleteRequest& m);
+  std::optional<ipc::Message> ListKeys(const ipc::KvListRequest& m);
+  std::optional<ipc::Message> WaitForKeys(const ipc::KvWaitRequest& m,
+                                          const std::string& routing_id,
+                                          uint64_t request_id);
+  std::optional<ipc::Message> ArriveAtBarrier(const ipc::BarrierRequest& m,
+                                              const std::string& routing_id,
+                                              uint64_t request_id);
   void Reply(const std::string& routing_id, uint64_t request_id,
              ipc::Message body);
   absl::Status Put(const std::string& key, std::string value);
@@ -175,102 +192,129 @@ absl::Status KvService::Impl::Put(const std::string& key, std::string value) {
 std::optional<ipc::Message> KvService::Impl::Handle(
     const std::string& routing_id, uint64_t request_id,
     const ipc::Message& body) {
-  auto error = [](absl::Status s) -> std::optional<ipc::Message> {
-    return ipc::ErrorReply{s};
-  };
   std::optional<ipc::Message> reply = std::visit(
       Overloaded{
-          [&](const ipc::KvSetRequest& m) -> std::optional<ipc::Message> {
-            absl::Status s = Put(m.key, m.value);
-            if (!s.ok()) return error(s);
-            return ipc::OkReply{};
+          [&](const ipc::KvSetRequest& m) { return SetKey(m); },
+          [&](const ipc::KvGetRequest& m) {
+            return GetKey(m, routing_id, request_id);
           },
-          [&](const ipc::KvGetRequest& m) -> std::optional<ipc::Message> {
-            auto it = data_.find(m.key);
-            if (it != data_.end()) return ipc::KvValue{true, it->second, 0};
-            if (m.timeout_ms == 0) return ipc::KvValue{false, "", 0};
-            waiters_.push_back({routing_id,
-                                request_id,
-                                {m.key},
-                                true,
-                                DeadlineFor(m.timeout_ms)});
-            return std::nullopt;
+          [&](const ipc::KvAddRequest& m) { return AddToKey(m); },
+          [&](const ipc::KvCompareAndSetRequest& m) {
+            return CompareAndSet(m);
           },
-          [&](const ipc::KvAddRequest& m) -> std::optional<ipc::Message> {
-            int64_t value = 0;
-            auto it = data_.find(m.key);
-            if (it != data_.end() && !absl::SimpleAtoi(it->second, &value)) {
-              return error(absl::InvalidArgumentError(
-                  absl::StrCat("key '", m.key, "' does not hold an integer")));
-            }
-            value += m.delta;
-            absl::Status s = Put(m.key, absl::StrCat(value));
-            if (!s.ok()) return error(s);
-            return ipc::KvValue{true, absl::StrCat(value), 0};
+          [&](const ipc::KvDeleteRequest& m) { return DeleteKeys(m); },
+          [&](const ipc::KvListRequest& m) { return ListKeys(m); },
+          [&](const ipc::KvWaitRequest& m) {
+            return WaitForKeys(m, routing_id, request_id);
           },
-          [&](const ipc::KvCompareAndSetRequest& m)
-              -> std::optional<ipc::Message> {
-            auto it = data_.find(m.key);
-            const bool matches = it == data_.end() ? m.expect_absent
-                                                   : (!m.expect_absent &&
-                                                      it->second == m.expected);
-            if (!matches)
-              return ipc::KvValue{false, it == data_.end() ? "" : it->second,
-                                  0};
-            absl::Status s = Put(m.key, m.desired);
-            if (!s.ok()) return error(s);
-            return ipc::KvValue{true, m.desired, 0};
-          },
-          [&](const ipc::KvDeleteRequest& m) -> std::optional<ipc::Message> {
-            if (!m.prefix) return ipc::KvValue{data_.erase(m.key) > 0, "", 0};
-            uint64_t n = 0;
-            for (auto it = data_.lower_bound(m.key);
-                 it != data_.end() && absl::StartsWith(it->first, m.key);) {
-              it = data_.erase(it);
-              ++n;
-            }
-            return ipc::KvValue{n > 0, "", n};
-          },
-          [&](const ipc::KvListRequest& m) -> std::optional<ipc::Message> {
-            ipc::KvListReply r;
-            for (auto it = data_.lower_bound(m.prefix);
-                 it != data_.end() && absl::StartsWith(it->first, m.prefix);
-                 ++it) {
-              r.entries.emplace_back(it->first, it->second);
-            }
-            return r;
-          },
-          [&](const ipc::KvWaitRequest& m) -> std::optional<ipc::Message> {
-            if (AllExist(m.keys)) return ipc::OkReply{};
-            waiters_.push_back({routing_id, request_id, m.keys, false,
-                                DeadlineFor(m.timeout_ms)});
-            return std::nullopt;
-          },
-          [&](const ipc::BarrierRequest& m) -> std::optional<ipc::Message> {
-            Barrier& b = barriers_[m.name];
-            if (b.arrived.empty()) b.world = m.world;
-            if (b.world != m.world) {
-              return error(absl::InvalidArgumentError(
-                  absl::StrCat("barrier '", m.name, "' is for ", b.world,
-                               " processes, this caller says ", m.world)));
-            }
-            b.arrived.push_back(
-                {routing_id, request_id, {}, false, DeadlineFor(m.timeout_ms)});
-            if (b.arrived.size() < b.world) return std::nullopt;
-            for (const Waiter& w : b.arrived)
-              Reply(w.routing_id, w.request_id, ipc::OkReply{});
-            barriers_.erase(m.name);
-            return std::nullopt;
+          [&](const ipc::BarrierRequest& m) {
+            return ArriveAtBarrier(m, routing_id, request_id);
           },
           [&](const auto&) -> std::optional<ipc::Message> {
-            return error(absl::InvalidArgumentError(
+            return ipc::ErrorReply{absl::InvalidArgumentError(
                 absl::StrCat("the key-value store does not serve ",
-                             ipc::MessageName(body))));
+                             ipc::MessageName(body)))};
           },
       },
       body);
   WakeWaiters();
   return reply;
+}
+
+std::optional<ipc::Message> KvService::Impl::SetKey(
+    const ipc::KvSetRequest& m) {
+  absl::Status s = Put(m.key, m.value);
+  if (!s.ok()) return ipc::ErrorReply{s};
+  return ipc::OkReply{};
+}
+
+std::optional<ipc::Message> KvService::Impl::GetKey(
+    const ipc::KvGetRequest& m, const std::string& routing_id,
+    uint64_t request_id) {
+  auto it = data_.find(m.key);
+  if (it != data_.end()) return ipc::KvValue{true, it->second, 0};
+  if (m.timeout_ms == 0) return ipc::KvValue{false, "", 0};
+  waiters_.push_back(
+      {routing_id, request_id, {m.key}, true, DeadlineFor(m.timeout_ms)});
+  return std::nullopt;
+}
+
+std::optional<ipc::Message> KvService::Impl::AddToKey(
+    const ipc::KvAddRequest& m) {
+  int64_t value = 0;
+  auto it = data_.find(m.key);
+  if (it != data_.end() && !absl::SimpleAtoi(it->second, &value)) {
+    return ipc::ErrorReply{absl::InvalidArgumentError(
+        absl::StrCat("key '", m.key, "' does not hold an integer"))};
+  }
+  value += m.delta;
+  absl::Status s = Put(m.key, absl::StrCat(value));
+  if (!s.ok()) return ipc::ErrorReply{s};
+  return ipc::KvValue{true, absl::StrCat(value), 0};
+}
+
+std::optional<ipc::Message> KvService::Impl::CompareAndSet(
+    const ipc::KvCompareAndSetRequest& m) {
+  auto it = data_.find(m.key);
+  const bool matches = it == data_.end()
+                           ? m.expect_absent
+                           : (!m.expect_absent && it->second == m.expected);
+  if (!matches)
+    return ipc::KvValue{false, it == data_.end() ? "" : it->second, 0};
+  absl::Status s = Put(m.key, m.desired);
+  if (!s.ok()) return ipc::ErrorReply{s};
+  return ipc::KvValue{true, m.desired, 0};
+}
+
+std::optional<ipc::Message> KvService::Impl::DeleteKeys(
+    const ipc::KvDeleteRequest& m) {
+  if (!m.prefix) return ipc::KvValue{data_.erase(m.key) > 0, "", 0};
+  uint64_t n = 0;
+  for (auto it = data_.lower_bound(m.key);
+       it != data_.end() && absl::StartsWith(it->first, m.key);) {
+    it = data_.erase(it);
+    ++n;
+  }
+  return ipc::KvValue{n > 0, "", n};
+}
+
+std::optional<ipc::Message> KvService::Impl::ListKeys(
+    const ipc::KvListRequest& m) {
+  ipc::KvListReply r;
+  for (auto it = data_.lower_bound(m.prefix);
+       it != data_.end() && absl::StartsWith(it->first, m.prefix); ++it) {
+    r.entries.emplace_back(it->first, it->second);
+  }
+  return r;
+}
+
+std::optional<ipc::Message> KvService::Impl::WaitForKeys(
+    const ipc::KvWaitRequest& m, const std::string& routing_id,
+    uint64_t request_id) {
+  if (AllExist(m.keys)) return ipc::OkReply{};
+  waiters_.push_back(
+      {routing_id, request_id, m.keys, false, DeadlineFor(m.timeout_ms)});
+  return std::nullopt;
+}
+
+// The last participant to arrive releases them all.
+std::optional<ipc::Message> KvService::Impl::ArriveAtBarrier(
+    const ipc::BarrierRequest& m, const std::string& routing_id,
+    uint64_t request_id) {
+  Barrier& b = barriers_[m.name];
+  if (b.arrived.empty()) b.world = m.world;
+  if (b.world != m.world) {
+    return ipc::ErrorReply{absl::InvalidArgumentError(
+        absl::StrCat("barrier '", m.name, "' is for ", b.world,
+                     " processes, this caller says ", m.world))};
+  }
+  b.arrived.push_back(
+      {routing_id, request_id, {}, false, DeadlineFor(m.timeout_ms)});
+  if (b.arrived.size() < b.world) return std::nullopt;
+  for (const Waiter& w : b.arrived)
+    Reply(w.routing_id, w.request_id, ipc::OkReply{});
+  barriers_.erase(m.name);
+  return std::nullopt;
 }
 
 void KvService::Impl::WakeWaiters() {
