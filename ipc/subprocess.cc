@@ -10,6 +10,9 @@
 
 #include <cerrno>
 #include <climits>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "ipc/status_macros.h"
@@ -47,6 +50,109 @@ std::vector<std::string> ChildEnv(const SubprocessOptions& options) {
   return out;
 }
 
+// execvpe's argv and envp, built before fork: the child must not allocate.
+// Not copyable or movable: the pointers point into the strings.
+class ExecArgs {
+ public:
+  ExecArgs(const std::vector<std::string>& argv,
+           const SubprocessOptions& options)
+      : env_(ChildEnv(options)), args_(argv) {
+    for (std::string& s : env_) envp_.push_back(s.data());
+    envp_.push_back(nullptr);
+    for (std::string& s : args_) argvp_.push_back(s.data());
+    argvp_.push_back(nullptr);
+  }
+  ExecArgs(const ExecArgs&) = delete;
+  ExecArgs& operator=(const ExecArgs&) = delete;
+
+  char* const* argv() const { return argvp_.data(); }
+  char* const* envp() const { return envp_.data(); }
+
+ private:
+  std::vector<std::string> env_;
+  std::vector<std::string> args_;
+  std::vector<char*> envp_;
+  std::vector<char*> argvp_;
+};
+
+// The descriptors a child starts with; -1 where unused.
+struct ChildFds {
+  int in_pipe[2] = {-1, -1};      // options.pipe_stdin
+  int out_pipe[2] = {-1, -1};     // options.pipe_stdout
+  int stderr_pipe[2] = {-1, -1};  // options.pipe_stderr
+  // Reports an exec failure to the parent; closed (by O_CLOEXEC) on success.
+  int err_pipe[2] = {-1, -1};
+  int out_file = -1;  // options.stdout_file
+  int err_file = -1;  // options.stderr_file
+};
+
+absl::Status OpenChildFds(const SubprocessOptions& options, ChildFds* fds) {
+  if (options.pipe_stdin && pipe2(fds->in_pipe, O_CLOEXEC) != 0)
+    return SHOAL_ERRNO("pipe");
+  if (options.pipe_stdout && pipe2(fds->out_pipe, O_CLOEXEC) != 0)
+    return SHOAL_ERRNO("pipe");
+  if (options.pipe_stderr && pipe2(fds->stderr_pipe, O_CLOEXEC) != 0) {
+    return SHOAL_ERRNO("pipe");
+  }
+  if (pipe2(fds->err_pipe, O_CLOEXEC) != 0) return SHOAL_ERRNO("pipe");
+  if (!options.stdout_file.empty()) {
+    fds->out_file = open(options.stdout_file.c_str(),
+                         O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fds->out_file < 0)
+      return SHOAL_ERRNO(absl::StrCat("open ", options.stdout_file));
+  }
+  if (!options.stderr_file.empty()) {
+    fds->err_file = open(options.stderr_file.c_str(),
+                         O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fds->err_file < 0)
+      return SHOAL_ERRNO(absl::StrCat("open ", options.stderr_file));
+  }
+  return absl::OkStatus();
+}
+
+// In the forked child: only async-signal-safe calls from here to exec. On a
+// failure, writes errno to the exec-report pipe and exits 127.
+[[noreturn]] void ExecChild(const SubprocessOptions& options, pid_t parent,
+                            const ChildFds& fds, const ExecArgs& exec) {
+  if (options.parent_death_signal != 0) {
+    prctl(PR_SET_PDEATHSIG, options.parent_death_signal);
+    if (getppid() != parent) raise(options.parent_death_signal);
+  }
+  if (options.new_process_group) setpgid(0, 0);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (fds.in_pipe[0] >= 0) dup2(fds.in_pipe[0], STDIN_FILENO);
+  if (fds.out_pipe[1] >= 0) dup2(fds.out_pipe[1], STDOUT_FILENO);
+  if (fds.out_file >= 0) dup2(fds.out_file, STDOUT_FILENO);
+  if (fds.err_file >= 0) dup2(fds.err_file, STDERR_FILENO);
+  if (fds.stderr_pipe[1] >= 0) dup2(fds.stderr_pipe[1], STDERR_FILENO);
+  if (!options.cwd.empty() && chdir(options.cwd.c_str()) != 0) {
+    const int err = errno;
+    ssize_t unused = write(fds.err_pipe[1], &err, sizeof(err));
+    (void)unused;
+    _exit(127);
+  }
+  execvpe(exec.argv()[0], exec.argv(), exec.envp());
+  const int err = errno;
+  ssize_t unused = write(fds.err_pipe[1], &err, sizeof(err));
+  (void)unused;
+  _exit(127);
+}
+
+// The child's errno if it failed to exec (it wrote one to the report pipe),
+// nullopt if it exec'd (the pipe closed empty). Closes the pipe.
+std::optional<int> ReadExecFailure(int& report_fd) {
+  int exec_errno = 0;
+  ssize_t n;
+  do {
+    n = read(report_fd, &exec_errno, sizeof(exec_errno));
+  } while (n < 0 && errno == EINTR);
+  CloseFd(report_fd);
+  if (n == sizeof(exec_errno)) return exec_errno;
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string SelfExePath() {
@@ -68,93 +174,31 @@ std::string DescribeWaitStatus(int status) {
 absl::StatusOr<Subprocess> Subprocess::Start(
     const std::vector<std::string>& argv, const SubprocessOptions& options) {
   if (argv.empty()) return absl::InvalidArgumentError("empty command");
-  std::vector<std::string> env_strings = ChildEnv(options);
-  std::vector<char*> envp;
-  for (std::string& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args = argv;
-  std::vector<char*> argvp;
-  for (std::string& s : args) argvp.push_back(s.data());
-  argvp.push_back(nullptr);
-
-  int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1},
-      stderr_pipe[2] = {-1, -1};
-  if (options.pipe_stdin && pipe2(in_pipe, O_CLOEXEC) != 0)
-    return SHOAL_ERRNO("pipe");
-  if (options.pipe_stdout && pipe2(out_pipe, O_CLOEXEC) != 0)
-    return SHOAL_ERRNO("pipe");
-  // Reports an exec failure to the parent; closed (by O_CLOEXEC) on success.
-  if (options.pipe_stderr && pipe2(stderr_pipe, O_CLOEXEC) != 0) {
-    return SHOAL_ERRNO("pipe");
-  }
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) return SHOAL_ERRNO("pipe");
-  int out_file = -1, err_file = -1;
-  if (!options.stdout_file.empty()) {
-    out_file = open(options.stdout_file.c_str(),
-                    O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (out_file < 0)
-      return SHOAL_ERRNO(absl::StrCat("open ", options.stdout_file));
-  }
-  if (!options.stderr_file.empty()) {
-    err_file = open(options.stderr_file.c_str(),
-                    O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (err_file < 0)
-      return SHOAL_ERRNO(absl::StrCat("open ", options.stderr_file));
-  }
+  const ExecArgs exec(argv, options);
+  ChildFds fds;
+  SHOAL_RETURN_IF_ERROR(OpenChildFds(options, &fds));
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) return SHOAL_ERRNO("fork");
-  if (pid == 0) {
-    // Child: only async-signal-safe calls from here to exec.
-    if (options.parent_death_signal != 0) {
-      prctl(PR_SET_PDEATHSIG, options.parent_death_signal);
-      if (getppid() != parent) raise(options.parent_death_signal);
-    }
-    if (options.new_process_group) setpgid(0, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (in_pipe[0] >= 0) dup2(in_pipe[0], STDIN_FILENO);
-    if (out_pipe[1] >= 0) dup2(out_pipe[1], STDOUT_FILENO);
-    if (out_file >= 0) dup2(out_file, STDOUT_FILENO);
-    if (err_file >= 0) dup2(err_file, STDERR_FILENO);
-    if (stderr_pipe[1] >= 0) dup2(stderr_pipe[1], STDERR_FILENO);
-    if (!options.cwd.empty() && chdir(options.cwd.c_str()) != 0) {
-      const int err = errno;
-      ssize_t unused = write(err_pipe[1], &err, sizeof(err));
-      (void)unused;
-      _exit(127);
-    }
-    execvpe(argvp[0], argvp.data(), envp.data());
-    const int err = errno;
-    ssize_t unused = write(err_pipe[1], &err, sizeof(err));
-    (void)unused;
-    _exit(127);
-  }
+  if (pid == 0) ExecChild(options, parent, fds, exec);
   // Parent.
   if (options.new_process_group)
     setpgid(pid, pid);  // no race with the child's own call
-  CloseFd(in_pipe[0]);
-  CloseFd(out_pipe[1]);
-  CloseFd(stderr_pipe[1]);
-  CloseFd(err_pipe[1]);
-  CloseFd(out_file);
-  CloseFd(err_file);
+  CloseFd(fds.in_pipe[0]);
+  CloseFd(fds.out_pipe[1]);
+  CloseFd(fds.stderr_pipe[1]);
+  CloseFd(fds.err_pipe[1]);
+  CloseFd(fds.out_file);
+  CloseFd(fds.err_file);
   Subprocess p;
   p.pid_ = pid;
   p.own_group_ = options.new_process_group;
-  p.stdin_fd_ = in_pipe[1];
-  p.stdout_fd_ = out_pipe[0];
-  p.stderr_fd_ = stderr_pipe[0];
-  int exec_errno = 0;
-  ssize_t n;
-  do {
-    n = read(err_pipe[0], &exec_errno, sizeof(exec_errno));
-  } while (n < 0 && errno == EINTR);
-  CloseFd(err_pipe[0]);
-  if (n == sizeof(exec_errno)) {
+  p.stdin_fd_ = fds.in_pipe[1];
+  p.stdout_fd_ = fds.out_pipe[0];
+  p.stderr_fd_ = fds.stderr_pipe[0];
+  if (std::optional<int> exec_errno = ReadExecFailure(fds.err_pipe[0])) {
     (void)p.Wait();
-    return ErrnoStatus(exec_errno, absl::StrCat("exec ", argv[0]), __FILE__,
+    return ErrnoStatus(*exec_errno, absl::StrCat("exec ", argv[0]), __FILE__,
                        __LINE__);
   }
   return p;
