@@ -71,9 +71,39 @@ int RunNode(coordinator::CoordinatorOptions options, int ready_fd) {
   return 0;
 }
 
-}  // namespace
+// Absolute paths for --plugin's libraries and --pythonpath's directories, into
+// `o`. Errors: NotFound naming the first that does not exist.
+absl::Status ResolveTaskPaths(const std::string& plugins,
+                              const std::string& python_path,
+                              coordinator::CoordinatorOptions* o) {
+  if (!plugins.empty())
+    o->plugins = absl::StrSplit(plugins, ':', absl::SkipEmpty());
+  for (std::string& plugin : o->plugins) {
+    char resolved[PATH_MAX];
+    if (realpath(plugin.c_str(), resolved) == nullptr) {
+      return absl::NotFoundError(
+          absl::StrCat("--plugin ", plugin, ": no such file"));
+    }
+    plugin = resolved;
+  }
+  for (absl::string_view dir :
+       absl::StrSplit(python_path, ':', absl::SkipEmpty())) {
+    char resolved[PATH_MAX];
+    if (realpath(std::string(dir).c_str(), resolved) == nullptr) {
+      return absl::NotFoundError(
+          absl::StrCat("--pythonpath ", dir, ": no such directory"));
+    }
+    o->python_path.push_back(resolved);
+  }
+  return absl::OkStatus();
+}
 
-int StartCommand(int argc, char** argv) {
+// `shoal start`'s flags as the node's options; `*daemon` is --daemon.
+// Errors: InvalidArgument (a bad flag), NotFound (ResolveTaskPaths);
+// Cancelled after --help.
+absl::StatusOr<coordinator::CoordinatorOptions> ParseStartFlags(int argc,
+                                                                char** argv,
+                                                                bool* daemon) {
   ArgParser p(
       "shoal start [flags]",
       "Starts a node: the store, N worker processes and the coordinator that\n"
@@ -105,10 +135,10 @@ int StartCommand(int argc, char** argv) {
       p.String("client-keys", "", "CURVE: file of admitted client public keys");
   std::string& server_key = p.String(
       "server-key", "", "CURVE: server key-pair file (created if missing)");
-  bool& daemon = p.Bool("daemon", false,
-                        "run in the background; print the endpoint and return");
+  bool& daemon_flag = p.Bool(
+      "daemon", false, "run in the background; print the endpoint and return");
   p.Alias('n', "workers");
-  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return Fail(s);
+  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return s;
   coordinator::CoordinatorOptions o;
   o.job_id = job_id.empty() ? NewJobId() : job_id;
   o.num_workers = static_cast<int>(n);
@@ -116,32 +146,20 @@ int StartCommand(int argc, char** argv) {
   o.cpus_per_worker = static_cast<int>(cpus_per_worker);
   if (p.seen("gpus")) o.gpus = gpus;
   o.store_bytes = store_bytes;
-  if (!plugins.empty())
-    o.plugins = absl::StrSplit(plugins, ':', absl::SkipEmpty());
-  for (std::string& plugin : o.plugins) {
-    char resolved[PATH_MAX];
-    if (realpath(plugin.c_str(), resolved) == nullptr) {
-      return Fail(absl::NotFoundError(
-          absl::StrCat("--plugin ", plugin, ": no such file")));
-    }
-    plugin = resolved;
-  }
-  for (absl::string_view dir :
-       absl::StrSplit(python_path, ':', absl::SkipEmpty())) {
-    char resolved[PATH_MAX];
-    if (realpath(std::string(dir).c_str(), resolved) == nullptr) {
-      return Fail(absl::NotFoundError(
-          absl::StrCat("--pythonpath ", dir, ": no such directory")));
-    }
-    o.python_path.push_back(resolved);
-  }
+  if (absl::Status s = ResolveTaskPaths(plugins, python_path, &o); !s.ok())
+    return s;
   o.bind = bind;
   o.insecure = insecure;
   o.client_keys_file = client_keys;
   o.server_key_file = server_key;
-  if (!daemon) return RunNode(std::move(o), -1);
+  *daemon = daemon_flag;
+  return o;
+}
 
-  // --daemon: the child becomes the node; the parent reports and returns.
+// --daemon: a forked child becomes the node, in its own session with output
+// to the job's coordinator.log; this process prints its "ready" line (or its
+// error) and returns.
+int StartDaemon(coordinator::CoordinatorOptions o) {
   int fds[2];
   if (pipe(fds) != 0) return Fail(absl::InternalError("pipe failed"));
   absl::StatusOr<std::string> dir = JobDir(o.job_id);
@@ -174,6 +192,76 @@ int StartCommand(int argc, char** argv) {
   return 1;
 }
 
+void PrintStatusJson(const ipc::NodeStatus& st) {
+  std::string workers;
+  for (const ipc::WorkerStatus& w : st.workers) {
+    bench::JsonRow r;
+    r.Add("id", static_cast<int64_t>(w.id))
+        .Add("pid", static_cast<int64_t>(w.pid))
+        .Add("gpus", w.gpus)
+        .Add("state", w.state)
+        .Add("tasks_done", w.tasks_done)
+        .Add("tasks_failed", w.tasks_failed)
+        .Add("restarts", static_cast<int64_t>(w.restarts))
+        .Add("rss_bytes", w.rss_bytes)
+        .Add("last_exit", w.last_exit);
+    absl::StrAppend(&workers, workers.empty() ? "" : ", ", r.str());
+  }
+  bench::JsonRow r;
+  r.Add("job_id", st.job_id)
+      .Add("coordinator_pid", static_cast<int64_t>(st.coordinator_pid))
+      .Add("uptime_ms", st.uptime_ms)
+      .Add("frontend", st.frontend)
+      .Add("queued", static_cast<int64_t>(st.queued))
+      .Add("running", static_cast<int64_t>(st.running))
+      .Add("submitted", st.submitted)
+      .Add("completed", st.completed)
+      .Add("store_capacity_bytes", st.store.capacity_bytes)
+      .Add("store_used_bytes", st.store.used_bytes)
+      .Add("store_objects", st.store.objects)
+      .Add("store_evictions", st.store.evictions);
+  std::string body = r.str();
+  body.insert(body.size() - 1, absl::StrCat(", \"workers\": [", workers, "]"));
+  std::printf("%s\n", body.c_str());
+}
+
+void PrintStatusText(const ipc::NodeStatus& st) {
+  std::printf("job %s  coordinator pid %d  up %.1f s  frontend %s\n",
+              st.job_id.c_str(), st.coordinator_pid, st.uptime_ms / 1000.0,
+              st.frontend.c_str());
+  std::printf("tasks: %u queued, %u running, %llu submitted, %llu completed\n",
+              st.queued, st.running,
+              static_cast<unsigned long long>(st.submitted),
+              static_cast<unsigned long long>(st.completed));
+  std::printf("store: %s of %s used, %llu objects, %llu evictions\n",
+              FormatBytes(st.store.used_bytes).c_str(),
+              FormatBytes(st.store.capacity_bytes).c_str(),
+              static_cast<unsigned long long>(st.store.objects),
+              static_cast<unsigned long long>(st.store.evictions));
+  bench::Table t({"worker", "pid", "gpus", "state", "done", "failed",
+                  "restarts", "rss", "last exit"});
+  for (const ipc::WorkerStatus& w : st.workers) {
+    t.AddRow({absl::StrCat(w.id), w.pid ? absl::StrCat(w.pid) : "-",
+              w.gpus.empty() ? "-" : w.gpus, w.state,
+              absl::StrCat(w.tasks_done), absl::StrCat(w.tasks_failed),
+              absl::StrCat(w.restarts),
+              w.rss_bytes ? FormatBytes(w.rss_bytes) : "-",
+              w.last_exit.empty() ? "-" : w.last_exit});
+  }
+  std::fputs(t.Render().c_str(), stdout);
+}
+
+}  // namespace
+
+int StartCommand(int argc, char** argv) {
+  bool daemon = false;
+  absl::StatusOr<coordinator::CoordinatorOptions> o =
+      ParseStartFlags(argc, argv, &daemon);
+  if (!o.ok()) return Fail(o.status());
+  if (!daemon) return RunNode(*std::move(o), -1);
+  return StartDaemon(*std::move(o));
+}
+
 int WorkerCommand(int argc, char** argv) {
   (void)argc;
   (void)argv;
@@ -202,62 +290,10 @@ int StatusCommand(int argc, char** argv) {
   absl::StatusOr<ipc::NodeStatus> st = (*client)->Status();
   if (!st.ok()) return Fail(st.status());
   if (json) {
-    std::string workers;
-    for (const ipc::WorkerStatus& w : st->workers) {
-      bench::JsonRow r;
-      r.Add("id", static_cast<int64_t>(w.id))
-          .Add("pid", static_cast<int64_t>(w.pid))
-          .Add("gpus", w.gpus)
-          .Add("state", w.state)
-          .Add("tasks_done", w.tasks_done)
-          .Add("tasks_failed", w.tasks_failed)
-          .Add("restarts", static_cast<int64_t>(w.restarts))
-          .Add("rss_bytes", w.rss_bytes)
-          .Add("last_exit", w.last_exit);
-      absl::StrAppend(&workers, workers.empty() ? "" : ", ", r.str());
-    }
-    bench::JsonRow r;
-    r.Add("job_id", st->job_id)
-        .Add("coordinator_pid", static_cast<int64_t>(st->coordinator_pid))
-        .Add("uptime_ms", st->uptime_ms)
-        .Add("frontend", st->frontend)
-        .Add("queued", static_cast<int64_t>(st->queued))
-        .Add("running", static_cast<int64_t>(st->running))
-        .Add("submitted", st->submitted)
-        .Add("completed", st->completed)
-        .Add("store_capacity_bytes", st->store.capacity_bytes)
-        .Add("store_used_bytes", st->store.used_bytes)
-        .Add("store_objects", st->store.objects)
-        .Add("store_evictions", st->store.evictions);
-    std::string body = r.str();
-    body.insert(body.size() - 1,
-                absl::StrCat(", \"workers\": [", workers, "]"));
-    std::printf("%s\n", body.c_str());
-    return 0;
+    PrintStatusJson(*st);
+  } else {
+    PrintStatusText(*st);
   }
-  std::printf("job %s  coordinator pid %d  up %.1f s  frontend %s\n",
-              st->job_id.c_str(), st->coordinator_pid, st->uptime_ms / 1000.0,
-              st->frontend.c_str());
-  std::printf("tasks: %u queued, %u running, %llu submitted, %llu completed\n",
-              st->queued, st->running,
-              static_cast<unsigned long long>(st->submitted),
-              static_cast<unsigned long long>(st->completed));
-  std::printf("store: %s of %s used, %llu objects, %llu evictions\n",
-              FormatBytes(st->store.used_bytes).c_str(),
-              FormatBytes(st->store.capacity_bytes).c_str(),
-              static_cast<unsigned long long>(st->store.objects),
-              static_cast<unsigned long long>(st->store.evictions));
-  bench::Table t({"worker", "pid", "gpus", "state", "done", "failed",
-                  "restarts", "rss", "last exit"});
-  for (const ipc::WorkerStatus& w : st->workers) {
-    t.AddRow({absl::StrCat(w.id), w.pid ? absl::StrCat(w.pid) : "-",
-              w.gpus.empty() ? "-" : w.gpus, w.state,
-              absl::StrCat(w.tasks_done), absl::StrCat(w.tasks_failed),
-              absl::StrCat(w.restarts),
-              w.rss_bytes ? FormatBytes(w.rss_bytes) : "-",
-              w.last_exit.empty() ? "-" : w.last_exit});
-  }
-  std::fputs(t.Render().c_str(), stdout);
   return 0;
 }
 
