@@ -118,6 +118,42 @@ Decision DecodeDecision(absl::string_view text) {
   return d;
 }
 
+// Watches a generation's stop key, through a thread with its own connection,
+// and makes fd() readable once another node has set it. With no endpoint
+// (single-node), fd() never becomes readable.
+class StopKeyWatcher {
+ public:
+  StopKeyWatcher(const std::string& kv_endpoint, std::string key)
+      : fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    if (kv_endpoint.empty()) return;
+    thread_ = std::thread([this, kv_endpoint, key = std::move(key)] {
+      auto kv = ipc::KvClient::Connect(kv_endpoint);
+      while (kv.ok() && watching_.load()) {
+        if ((*kv)->Get(key, absl::Milliseconds(500)).ok()) {
+          const uint64_t one = 1;
+          ssize_t unused = write(fd_, &one, sizeof(one));
+          (void)unused;
+          return;
+        }
+      }
+    });
+  }
+  StopKeyWatcher(const StopKeyWatcher&) = delete;
+  StopKeyWatcher& operator=(const StopKeyWatcher&) = delete;
+  ~StopKeyWatcher() {
+    watching_.store(false);
+    if (thread_.joinable()) thread_.join();
+    close(fd_);
+  }
+
+  int fd() const { return fd_; }
+
+ private:
+  const int fd_;
+  std::atomic<bool> watching_{true};
+  std::thread thread_;
+};
+
 class Launcher {
  public:
   explicit Launcher(LaunchOptions o) : o_(std::move(o)) {}
@@ -131,7 +167,18 @@ class Launcher {
   absl::Status Rendezvous();
   std::vector<RankSpec> Specs(int generation) const;
   LocalOutcome Monitor(int generation);
+  // Monitor's reactions: to SIGINT/SIGTERM, and to the group's first failed
+  // process. Each stops the group (once) and publishes the stop key.
+  void OnSignal(int generation, LocalGroup& group, LocalOutcome* outcome,
+                bool* stopping);
+  void OnFirstFailure(int generation, LocalGroup& group, LocalOutcome* outcome,
+                      bool* stopping);
   Decision Decide(int generation, const LocalOutcome& outcome);
+  Decision DecideAlone(int generation, const LocalOutcome& outcome) const;
+  // Multi-node, node 0: waits for every node's end, decides and publishes.
+  Decision DecideForAll(int generation);
+  // Multi-node, other nodes: node 0's decision.
+  Decision AwaitDecision(int generation);
   std::string RootCause(const LocalOutcome& outcome) const;
   std::string Key(int generation, absl::string_view what) const {
     return absl::StrCat(kPrefix, generation, "/", what);
@@ -360,31 +407,16 @@ LocalOutcome Launcher::Monitor(int generation) {
     outcome.failure =
         RankExit{rank_offset_, 0, 127 << 8, {std::string(started.message())}};
   }
-  // Another node's failure arrives as the generation's stop key, watched by a
-  // thread with its own connection (multi-node only).
-  int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  std::atomic<bool> watching{true};
-  std::thread watcher;
-  if (o_.nnodes > 1) {
-    watcher = std::thread([&, key = Key(generation, "stop")] {
-      auto kv = ipc::KvClient::Connect(kv_endpoint_);
-      while (kv.ok() && watching.load()) {
-        if ((*kv)->Get(key, absl::Milliseconds(500)).ok()) {
-          const uint64_t one = 1;
-          ssize_t unused = write(stop_fd, &one, sizeof(one));
-          (void)unused;
-          return;
-        }
-      }
-    });
-  }
+  // Another node's failure arrives as the generation's stop key.
+  StopKeyWatcher watcher(o_.nnodes > 1 ? kv_endpoint_ : "",
+                         Key(generation, "stop"));
   bool stopping = !started.ok();
   if (stopping) group.StopAll();
   std::vector<zmq_pollitem_t> items;
   while (!group.AllExited()) {
     items.clear();
     items.push_back({nullptr, g_signal_fd, ZMQ_POLLIN, 0});
-    items.push_back({nullptr, stop_fd, ZMQ_POLLIN, 0});
+    items.push_back({nullptr, watcher.fd(), ZMQ_POLLIN, 0});
     group.AppendPollItems(&items);
     const absl::Time now = absl::Now();
     const absl::Time wake = group.Tick(now);
@@ -393,48 +425,52 @@ LocalOutcome Launcher::Monitor(int generation) {
                                     ? absl::InfiniteDuration()
                                     : wake - now));
     group.Handle(items, 2);
-    if (items[0].revents & ZMQ_POLLIN) {
-      uint64_t v;
-      ssize_t unused = read(g_signal_fd, &v, sizeof(v));
-      (void)unused;
-      outcome.interrupted = g_signal.load();
-      group.Forward(outcome.interrupted);
-      if (!stopping) {
-        stopping = true;
-        group.StopAll();
-        if (kv_) {
-          (void)kv_->SetIfAbsent(
-              Key(generation, "stop"),
-              absl::StrCat(128 + outcome.interrupted, "\nthe launcher on node ",
-                           o_.node_rank, " got SIG",
-                           sigabbrev_np(outcome.interrupted)));
-        }
-      }
-    }
+    if (items[0].revents & ZMQ_POLLIN)
+      OnSignal(generation, group, &outcome, &stopping);
     if ((items[1].revents & ZMQ_POLLIN) && !stopping) {
       stopping = true;  // another node failed
       group.StopAll();
     }
-    if (group.first_failure() && !stopping) {
-      stopping = true;
-      outcome.failure = group.first_failure();
-      if (kv_) {
-        // The first failure anywhere is the root cause: set only if unset.
-        (void)kv_->SetIfAbsent(
-            Key(generation, "stop"),
-            absl::StrCat(ExitCodeOf(outcome.failure->wait_status), "\n",
-                         RootCause(outcome)));
-      }
-      group.StopAll();
-    }
+    if (group.first_failure() && !stopping)
+      OnFirstFailure(generation, group, &outcome, &stopping);
   }
   if (!outcome.failure && group.first_failure())
     outcome.failure = group.first_failure();
-  watching.store(false);
-  if (watcher.joinable()) watcher.join();
-  close(stop_fd);
   outcome.ok = !outcome.failure && !outcome.interrupted && !stopping;
   return outcome;
+}
+
+void Launcher::OnSignal(int generation, LocalGroup& group,
+                        LocalOutcome* outcome, bool* stopping) {
+  uint64_t v;
+  ssize_t unused = read(g_signal_fd, &v, sizeof(v));
+  (void)unused;
+  outcome->interrupted = g_signal.load();
+  group.Forward(outcome->interrupted);
+  if (*stopping) return;
+  *stopping = true;
+  group.StopAll();
+  if (kv_) {
+    (void)kv_->SetIfAbsent(
+        Key(generation, "stop"),
+        absl::StrCat(128 + outcome->interrupted, "\nthe launcher on node ",
+                     o_.node_rank, " got SIG",
+                     sigabbrev_np(outcome->interrupted)));
+  }
+}
+
+void Launcher::OnFirstFailure(int generation, LocalGroup& group,
+                              LocalOutcome* outcome, bool* stopping) {
+  *stopping = true;
+  outcome->failure = group.first_failure();
+  if (kv_) {
+    // The first failure anywhere is the root cause: set only if unset.
+    (void)kv_->SetIfAbsent(
+        Key(generation, "stop"),
+        absl::StrCat(ExitCodeOf(outcome->failure->wait_status), "\n",
+                     RootCause(*outcome)));
+  }
+  group.StopAll();
 }
 
 std::string Launcher::RootCause(const LocalOutcome& outcome) const {
@@ -454,69 +490,77 @@ std::string Launcher::RootCause(const LocalOutcome& outcome) const {
 }
 
 Decision Launcher::Decide(int generation, const LocalOutcome& outcome) {
-  if (o_.nnodes == 1) {
-    Decision d;
-    if (outcome.ok) return d;
-    if (outcome.interrupted) {
-      d.kind = Decision::kExit;
-      d.code = 128 + outcome.interrupted;
-      d.cause =
-          absl::StrCat("interrupted by SIG", sigabbrev_np(outcome.interrupted));
-      return d;
-    }
-    d.code = outcome.failure ? ExitCodeOf(outcome.failure->wait_status) : 1;
-    d.cause = RootCause(outcome);
-    d.kind =
-        generation < o_.max_restarts ? Decision::kRestart : Decision::kExit;
-    return d;
-  }
+  if (o_.nnodes == 1) return DecideAlone(generation, outcome);
   // Every node reports how its part ended; node 0 decides for all.
   (void)kv_->Set(Key(generation, absl::StrCat("ended/", o_.node_rank)),
                  outcome.ok ? "ok" : "failed");
-  const std::string next_key = Key(generation, "next");
-  if (o_.node_rank == 0) {
-    std::vector<std::string> ended;
-    for (int k = 0; k < o_.nnodes; ++k)
-      ended.push_back(Key(generation, absl::StrCat("ended/", k)));
-    absl::Status all = kv_->Wait(ended, o_.stop_grace + o_.start_timeout);
-    Decision d;
-    absl::StatusOr<std::string> stop = kv_->Get(Key(generation, "stop"));
-    if (stop.ok()) {
-      std::pair<std::string, std::string> code_cause =
-          absl::StrSplit(*stop, absl::MaxSplits('\n', 1));
-      (void)absl::SimpleAtoi(code_cause.first, &d.code);
-      d.cause = code_cause.second;
-      const bool interrupted =
-          d.code > 128 && absl::StrContains(d.cause, "the launcher on node");
-      d.kind = !interrupted && generation < o_.max_restarts ? Decision::kRestart
-                                                            : Decision::kExit;
-    } else if (!all.ok()) {
-      d.kind = Decision::kExit;
-      d.code = 1;
-      d.cause =
-          absl::StrCat("a node's launcher stopped answering: ", all.message());
-    }
-    if (d.kind == Decision::kRestart) {
-      // A fresh group starts with the job's own keys cleared.
-      auto entries = kv_->List("");
-      if (entries.ok()) {
-        for (const auto& [key, value] : *entries) {
-          if (!absl::StartsWith(key, "__shoal/")) (void)kv_->Delete(key);
-        }
-      }
-    }
-    (void)kv_->Set(next_key, EncodeDecision(d));
-    if (d.kind != Decision::kRestart) {
-      // Keep the key-value store up until every node has read the decision.
-      std::vector<std::string> byes;
-      for (int k = 1; k < o_.nnodes; ++k)
-        byes.push_back(Key(generation, absl::StrCat("bye/", k)));
-      if (!byes.empty()) (void)kv_->Wait(byes, absl::Seconds(10));
-    }
+  if (o_.node_rank == 0) return DecideForAll(generation);
+  return AwaitDecision(generation);
+}
+
+Decision Launcher::DecideAlone(int generation,
+                               const LocalOutcome& outcome) const {
+  Decision d;
+  if (outcome.ok) return d;
+  if (outcome.interrupted) {
+    d.kind = Decision::kExit;
+    d.code = 128 + outcome.interrupted;
+    d.cause =
+        absl::StrCat("interrupted by SIG", sigabbrev_np(outcome.interrupted));
     return d;
   }
+  d.code = outcome.failure ? ExitCodeOf(outcome.failure->wait_status) : 1;
+  d.cause = RootCause(outcome);
+  d.kind = generation < o_.max_restarts ? Decision::kRestart : Decision::kExit;
+  return d;
+}
+
+Decision Launcher::DecideForAll(int generation) {
+  std::vector<std::string> ended;
+  for (int k = 0; k < o_.nnodes; ++k)
+    ended.push_back(Key(generation, absl::StrCat("ended/", k)));
+  absl::Status all = kv_->Wait(ended, o_.stop_grace + o_.start_timeout);
+  Decision d;
+  absl::StatusOr<std::string> stop = kv_->Get(Key(generation, "stop"));
+  if (stop.ok()) {
+    std::pair<std::string, std::string> code_cause =
+        absl::StrSplit(*stop, absl::MaxSplits('\n', 1));
+    (void)absl::SimpleAtoi(code_cause.first, &d.code);
+    d.cause = code_cause.second;
+    const bool interrupted =
+        d.code > 128 && absl::StrContains(d.cause, "the launcher on node");
+    d.kind = !interrupted && generation < o_.max_restarts ? Decision::kRestart
+                                                          : Decision::kExit;
+  } else if (!all.ok()) {
+    d.kind = Decision::kExit;
+    d.code = 1;
+    d.cause =
+        absl::StrCat("a node's launcher stopped answering: ", all.message());
+  }
+  if (d.kind == Decision::kRestart) {
+    // A fresh group starts with the job's own keys cleared.
+    auto entries = kv_->List("");
+    if (entries.ok()) {
+      for (const auto& [key, value] : *entries) {
+        if (!absl::StartsWith(key, "__shoal/")) (void)kv_->Delete(key);
+      }
+    }
+  }
+  (void)kv_->Set(Key(generation, "next"), EncodeDecision(d));
+  if (d.kind != Decision::kRestart) {
+    // Keep the key-value store up until every node has read the decision.
+    std::vector<std::string> byes;
+    for (int k = 1; k < o_.nnodes; ++k)
+      byes.push_back(Key(generation, absl::StrCat("bye/", k)));
+    if (!byes.empty()) (void)kv_->Wait(byes, absl::Seconds(10));
+  }
+  return d;
+}
+
+Decision Launcher::AwaitDecision(int generation) {
   absl::StatusOr<std::string> next =
-      kv_->Get(next_key, o_.stop_grace + o_.start_timeout + absl::Seconds(30));
+      kv_->Get(Key(generation, "next"),
+               o_.stop_grace + o_.start_timeout + absl::Seconds(30));
   if (!next.ok()) {
     return Decision{Decision::kExit, 1,
                     absl::StrCat("lost node 0: ", next.status().message())};
