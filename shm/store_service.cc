@@ -44,6 +44,25 @@ uint32_t DefaultMaxObjects(uint64_t bytes) {
       std::clamp<uint64_t>(bytes >> 16, uint64_t{4096}, uint64_t{1} << 20));
 }
 
+// Fills in the defaults of `options` (store size, object count) and lays the
+// segment out. Errors: InvalidArgument (no clients or references allowed),
+// and those of DefaultStoreBytes and ComputeLayout.
+absl::StatusOr<Layout> ResolveLayout(StoreOptions* options) {
+  if (options->store_bytes == 0) {
+    SHOAL_ASSIGN_OR_RETURN(options->store_bytes, DefaultStoreBytes());
+  }
+  options->store_bytes = AlignUp(options->store_bytes, kPageSize);
+  if (options->max_objects == 0)
+    options->max_objects = DefaultMaxObjects(options->store_bytes);
+  if (options->max_refs_per_client == 0 || options->max_clients == 0) {
+    return absl::InvalidArgumentError(
+        "max_clients and max_refs_per_client must be positive");
+  }
+  LayoutParams params{options->store_bytes, options->max_objects,
+                      options->max_clients, 2 * options->max_refs_per_client};
+  return ComputeLayout(params);
+}
+
 }  // namespace
 
 // ---- construction -----------------------------------------------------------
@@ -52,31 +71,25 @@ absl::StatusOr<std::unique_ptr<StoreService::Impl>> StoreService::Impl::Create(
     StoreOptions options) {
   SHOAL_ASSIGN_OR_RETURN(const std::string name,
                          SegmentNameForJob(options.job_id));
-  if (options.store_bytes == 0) {
-    SHOAL_ASSIGN_OR_RETURN(options.store_bytes, DefaultStoreBytes());
-  }
-  options.store_bytes = AlignUp(options.store_bytes, kPageSize);
-  if (options.max_objects == 0)
-    options.max_objects = DefaultMaxObjects(options.store_bytes);
-  if (options.max_refs_per_client == 0 || options.max_clients == 0) {
-    return absl::InvalidArgumentError(
-        "max_clients and max_refs_per_client must be positive");
-  }
-  LayoutParams params{options.store_bytes, options.max_objects,
-                      options.max_clients, 2 * options.max_refs_per_client};
-  SHOAL_ASSIGN_OR_RETURN(const Layout layout, ComputeLayout(params));
-
+  SHOAL_ASSIGN_OR_RETURN(const Layout layout, ResolveLayout(&options));
   std::unique_ptr<Impl> impl(new Impl(std::move(options)));
+  SHOAL_RETURN_IF_ERROR(impl->CreateSegment(name, layout));
+  SHOAL_RETURN_IF_ERROR(impl->BindSocket());
+  impl->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (impl->stop_fd_ < 0) return SHOAL_ERRNO("eventfd");
+  return impl;
+}
+
+absl::Status StoreService::Impl::CreateSegment(const std::string& name,
+                                               const Layout& layout) {
   for (const std::string& stale : Segment::RemoveStale()) {
     SHOAL_LOG(INFO, "removed stale store segment /dev/shm/%s", stale);
   }
-  SHOAL_ASSIGN_OR_RETURN(impl->segment_,
-                         Segment::Create(name, impl->options_.store_bytes));
+  SHOAL_ASSIGN_OR_RETURN(segment_, Segment::Create(name, options_.store_bytes));
 
-  uint8_t* base = impl->segment_->base();
+  uint8_t* base = segment_->base();
   auto* h = reinterpret_cast<SegmentHeader*>(base);
-  impl->segment_->InitPrefix(impl->options_.job_id, kLayoutVersion,
-                             sizeof(SegmentHeader));
+  segment_->InitPrefix(options_.job_id, kLayoutVersion, sizeof(SegmentHeader));
   SHOAL_RETURN_IF_ERROR(InitRobustLock(&h->lock));
   // Allocate the index's pages now, in one kernel call: clients map them with
   // MAP_POPULATE at connect instead of faulting in a fresh page inside a get
@@ -85,48 +98,44 @@ absl::StatusOr<std::unique_ptr<StoreService::Impl>> StoreService::Impl::Create(
   // the client slots are left to be allocated as they are first written: the
   // service writes an entry before any client reads it, and start-up stays
   // independent of the store's size.
-  if (fallocate(
-          impl->segment_->fd(), 0, static_cast<off_t>(layout.index_offset),
-          static_cast<off_t>(layout.clients_offset - layout.index_offset)) !=
-      0) {
+  if (fallocate(segment_->fd(), 0, static_cast<off_t>(layout.index_offset),
+                static_cast<off_t>(layout.clients_offset -
+                                   layout.index_offset)) != 0) {
     return SHOAL_ERRNO("allocating the store's index in /dev/shm");
   }
-  impl->table_ = std::make_unique<ObjectTable>(base);
-  impl->table_->Format(layout);
-  impl->allocator_ = std::make_unique<ArenaAllocator>(
+  table_ = std::make_unique<ObjectTable>(base);
+  table_->Format(layout);
+  allocator_ = std::make_unique<ArenaAllocator>(
       layout.arena_offset, layout.arena_bytes, kDataAlignment);
-  impl->free_entries_.reserve(layout.max_objects);
-  for (uint32_t i = layout.max_objects; i-- > 0;)
-    impl->free_entries_.push_back(i);
-  impl->segment_->Publish(kSegmentMagic);
+  free_entries_.reserve(layout.max_objects);
+  for (uint32_t i = layout.max_objects; i-- > 0;) free_entries_.push_back(i);
+  segment_->Publish(kSegmentMagic);
 
-  impl->prefaulter_ = std::make_unique<Prefaulter>(
-      impl->segment_->fd(), layout.arena_offset, layout.arena_bytes,
-      impl->options_.prefault_ahead_bytes);
+  prefaulter_ = std::make_unique<Prefaulter>(
+      segment_->fd(), layout.arena_offset, layout.arena_bytes,
+      options_.prefault_ahead_bytes);
+  return absl::OkStatus();
+}
 
-  // Socket.
-  impl->endpoint_ = impl->options_.endpoint;
-  if (impl->endpoint_.empty()) {
-    SHOAL_ASSIGN_OR_RETURN(const std::string dir,
-                           JobDir(impl->options_.job_id));
-    impl->endpoint_ = absl::StrCat("ipc://", dir, "/store.sock");
+absl::Status StoreService::Impl::BindSocket() {
+  endpoint_ = options_.endpoint;
+  if (endpoint_.empty()) {
+    SHOAL_ASSIGN_OR_RETURN(const std::string dir, JobDir(options_.job_id));
+    endpoint_ = absl::StrCat("ipc://", dir, "/store.sock");
   }
-  if (absl::StartsWith(impl->endpoint_, "ipc://")) {
-    impl->socket_path_ = impl->endpoint_.substr(6);
-    unlink(impl->socket_path_.c_str());  // a dead store's socket file
+  if (absl::StartsWith(endpoint_, "ipc://")) {
+    socket_path_ = endpoint_.substr(6);
+    unlink(socket_path_.c_str());  // a dead store's socket file
   }
   ipc::SocketOptions sockopts;
   // ZeroMQ drops a peer that sends more than this; keep it well above the
   // protocol limit so an oversized request gets an error reply instead.
   sockopts.max_msg_bytes =
-      4 * static_cast<int64_t>(impl->options_.limits.max_frame_bytes);
-  SHOAL_ASSIGN_OR_RETURN(impl->socket_,
-                         ipc::Socket::Create(ZMQ_ROUTER, sockopts));
-  SHOAL_RETURN_IF_ERROR(impl->socket_.Bind(impl->endpoint_));
-  SHOAL_ASSIGN_OR_RETURN(impl->endpoint_, impl->socket_.LastEndpoint());
-  impl->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (impl->stop_fd_ < 0) return SHOAL_ERRNO("eventfd");
-  return impl;
+      4 * static_cast<int64_t>(options_.limits.max_frame_bytes);
+  SHOAL_ASSIGN_OR_RETURN(socket_, ipc::Socket::Create(ZMQ_ROUTER, sockopts));
+  SHOAL_RETURN_IF_ERROR(socket_.Bind(endpoint_));
+  SHOAL_ASSIGN_OR_RETURN(endpoint_, socket_.LastEndpoint());
+  return absl::OkStatus();
 }
 
 StoreService::Impl::~Impl() {

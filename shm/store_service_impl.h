@@ -18,6 +18,7 @@
 #include "ipc/messages.h"
 #include "ipc/socket.h"
 #include "shm/allocator.h"
+#include "shm/layout.h"
 #include "shm/object_table.h"
 #include "shm/prefaulter.h"
 #include "shm/robust_lock.h"
@@ -62,6 +63,11 @@ class StoreService::Impl {
   using Reply = std::optional<ipc::Message>;
 
   explicit Impl(StoreOptions options) : options_(std::move(options)) {}
+
+  // Construction steps (Create). The segment: created, formatted for
+  // `layout` and published; then the socket, bound to the endpoint.
+  absl::Status CreateSegment(const std::string& name, const Layout& layout);
+  absl::Status BindSocket();
 
   // Socket plumbing.
   void DrainSocket();
