@@ -223,6 +223,13 @@ class TaskTable {
 
   class Op;  // one locked, journaled operation
 
+  // Submit's steps: an allocated entry's fields for `t` (all but the payload),
+  // written through `op`; then, with the lock released, up to `n` sleeping
+  // workers woken, one each.
+  static void InitSubmittedEntry(Op& op, TaskEntry* x, const TaskSubmission& t,
+                                 uint32_t client, uint32_t klass);
+  void WakeSleepingWorkers(size_t n);
+
   std::unique_ptr<Segment> segment_;
   absl::Duration lock_timeout_;
 };

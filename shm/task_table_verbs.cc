@@ -17,11 +17,11 @@ using task_table_internal::FaultPoint;
 using task_table_internal::MonotonicNs;
 using task_table_internal::RelaxedLoad;
 
-// ---- clients
-// ------------------------------------------------------------------------
+namespace {
 
-absl::StatusOr<std::vector<uint64_t>> TaskTable::Submit(
-    uint32_t client, absl::Span<const TaskSubmission> tasks) {
+// Submit's argument checks, before it takes the lock.
+absl::Status CheckSubmissions(uint32_t client,
+                              absl::Span<const TaskSubmission> tasks) {
   if (client >= kMaxTaskClients)
     return absl::InvalidArgumentError("bad client slot");
   for (const TaskSubmission& t : tasks) {
@@ -33,9 +33,19 @@ absl::StatusOr<std::vector<uint64_t>> TaskTable::Submit(
     if (t.cpus == 0)
       return absl::InvalidArgumentError("a task needs at least 1 cpu");
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// ---- clients
+// ------------------------------------------------------------------------
+
+absl::StatusOr<std::vector<uint64_t>> TaskTable::Submit(
+    uint32_t client, absl::Span<const TaskSubmission> tasks) {
+  SHOAL_RETURN_IF_ERROR(CheckSubmissions(client, tasks));
   std::vector<uint64_t> ids;
   ids.reserve(tasks.size());
-  std::vector<uint32_t> classes;
   {
     SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
     if (op.h()->prefix.closed.load())
@@ -48,20 +58,7 @@ absl::StatusOr<std::vector<uint64_t>> TaskTable::Submit(
       SHOAL_ASSIGN_OR_RETURN(const uint32_t k, op.ClassFor(t.cpus, t.gpus));
       SHOAL_ASSIGN_OR_RETURN(const uint32_t i, op.AllocEntry());
       TaskEntry* x = op.e(i);
-      std::memset(x->function, 0, kFunctionNameBytes);
-      std::memcpy(x->function, t.function.data(), t.function.size());
-      op.W32(&x->owner, client + 1);
-      op.W32(&x->worker, 0);
-      op.W32(&x->klass, k);
-      op.W32(&x->attempts, 0);
-      op.W32(&x->max_retries, t.max_retries);
-      op.WA32(&x->flags, 0);
-      op.W64(reinterpret_cast<uint64_t*>(&x->timeout_ns),
-             static_cast<uint64_t>(t.timeout_ns));
-      op.W64(&x->seq, op.h()->next_seq);
-      op.W64(&op.h()->next_seq, op.h()->next_seq + 1);
-      op.W32(&x->result_bytes, 0);
-      op.W32(&x->result_chunk, 0);
+      InitSubmittedEntry(op, x, t, client, k);
       absl::Status s = op.WritePayload(t.args, &x->args_bytes, &x->args_chunk,
                                        x->inline_args);
       if (!s.ok()) {
@@ -81,21 +78,45 @@ absl::StatusOr<std::vector<uint64_t>> TaskTable::Submit(
              op.h()->clients[client].submitted + 1);
       op.Checkpoint();
       ids.push_back(MakeTaskId(x->generation, i));
-      classes.push_back(k);
     }
   }
   header()->enqueues.fetch_add(ids.size(), std::memory_order_seq_cst);
-  // Wake sleeping workers that can run these, one per task.
-  size_t to_wake = ids.size();
+  WakeSleepingWorkers(ids.size());
+  return ids;
+}
+
+void TaskTable::InitSubmittedEntry(Op& op, TaskEntry* x,
+                                   const TaskSubmission& t, uint32_t client,
+                                   uint32_t klass) {
+  std::memset(x->function, 0, kFunctionNameBytes);
+  std::memcpy(x->function, t.function.data(), t.function.size());
+  op.W32(&x->owner, client + 1);
+  op.W32(&x->worker, 0);
+  op.W32(&x->klass, klass);
+  op.W32(&x->attempts, 0);
+  op.W32(&x->max_retries, t.max_retries);
+  op.WA32(&x->flags, 0);
+  op.W64(reinterpret_cast<uint64_t*>(&x->timeout_ns),
+         static_cast<uint64_t>(t.timeout_ns));
+  op.W64(&x->seq, op.h()->next_seq);
+  op.W64(&op.h()->next_seq, op.h()->next_seq + 1);
+  op.W32(&x->result_bytes, 0);
+  op.W32(&x->result_chunk, 0);
+}
+
+void TaskTable::WakeSleepingWorkers(size_t n) {
+  // A worker rung by an earlier submit that has not woken up yet still counts
+  // among the sleepers: it is skipped (rung since it armed), so that
+  // back-to-back submits wake one worker each instead of ringing the same one
+  // twice and leaving the others asleep.
+  size_t to_wake = n;
   for (uint32_t w = 0; w < kMaxTaskWorkers && to_wake > 0; ++w) {
     TaskWorkerSlot& s = header()->workers[w];
     if (!RelaxedLoad(&s.in_use) ||
         s.bell.sleepers.load(std::memory_order_seq_cst) == 0)
       continue;
-    s.bell.Ring();
-    --to_wake;
+    if (s.bell.RingIfUnrung(s.armed.load(std::memory_order_seq_cst))) --to_wake;
   }
-  return ids;
 }
 
 absl::StatusOr<TaskState> TaskTable::Poll(uint64_t id) const {
@@ -297,6 +318,7 @@ void TaskTable::WaitForWork(uint32_t worker, absl::Duration spin,
     sched_yield();
   }
   const uint32_t armed = s.bell.Arm();
+  s.armed.store(armed, std::memory_order_seq_cst);  // before runnable()
   if (!runnable()) s.bell.Sleep(armed, timeout);
   s.bell.Disarm();
 }
