@@ -71,9 +71,23 @@ absl::StatusOr<Value> ParseArg(absl::string_view a,
                    "(f64/i32/i64) or obj:HEX"));
 }
 
-}  // namespace
+// `shoal submit`'s flags and positional arguments.
+struct SubmitFlags {
+  bool wait = true;
+  bool json = false;
+  double timeout = 0;
+  double wait_for = 0;
+  int64_t cpus = 1;
+  int64_t gpus = 0;
+  int64_t retries = -1;
+  std::string job_id;
+  std::string endpoint;
+  std::vector<std::string> positional;  // FUNCTION ARGS...
+};
 
-int SubmitCommand(int argc, char** argv) {
+// Errors: InvalidArgument (a bad flag, no function named); Cancelled after
+// --help.
+absl::StatusOr<SubmitFlags> ParseSubmitFlags(int argc, char** argv) {
   ArgParser p(
       "shoal submit FUNCTION [ARGS...] [flags]",
       "Runs a task on a node and prints its outputs. Arguments: 3 (int), 2.5\n"
@@ -96,68 +110,99 @@ int SubmitCommand(int argc, char** argv) {
       p.String("job-id", "", "which node (default: the one started last)");
   std::string& endpoint =
       p.String("endpoint", "", "the coordinator's frontend (tcp://...)");
-  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return Fail(s);
+  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return s;
   if (p.positional().empty()) {
-    return Fail(absl::InvalidArgumentError(
-        "name the function to run: shoal submit FUNCTION ARGS..."));
+    return absl::InvalidArgumentError(
+        "name the function to run: shoal submit FUNCTION ARGS...");
   }
-  coordinator::ClientOptions co;
-  co.job_id = job_id;
-  co.endpoint = endpoint;
-  co.force_remote = !wait;
-  auto client = coordinator::Client::Connect(co);
-  if (!client.ok()) return Fail(client.status());
+  return SubmitFlags{wait, json,    timeout, wait_for, cpus,
+                     gpus, retries, job_id,  endpoint, p.positional()};
+}
+
+// The task the flags and arguments describe (obj: arguments are looked up in
+// `client`'s store).
+absl::StatusOr<ipc::TaskSpec> TaskSpecFromFlags(const SubmitFlags& f,
+                                                coordinator::Client& client) {
   ipc::TaskSpec spec;
-  spec.function = p.positional()[0];
-  for (size_t i = 1; i < p.positional().size(); ++i) {
-    absl::StatusOr<Value> v = ParseArg(p.positional()[i], **client);
-    if (!v.ok()) return Fail(v.status());
+  spec.function = f.positional[0];
+  for (size_t i = 1; i < f.positional.size(); ++i) {
+    absl::StatusOr<Value> v = ParseArg(f.positional[i], client);
+    if (!v.ok()) return v.status();
     spec.args.push_back(*std::move(v));
   }
-  spec.resources.cpus = static_cast<uint32_t>(cpus);
-  spec.resources.gpus = static_cast<uint32_t>(gpus);
-  spec.timeout_ms = static_cast<int64_t>(timeout * 1000);
-  spec.max_retries = static_cast<int32_t>(retries);
-  absl::StatusOr<coordinator::TaskRef> task =
-      (*client)->Submit(std::move(spec));
-  if (!task.ok()) return Fail(task.status());
-  if (!wait) {
-    std::printf("%llu\n", static_cast<unsigned long long>(task->id));
-    return 0;
+  spec.resources.cpus = static_cast<uint32_t>(f.cpus);
+  spec.resources.gpus = static_cast<uint32_t>(f.gpus);
+  spec.timeout_ms = static_cast<int64_t>(f.timeout * 1000);
+  spec.max_retries = static_cast<int32_t>(f.retries);
+  return spec;
+}
+
+// One JSON object: the task's id, status, attempts and outputs (as text).
+void PrintResultJson(const ipc::TaskResult& r,
+                     const std::vector<std::string>& outs) {
+  bench::JsonRow j;
+  j.Add("task_id", r.task_id)
+      .Add("code", static_cast<int64_t>(r.status.code()))
+      .Add("message", std::string(r.status.message()))
+      .Add("attempts", static_cast<int64_t>(r.attempts));
+  std::string body = j.str();
+  std::vector<std::string> quoted;
+  for (const std::string& o : outs) {
+    bench::JsonRow q;
+    q.Add("v", o);
+    quoted.push_back(q.str().substr(6, q.str().size() - 7));
   }
-  absl::StatusOr<ipc::TaskResult> r = (*client)->Wait(
-      *task, wait_for > 0 ? absl::Seconds(wait_for) : absl::InfiniteDuration());
-  if (!r.ok()) return Fail(r.status());
+  body.insert(body.size() - 1, absl::StrCat(", \"outputs\": [",
+                                            absl::StrJoin(quoted, ", "), "]"));
+  std::printf("%s\n", body.c_str());
+}
+
+// Prints the result (JSON, or the outputs one a line when it succeeded),
+// releases its outputs and returns the exit code: 1 if the task failed.
+int ReportResult(coordinator::Client& client, const ipc::TaskResult& r,
+                 bool json) {
   std::vector<std::string> outs;
-  for (const Value& v : r->outputs) outs.push_back(ValueToString(v));
+  for (const Value& v : r.outputs) outs.push_back(ValueToString(v));
   if (json) {
-    bench::JsonRow j;
-    j.Add("task_id", r->task_id)
-        .Add("code", static_cast<int64_t>(r->status.code()))
-        .Add("message", std::string(r->status.message()))
-        .Add("attempts", static_cast<int64_t>(r->attempts));
-    std::string body = j.str();
-    std::vector<std::string> quoted;
-    for (const std::string& o : outs) {
-      bench::JsonRow q;
-      q.Add("v", o);
-      quoted.push_back(q.str().substr(6, q.str().size() - 7));
-    }
-    body.insert(
-        body.size() - 1,
-        absl::StrCat(", \"outputs\": [", absl::StrJoin(quoted, ", "), "]"));
-    std::printf("%s\n", body.c_str());
-  } else if (r->status.ok()) {
+    PrintResultJson(r, outs);
+  } else if (r.status.ok()) {
     for (const std::string& o : outs) std::printf("%s\n", o.c_str());
   }
-  (*client)->ReleaseOutputs(*r);
-  if (!r->status.ok()) {
+  client.ReleaseOutputs(r);
+  if (!r.status.ok()) {
     if (!json) {
-      std::fprintf(stderr, "task failed: %s\n", r->status.ToString().c_str());
+      std::fprintf(stderr, "task failed: %s\n", r.status.ToString().c_str());
     }
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int SubmitCommand(int argc, char** argv) {
+  absl::StatusOr<SubmitFlags> f = ParseSubmitFlags(argc, argv);
+  if (!f.ok()) return Fail(f.status());
+  coordinator::ClientOptions co;
+  co.job_id = f->job_id;
+  co.endpoint = f->endpoint;
+  co.force_remote = !f->wait;
+  auto client = coordinator::Client::Connect(co);
+  if (!client.ok()) return Fail(client.status());
+  absl::StatusOr<ipc::TaskSpec> spec = TaskSpecFromFlags(*f, **client);
+  if (!spec.ok()) return Fail(spec.status());
+  absl::StatusOr<coordinator::TaskRef> task =
+      (*client)->Submit(*std::move(spec));
+  if (!task.ok()) return Fail(task.status());
+  if (!f->wait) {
+    std::printf("%llu\n", static_cast<unsigned long long>(task->id));
+    return 0;
+  }
+  absl::StatusOr<ipc::TaskResult> r =
+      (*client)->Wait(*task, f->wait_for > 0 ? absl::Seconds(f->wait_for)
+                                             : absl::InfiniteDuration());
+  if (!r.ok()) return Fail(r.status());
+  return ReportResult(**client, *r, f->json);
 }
 
 }  // namespace shoal::cli
