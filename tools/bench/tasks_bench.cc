@@ -142,25 +142,30 @@ std::vector<Row> RunPool(int n_async, int n_sync) {
   return rows;
 }
 
-}  // namespace
+// The local or the remote path's three rows (async, async in one batch,
+// sync), through a client of node `job`.
+absl::Status MeasureClient(const std::string& job, bool force_remote,
+                           int n_async, int n_sync, std::vector<Row>* rows) {
+  coordinator::ClientOptions co;
+  co.job_id = job;
+  co.force_remote = force_remote;
+  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<coordinator::Client> c,
+                         coordinator::Client::Connect(co));
+  const std::string name =
+      force_remote ? "shoal remote (ZeroMQ)" : "shoal local (shm)";
+  SHOAL_ASSIGN_OR_RETURN(Row a, Async(*c, n_async, false, name));
+  SHOAL_ASSIGN_OR_RETURN(Row b, Async(*c, n_async, true, name));
+  SHOAL_ASSIGN_OR_RETURN(Row s, Sync(*c, n_sync, name));
+  rows->push_back(a);
+  rows->push_back(b);
+  rows->push_back(s);
+  return absl::OkStatus();
+}
 
-int TasksBench(int argc, char** argv) {
-  cli::ArgParser p(
-      "shoal bench tasks [flags]",
-      "Workload W2: no-op task throughput and latency with one client and a\n"
-      "node of 2 workers, beside multiprocessing.Pool(2) in the same run.");
-  int64_t& n_async =
-      p.Int("async", 20000, "no-op tasks submitted then awaited");
-  int64_t& n_sync =
-      p.Int("sync", 2000, "sequential submit-and-wait round trips");
-  int64_t& workers = p.Int("workers", 2, "worker processes");
-  bool& remote =
-      p.Bool("remote", true, "also measure the remote (ZeroMQ frontend) path");
-  bool& peers =
-      p.Bool("peers", true, "also measure multiprocessing.Pool (python3)");
-  bool& json = p.Bool("json", false, "one JSON object per row");
-  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return cli::Fail(s);
-
+// Starts a node of `workers` workers, measures the local path (and the remote
+// one, with `remote`) and stops the node.
+absl::StatusOr<std::vector<Row>> MeasureNode(int64_t workers, bool remote,
+                                             int n_async, int n_sync) {
   const std::string job = absl::StrCat("bench-tasks-", getpid());
   SubprocessOptions so;
   so.pipe_stdout = true;
@@ -169,38 +174,20 @@ int TasksBench(int argc, char** argv) {
       Subprocess::Start({SelfExePath(), "start", "-n", absl::StrCat(workers),
                          "--job-id", job, "--store-bytes", "256M"},
                         so);
-  if (!node.ok()) return cli::Fail(node.status());
+  if (!node.ok()) return node.status();
   absl::StatusOr<std::string> ready = node->ReadLine(absl::Seconds(30));
-  if (!ready.ok()) return cli::Fail(ready.status());
-
+  if (!ready.ok()) return ready.status();
   std::vector<Row> rows;
-  auto measure = [&](bool force_remote) -> absl::Status {
-    coordinator::ClientOptions co;
-    co.job_id = job;
-    co.force_remote = force_remote;
-    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<coordinator::Client> c,
-                           coordinator::Client::Connect(co));
-    const std::string name =
-        force_remote ? "shoal remote (ZeroMQ)" : "shoal local (shm)";
-    SHOAL_ASSIGN_OR_RETURN(Row a,
-                           Async(*c, static_cast<int>(n_async), false, name));
-    SHOAL_ASSIGN_OR_RETURN(Row b,
-                           Async(*c, static_cast<int>(n_async), true, name));
-    SHOAL_ASSIGN_OR_RETURN(Row s, Sync(*c, static_cast<int>(n_sync), name));
-    rows.push_back(a);
-    rows.push_back(b);
-    rows.push_back(s);
-    return absl::OkStatus();
-  };
-  absl::Status s = measure(false);
-  if (s.ok() && remote) s = measure(true);
+  absl::Status s = MeasureClient(job, false, n_async, n_sync, &rows);
+  if (s.ok() && remote) s = MeasureClient(job, true, n_async, n_sync, &rows);
   node->Signal(SIGTERM);
   (void)node->Wait(absl::Seconds(20));
-  if (!s.ok()) return cli::Fail(s);
-  if (peers) {
-    for (Row& r : RunPool(static_cast<int>(n_async), static_cast<int>(n_sync)))
-      rows.push_back(r);
-  }
+  if (!s.ok()) return s;
+  return rows;
+}
+
+// One JSON object per row, or a table under a header line.
+void PrintRows(const std::vector<Row>& rows, bool json, int64_t workers) {
   Table t(
       {"system", "mode", "tasks", "tasks/s", "p50 us", "p99 us", "#failed"});
   for (const Row& r : rows) {
@@ -228,6 +215,35 @@ int TasksBench(int argc, char** argv) {
                 static_cast<long long>(workers));
     std::fputs(t.Render().c_str(), stdout);
   }
+}
+
+}  // namespace
+
+int TasksBench(int argc, char** argv) {
+  cli::ArgParser p(
+      "shoal bench tasks [flags]",
+      "Workload W2: no-op task throughput and latency with one client and a\n"
+      "node of 2 workers, beside multiprocessing.Pool(2) in the same run.");
+  int64_t& n_async =
+      p.Int("async", 20000, "no-op tasks submitted then awaited");
+  int64_t& n_sync =
+      p.Int("sync", 2000, "sequential submit-and-wait round trips");
+  int64_t& workers = p.Int("workers", 2, "worker processes");
+  bool& remote =
+      p.Bool("remote", true, "also measure the remote (ZeroMQ frontend) path");
+  bool& peers =
+      p.Bool("peers", true, "also measure multiprocessing.Pool (python3)");
+  bool& json = p.Bool("json", false, "one JSON object per row");
+  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return cli::Fail(s);
+
+  absl::StatusOr<std::vector<Row>> rows = MeasureNode(
+      workers, remote, static_cast<int>(n_async), static_cast<int>(n_sync));
+  if (!rows.ok()) return cli::Fail(rows.status());
+  if (peers) {
+    for (Row& r : RunPool(static_cast<int>(n_async), static_cast<int>(n_sync)))
+      rows->push_back(r);
+  }
+  PrintRows(*rows, json, workers);
   return 0;
 }
 
