@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -52,6 +53,64 @@ struct Row {
   int failed = 0;
 };
 
+// Runs `cmd` once untimed, then `iters` times into `row`.
+void TimeRuns(const std::vector<std::string>& cmd, int64_t iters, Row* row) {
+  for (int i = 0; i <= iters; ++i) {
+    const double t = TimeCommand(cmd);
+    if (i == 0) continue;
+    if (t < 0) {
+      ++row->failed;
+    } else {
+      row->times.push_back(t);
+    }
+  }
+}
+
+// The MPI program, compiled with mpicc under /tmp; nullopt when mpicc is
+// missing or fails.
+std::optional<std::string> BuildMpiBarrier() {
+  const std::string dir = absl::StrCat("/tmp/shoal-bench-mpi-", getpid());
+  const std::string src = dir + "/barrier.c", bin = dir + "/barrier";
+  std::system(absl::StrCat("mkdir -p ", dir).c_str());
+  std::ofstream(src) << kMpiProgram;
+  if (TimeCommand({"mpicc", "-O2", "-o", bin, src}) < 0) return std::nullopt;
+  return bin;
+}
+
+// One JSON object per row, or a table under a header line (and the note on
+// the MPI peer, if any).
+void PrintRows(const std::vector<Row>& rows, bool json, int64_t n,
+               const std::string& mpi_note) {
+  Table t(
+      {"system", "command", "runs", "median s", "min s", "max s", "#failed"});
+  for (const Row& r : rows) {
+    const double med = Median(r.times), lo = Quantile(r.times, 0),
+                 hi = Quantile(r.times, 1);
+    if (json) {
+      JsonRow j;
+      j.Add("workload", "W4")
+          .Add("system", r.system)
+          .Add("command", r.command)
+          .Add("nproc", n)
+          .Add("runs", static_cast<int64_t>(r.times.size()))
+          .Add("median_s", med)
+          .Add("min_s", lo)
+          .Add("max_s", hi)
+          .Add("failed", static_cast<int64_t>(r.failed));
+      std::printf("%s\n", j.str().c_str());
+    }
+    t.AddRow({r.system, r.command, absl::StrCat(r.times.size()),
+              absl::StrFormat("%.3f", med), absl::StrFormat("%.3f", lo),
+              absl::StrFormat("%.3f", hi), absl::StrCat(r.failed)});
+  }
+  if (!json) {
+    std::printf("# W4 launch: %lld processes init, pass one barrier, exit\n",
+                static_cast<long long>(n));
+    std::fputs(t.Render().c_str(), stdout);
+    if (!mpi_note.empty()) std::printf("# %s\n", mpi_note.c_str());
+  }
+}
+
 }  // namespace
 
 int LaunchProbe() {
@@ -91,11 +150,8 @@ int LaunchBench(int argc, char** argv) {
 
   std::string mpi_note;
   if (mpi) {
-    const std::string dir = absl::StrCat("/tmp/shoal-bench-mpi-", getpid());
-    const std::string src = dir + "/barrier.c", bin = dir + "/barrier";
-    std::system(absl::StrCat("mkdir -p ", dir).c_str());
-    std::ofstream(src) << kMpiProgram;
-    if (TimeCommand({"mpicc", "-O2", "-o", bin, src}) < 0) {
+    std::optional<std::string> bin = BuildMpiBarrier();
+    if (!bin) {
       mpi_note =
           "mpicc not found or failed: the MPI peer was skipped (install "
           "libopenmpi-dev)";
@@ -109,55 +165,12 @@ int LaunchBench(int argc, char** argv) {
       std::vector<std::string> cmd = {"mpirun", "-np", absl::StrCat(n),
                                       "--oversubscribe"};
       if (getuid() == 0) cmd.push_back("--allow-run-as-root");
-      cmd.push_back(bin);
-      for (int i = 0; i <= iters; ++i) {
-        const double t = TimeCommand(cmd);
-        if (i == 0) continue;
-        if (t < 0) {
-          ++rows.back().failed;
-        } else {
-          rows.back().times.push_back(t);
-        }
-      }
+      cmd.push_back(*bin);
+      TimeRuns(cmd, iters, &rows.back());
     }
   }
-  for (int i = 0; i <= iters; ++i) {
-    const double t = TimeCommand(shoal_cmd);
-    if (i == 0) continue;
-    if (t < 0) {
-      ++rows[0].failed;
-    } else {
-      rows[0].times.push_back(t);
-    }
-  }
-  Table t(
-      {"system", "command", "runs", "median s", "min s", "max s", "#failed"});
-  for (const Row& r : rows) {
-    const double med = Median(r.times), lo = Quantile(r.times, 0),
-                 hi = Quantile(r.times, 1);
-    if (json) {
-      JsonRow j;
-      j.Add("workload", "W4")
-          .Add("system", r.system)
-          .Add("command", r.command)
-          .Add("nproc", n)
-          .Add("runs", static_cast<int64_t>(r.times.size()))
-          .Add("median_s", med)
-          .Add("min_s", lo)
-          .Add("max_s", hi)
-          .Add("failed", static_cast<int64_t>(r.failed));
-      std::printf("%s\n", j.str().c_str());
-    }
-    t.AddRow({r.system, r.command, absl::StrCat(r.times.size()),
-              absl::StrFormat("%.3f", med), absl::StrFormat("%.3f", lo),
-              absl::StrFormat("%.3f", hi), absl::StrCat(r.failed)});
-  }
-  if (!json) {
-    std::printf("# W4 launch: %lld processes init, pass one barrier, exit\n",
-                static_cast<long long>(n));
-    std::fputs(t.Render().c_str(), stdout);
-    if (!mpi_note.empty()) std::printf("# %s\n", mpi_note.c_str());
-  }
+  TimeRuns(shoal_cmd, iters, &rows[0]);
+  PrintRows(rows, json, n, mpi_note);
   return 0;
 }
 
