@@ -42,6 +42,18 @@ struct Doorbell {
     if (sleepers.load(std::memory_order_seq_cst) != 0)
       FutexWake(&rings, 1 << 30);
   }
+  // Rings only if nobody rang since a sleeper armed and saw `armed`; whether
+  // this call rang. A ringer that wants one sleeper per wake-up uses it to
+  // tell a sleeper already rung (but not awake yet) from one still waiting.
+  bool RingIfUnrung(uint32_t armed) {
+    if (!rings.compare_exchange_strong(armed, armed + 1,
+                                       std::memory_order_seq_cst)) {
+      return false;
+    }
+    if (sleepers.load(std::memory_order_seq_cst) != 0)
+      FutexWake(&rings, 1 << 30);
+    return true;
+  }
 };
 
 }  // namespace shoal::shm

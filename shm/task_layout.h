@@ -59,7 +59,9 @@ struct alignas(64) TaskWorkerSlot {
   uint32_t cpus;
   uint32_t gpus;
   uint32_t current;  // entry index + 1 of the task it runs, 0 when idle
-  uint32_t reserved;
+  // bell.rings as the worker saw it when it last armed to sleep: Submit
+  // rings it only if nobody has since (see TaskTable::Submit).
+  std::atomic<uint32_t> armed;
   uint64_t done;
   uint64_t failed;
   Doorbell bell;  // rung when work may be available

@@ -1,5 +1,6 @@
 #include "shm/task_table.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -244,6 +245,42 @@ TEST_F(TaskTableTest, WorkersInOtherProcessesRunEverything) {
     int status;
     ASSERT_EQ(waitpid(pid, &status, 0), pid);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+}
+
+// Two tasks submitted one after the other while both workers sleep wake both
+// workers, even when the first one rung has not woken up yet (here: it is
+// stopped) — ringing it twice would leave the second task waiting for it.
+TEST_F(TaskTableTest, BackToBackSubmitsWakeOneSleeperEach) {
+  ASSERT_TRUE(table_->RemoveWorker(worker_).ok());
+  const std::string name = table_->segment_name();
+  pid_t pids[2];
+  int woke[2][2];  // per worker: a pipe it writes to once awake
+  for (int w = 0; w < 2; ++w) {
+    ASSERT_EQ(pipe(woke[w]), 0);
+    const uint32_t slot = *table_->AddWorker(0, 1, 0);
+    pids[w] = fork();
+    if (pids[w] == 0) {
+      auto t = TaskTable::Open(name, absl::Seconds(5));
+      if (!t.ok()) _exit(2);
+      (*t)->WaitForWork(slot, absl::ZeroDuration(), absl::Seconds(20));
+      _exit(write(woke[w][1], "w", 1) == 1 ? 0 : 3);
+    }
+    close(woke[w][1]);
+  }
+  absl::SleepFor(absl::Milliseconds(300));  // both asleep on their bells
+  // The worker rung first cannot wake up (and leave the sleepers).
+  ASSERT_EQ(kill(pids[0], SIGSTOP), 0);
+  ASSERT_TRUE(table_->Submit(client_, {Task("a")}).ok());
+  ASSERT_TRUE(table_->Submit(client_, {Task("b")}).ok());
+  pollfd p{woke[1][0], POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 5000), 1) << "the second worker was never rung";
+  kill(pids[0], SIGCONT);
+  for (int w = 0; w < 2; ++w) {
+    int status;
+    ASSERT_EQ(waitpid(pids[w], &status, 0), pids[w]);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    close(woke[w][0]);
   }
 }
 
