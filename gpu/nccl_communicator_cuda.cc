@@ -135,6 +135,68 @@ std::string NcclErrorText(ncclResult_t res, ncclComm_t comm) {
   return text;
 }
 
+// NcclCommunicator::Create's checks of its arguments, the GPU included.
+absl::Status CheckCreateArgs(const std::string& comm_name, int rank, int world,
+                             int device) {
+  if (world < 1 || rank < 0 || rank >= world) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "NcclCommunicator::Create: rank ", rank, " of world ", world));
+  }
+  if (comm_name.empty()) {
+    return absl::InvalidArgumentError(
+        "NcclCommunicator::Create: empty comm_name");
+  }
+  absl::StatusOr<int> devices = CudaDeviceCount();
+  if (!devices.ok()) return devices.status();
+  if (*devices == 0) {
+    return absl::FailedPreconditionError(
+        "NcclCommunicator::Create: no GPU visible to this process");
+  }
+  if (device < 0 || device >= *devices) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("NcclCommunicator::Create: device ", device, " but ",
+                     *devices, " GPU(s) visible"));
+  }
+  return absl::OkStatus();
+}
+
+// The communicator's unique id: rank 0 makes it and (with other ranks)
+// publishes it under `key`; the other ranks read it there, waiting until
+// `deadline` (`timeout` is only for the message).
+absl::StatusOr<ncclUniqueId> ShareUniqueId(
+    ipc::KvClient& kv, const std::string& key, const std::string& comm_name,
+    int rank, int world, absl::Time deadline, absl::Duration timeout) {
+  ncclUniqueId id;
+  if (rank == 0) {
+    SHOAL_NCCL_CHECK(ncclGetUniqueId(&id));
+    if (world > 1) {
+      absl::Status s = kv.Set(
+          key,
+          absl::string_view(reinterpret_cast<const char*>(&id), sizeof(id)));
+      if (!s.ok()) return s;
+    }
+    return id;
+  }
+  absl::StatusOr<std::string> value =
+      kv.Get(key, std::max(deadline - absl::Now(), absl::ZeroDuration()));
+  if (!value.ok()) {
+    if (value.status().code() == absl::StatusCode::kDeadlineExceeded) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "NcclCommunicator::Create: rank 0 did not publish the NCCL id of '",
+          comm_name, "' (key '", key, "') within ",
+          absl::FormatDuration(timeout)));
+    }
+    return value.status();
+  }
+  if (value->size() != sizeof(id)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "NcclCommunicator::Create: key '", key, "' holds ", value->size(),
+        " bytes, not an ncclUniqueId (", sizeof(id), ")"));
+  }
+  std::memcpy(&id, value->data(), sizeof(id));
+  return id;
+}
+
 }  // namespace
 
 struct NcclCommunicator::Impl {
@@ -252,57 +314,14 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     ipc::KvClient& kv, const std::string& comm_name, int rank, int world,
     int device, NcclOptions options) {
   const absl::Time deadline = absl::Now() + options.timeout;
-  if (world < 1 || rank < 0 || rank >= world) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "NcclCommunicator::Create: rank ", rank, " of world ", world));
-  }
-  if (comm_name.empty()) {
-    return absl::InvalidArgumentError(
-        "NcclCommunicator::Create: empty comm_name");
-  }
-  absl::StatusOr<int> devices = CudaDeviceCount();
-  if (!devices.ok()) return devices.status();
-  if (*devices == 0) {
-    return absl::FailedPreconditionError(
-        "NcclCommunicator::Create: no GPU visible to this process");
-  }
-  if (device < 0 || device >= *devices) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("NcclCommunicator::Create: device ", device, " but ",
-                     *devices, " GPU(s) visible"));
-  }
+  SHOAL_RETURN_IF_ERROR(CheckCreateArgs(comm_name, rank, world, device));
   SHOAL_CUDA_CHECK(cudaSetDevice(device));
 
   // The unique id: made here for one rank, else through the KV store.
-  ncclUniqueId id;
   const std::string key = options.key_prefix + comm_name;
-  if (rank == 0) {
-    SHOAL_NCCL_CHECK(ncclGetUniqueId(&id));
-    if (world > 1) {
-      absl::Status s = kv.Set(
-          key,
-          absl::string_view(reinterpret_cast<const char*>(&id), sizeof(id)));
-      if (!s.ok()) return s;
-    }
-  } else {
-    absl::StatusOr<std::string> value =
-        kv.Get(key, std::max(deadline - absl::Now(), absl::ZeroDuration()));
-    if (!value.ok()) {
-      if (value.status().code() == absl::StatusCode::kDeadlineExceeded) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "NcclCommunicator::Create: rank 0 did not publish the NCCL id of '",
-            comm_name, "' (key '", key, "') within ",
-            absl::FormatDuration(options.timeout)));
-      }
-      return value.status();
-    }
-    if (value->size() != sizeof(id)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "NcclCommunicator::Create: key '", key, "' holds ", value->size(),
-          " bytes, not an ncclUniqueId (", sizeof(id), ")"));
-    }
-    std::memcpy(&id, value->data(), sizeof(id));
-  }
+  absl::StatusOr<ncclUniqueId> id =
+      ShareUniqueId(kv, key, comm_name, rank, world, deadline, options.timeout);
+  if (!id.ok()) return id.status();
 
   std::unique_ptr<NcclCommunicator> c(
       new NcclCommunicator(rank, world, device, std::move(options)));
@@ -312,7 +331,7 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   config.blocking = 0;
   config.commName = comm_name.c_str();
   const ncclResult_t res =
-      ncclCommInitRankConfig(&impl.comm, world, id, rank, &config);
+      ncclCommInitRankConfig(&impl.comm, world, *id, rank, &config);
   if (impl.comm == nullptr) {
     return NcclStatus(res == ncclSuccess ? ncclInternalError : res,
                       "ncclCommInitRankConfig", __FILE__, __LINE__);
