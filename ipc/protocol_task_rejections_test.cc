@@ -17,6 +17,7 @@ namespace {
 using protocol_test::DecodeCode;
 using protocol_test::EncodeDecodeCode;
 using protocol_test::EveryKindOfValue;
+using protocol_test::MutateBytes;
 using protocol_test::Pattern;
 using protocol_test::RoundTrip;
 using protocol_test::Strided;
@@ -290,20 +291,7 @@ TEST(ProtocolTaskTest, RandomTaskFramesNeverCrash) {
   int decoded = 0;
   for (int i = 0; i < 20000; ++i) {
     std::string frame = seeds[rng() % seeds.size()];
-    const int edits = 1 + rng() % 4;
-    for (int e = 0; e < edits && !frame.empty(); ++e) {
-      const size_t at = rng() % frame.size();
-      switch (rng() % 3) {
-        case 0:
-          frame[at] = static_cast<char>(rng());
-          break;
-        case 1:
-          frame.erase(at, 1 + rng() % 4);
-          break;
-        default:
-          frame.insert(at, 1, static_cast<char>(rng()));
-      }
-    }
+    MutateBytes(rng, &frame);
     DecodeResult r = Decode(frame);
     if (!r.envelope.ok()) continue;
     ++decoded;

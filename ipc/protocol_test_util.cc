@@ -118,6 +118,23 @@ std::vector<Value> EveryKindOfValue() {
   return v;
 }
 
+void MutateBytes(std::mt19937_64& rng, std::string* bytes) {
+  const int edits = 1 + rng() % 4;
+  for (int e = 0; e < edits && !bytes->empty(); ++e) {
+    const size_t at = rng() % bytes->size();
+    switch (rng() % 3) {
+      case 0:
+        (*bytes)[at] = static_cast<char>(rng());
+        break;
+      case 1:
+        bytes->erase(at, 1 + rng() % 4);
+        break;
+      default:
+        bytes->insert(at, 1, static_cast<char>(rng()));
+    }
+  }
+}
+
 absl::StatusCode DecodeCode(wire::Envelope w, const DecodeLimits& limits) {
   w.set_major(kProtocolMajor);
   return Decode(w.SerializeAsString(), limits).envelope.status().code();

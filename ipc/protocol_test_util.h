@@ -4,6 +4,7 @@
 #define SHOAL_IPC_PROTOCOL_TEST_UTIL_H_
 
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,10 @@ T RoundTrip(const T& body, absl::string_view name,
   EXPECT_NE(got, nullptr) << "decoded as " << MessageName(r.envelope->body);
   return got ? *got : T{};
 }
+
+// Flips, drops or inserts bytes of `bytes` in 1 to 4 random places: mutated
+// valid frames reach the validation code far more often than random bytes.
+void MutateBytes(std::mt19937_64& rng, std::string* bytes);
 
 // The status code of decoding the serialised wire envelope `w`.
 absl::StatusCode DecodeCode(wire::Envelope w,

@@ -15,6 +15,7 @@ namespace shoal::ipc {
 namespace {
 
 using protocol_test::ExpectSameValues;
+using protocol_test::MutateBytes;
 using protocol_test::Strided;
 
 std::string Pattern(size_t nbytes, uint8_t seed) {
@@ -324,20 +325,7 @@ TEST(TaskPayloadTest, MutatedPayloadsNeverCrash) {
   int decoded = 0;
   for (int i = 0; i < 20000; ++i) {
     std::string bytes = seeds[rng() % seeds.size()];
-    const int edits = 1 + rng() % 4;
-    for (int e = 0; e < edits && !bytes.empty(); ++e) {
-      const size_t at = rng() % bytes.size();
-      switch (rng() % 3) {
-        case 0:
-          bytes[at] = static_cast<char>(rng());
-          break;
-        case 1:
-          bytes.erase(at, 1 + rng() % 4);
-          break;
-        default:
-          bytes.insert(at, 1, static_cast<char>(rng()));
-      }
-    }
+    MutateBytes(rng, &bytes);
     auto args = DecodeTaskArgs(bytes);
     if (args.ok()) {
       ++decoded;
