@@ -65,7 +65,7 @@ py::object StoreObjectToPython(shm::StoreClient* store,
   if (buf.meta.dtype == DType::kRaw) {
     return py::reinterpret_steal<py::object>(PyMemoryView_FromObject(a.ptr()));
   }
-  return std::move(a);
+  return a;
 }
 
 py::object InlineTensorToPython(const TensorValue& t) {
@@ -73,7 +73,7 @@ py::object InlineTensorToPython(const TensorValue& t) {
   py::array a(NumpyDType(t.meta.dtype), ShapeOf(t.meta), ByteStridesOf(t.meta),
               t.data.data());
   MakeReadOnly(a);
-  return std::move(a);
+  return a;
 }
 
 absl::Status AddOne(PyObject* obj, TaskContext& ctx, size_t index) {
@@ -85,6 +85,9 @@ absl::Status AddOne(PyObject* obj, TaskContext& ctx, size_t index) {
       ctx.AddOutput(*std::move(scalar));
       return absl::OkStatus();
     }
+    // A store object: Create waits for the store service, the copy may be
+    // long; neither touches Python.
+    py::gil_scoped_release release;
     SHOAL_ASSIGN_OR_RETURN(MutableTensorView out,
                            ctx.NewTensorOutput(TensorMeta::Bytes(
                                static_cast<int64_t>(bytes->data.size()))));
@@ -107,15 +110,24 @@ absl::Status AddOne(PyObject* obj, TaskContext& ctx, size_t index) {
         absl::StrCat("return value ", index, ": ", view.status().message()));
   }
   const python::ArrayView& v = **view;
-  SHOAL_ASSIGN_OR_RETURN(MutableTensorView out,
-                         ctx.NewTensorOutput(TensorMeta::Contiguous(
-                             v.meta().dtype, v.meta().shape)));
-  if (v.nbytes() >= kReleaseGilCopyBytes) {
-    py::gil_scoped_release release;
+  const TensorMeta meta =
+      TensorMeta::Contiguous(v.meta().dtype, v.meta().shape);
+  if (v.nbytes() <= kInlineValueLimit) {  // inline: no store, a short copy
+    SHOAL_ASSIGN_OR_RETURN(MutableTensorView out, ctx.NewTensorOutput(meta));
     v.CopyTo(out.data);
-  } else {
-    v.CopyTo(out.data);
+    return absl::OkStatus();
   }
+  // A store object: Create is a request to the store service, so the GIL
+  // is released while it waits (the view keeps the source alive), and for
+  // the copy when it is long.
+  absl::StatusOr<MutableTensorView> out;
+  {
+    py::gil_scoped_release release;
+    out = ctx.NewTensorOutput(meta);
+    if (out.ok() && v.nbytes() >= kReleaseGilCopyBytes) v.CopyTo(out->data);
+  }
+  SHOAL_RETURN_IF_ERROR(out.status());
+  if (v.nbytes() < kReleaseGilCopyBytes) v.CopyTo(out->data);
   return absl::OkStatus();
 }
 

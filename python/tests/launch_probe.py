@@ -3,6 +3,8 @@ on numpy arrays and torch tensors, the key-value store, barriers, and a
 zero-copy hand-over through the store. Exits non-zero on any mismatch."""
 
 import sys
+import threading
+import time
 
 import numpy as np
 
@@ -13,6 +15,26 @@ def check(cond, what):
     if not cond:
         print(f"rank {shoal.init().rank}: FAILED {what}", file=sys.stderr)
         sys.exit(3)
+
+
+def ticks_during(call):
+    """How many 1 ms sleeps a thread of this process got through while the
+    main thread was in call() (about none if call() held the GIL)."""
+    state = {"count": 0, "stop": False}
+
+    def tick():
+        while not state["stop"]:
+            state["count"] += 1
+            time.sleep(0.001)
+
+    t = threading.Thread(target=tick)
+    t.start()
+    time.sleep(0.01)
+    state["count"] = 0
+    call()
+    state["stop"] = True
+    t.join()
+    return state["count"]
 
 
 def main():
@@ -70,6 +92,22 @@ def main():
         check(float(v[-1]) == float((1 << 20) - 1), "store hand-over")
         del v
         job.barrier(60)
+    # Blocking calls release the GIL: rank 1 arrives 0.3 s late each time,
+    # and a thread of rank 0 keeps running while rank 0 waits for it.
+    calls = (("barrier", lambda: job.barrier(60)),
+             ("all_reduce", lambda: shoal.all_reduce(np.ones(8, np.float32))),
+             ("kv_get", lambda: job.kv_get("probe/late", timeout=30)))
+    for what, call in calls:
+        if rank == 1:
+            time.sleep(0.3)
+            if what == "kv_get":
+                job.kv_set("probe/late", "here")
+            else:
+                call()
+        else:
+            count = ticks_during(call)
+            check(count >= 30, f"the GIL was held during {what} ({count})")
+    job.barrier(60)
     print(f"rank {rank}: ok", flush=True)
 
 

@@ -163,3 +163,79 @@ def client_api_inside_task():
     except shoal.Error as e:
         return type(e).__name__
     return "no error"
+
+
+# ---- state that lives as long as the worker's interpreter ---------------------
+
+_calls = 0
+
+
+def count_calls():
+    """(this worker's pid, how many times this worker ran it, id of sys):
+    module state survives from task to task in one interpreter."""
+    global _calls
+    _calls += 1
+    return os.getpid(), _calls, id(sys)
+
+
+def buffer_results():
+    """Objects with the buffer protocol (not numpy) as results."""
+    import array
+    return (array.array("d", [1.5, 2.5, 3.5]), bytearray(b"abc"),
+            memoryview(np.arange(6, dtype=np.int16).reshape(2, 3)))
+
+
+# ---- the GIL while the worker is not running Python --------------------------
+
+_ticker = None
+
+
+class _Ticker:
+    """A thread in the worker's interpreter that counts (`sleepy`: one count
+    per 1 ms sleep) or spins, stamping time.monotonic() every 64 counts."""
+
+    def __init__(self, sleepy):
+        import threading
+        self.sleepy = sleepy
+        self.count = 0
+        self.stamps = []
+        self.stop = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop:
+            self.count += 1
+            if self.sleepy:
+                time.sleep(0.001)
+            elif self.count % 64 == 0:
+                self.stamps.append(time.monotonic())
+
+
+def start_ticker(sleepy):
+    global _ticker
+    _ticker = _Ticker(sleepy)
+    time.sleep(0.02)  # it runs before the task returns
+    return _ticker.count
+
+
+def stop_ticker():
+    """Stops the ticker: (its count, its time stamps, returned_at)."""
+    global _ticker
+    t, _ticker = _ticker, None
+    t.stop = True
+    t.thread.join()
+    return t.count, np.array(t.stamps, dtype=np.float64), _returned_at
+
+
+_returned_at = 0.0
+
+
+def many_outputs(n, nbytes):
+    """n arrays of nbytes each (each a store object above 64 KiB), while a
+    spinning ticker runs; remembers when the function returned."""
+    global _returned_at
+    start_ticker(False)
+    out = tuple(np.full(nbytes, i % 251, dtype=np.uint8) for i in range(n))
+    _returned_at = time.monotonic()
+    return out
