@@ -48,8 +48,8 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
     MutexLock lock(&mu_);
     std::shared_ptr<StoreHandle> s = store_.lock();
     if (!s) {
-      s = std::make_shared<StoreHandle>(
-          StoreHandle{shared_from_this(), client_->store()});
+      s = std::make_shared<StoreHandle>(shared_from_this(), client_->store());
+      if (node_stopped_) s->service_gone.store(true);
       store_ = s;
     }
     return s;
@@ -197,6 +197,15 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
     return d;
   }
 
+  // The node is known to have stopped (shoal.Node.stop saw it exit): drops
+  // of this client's refs send its store no more requests.
+  void NodeStopped() {
+    MutexLock lock(&mu_);
+    node_stopped_ = true;
+    if (std::shared_ptr<StoreHandle> s = store_.lock())
+      s->service_gone.store(true);
+  }
+
   void StopNode() {
     absl::Status s;
     {
@@ -240,6 +249,7 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
   bool local_ = false;
   std::string job_id_;
   std::weak_ptr<StoreHandle> store_ ABSL_GUARDED_BY(mu_);
+  bool node_stopped_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace
@@ -261,6 +271,7 @@ void DefineClient(py::module_& m) {
       .def("release", &ClientHandle::Release)
       .def("status", &ClientHandle::Status)
       .def("stop_node", &ClientHandle::StopNode)
+      .def("node_stopped", &ClientHandle::NodeStopped)
       .def(
           "put",
           [](ClientHandle& c, py::handle array, const std::string& dtype) {

@@ -4,6 +4,18 @@
 #include <thread>
 
 namespace shoal::pyext {
+namespace {
+
+std::atomic<bool> g_exiting{false};
+
+}  // namespace
+
+bool InterpreterExiting() { return g_exiting.load(std::memory_order_relaxed); }
+
+void WatchInterpreterExit() {
+  py::module_::import("atexit").attr("register")(py::cpp_function(
+      [] { g_exiting.store(true, std::memory_order_relaxed); }));
+}
 
 void ThrowStatus(const absl::Status& s) {
   py::object from_status =

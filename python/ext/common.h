@@ -6,6 +6,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 
@@ -52,9 +53,21 @@ absl::Status RunInterruptibly(std::function<absl::Status()> fn);
 // A store connection: the client or job that owns the StoreClient, kept
 // alive by every ObjectRef made through it.
 struct StoreHandle {
+  StoreHandle(std::shared_ptr<void> owner, shm::StoreClient* store)
+      : owner(std::move(owner)), store(store) {}
+
   std::shared_ptr<void> owner;
   shm::StoreClient* store = nullptr;
+  // Set when a Delete found the store service unreachable (its node
+  // stopped): dropping later refs releases them locally and sends no more
+  // requests, each of which would wait out the RPC timeout.
+  std::atomic<bool> service_gone{false};
 };
+
+// True once the interpreter runs its atexit hooks (module.h's
+// WatchInterpreterExit registers one): refs collected during finalization
+// send the store no requests.
+bool InterpreterExiting();
 
 }  // namespace shoal::pyext
 

@@ -43,8 +43,7 @@ std::shared_ptr<StoreHandle> JobHandle::store() {
   MutexLock lock(&store_mu_);
   std::shared_ptr<StoreHandle> s = store_.lock();
   if (!s) {
-    s = std::make_shared<StoreHandle>(
-        StoreHandle{shared_from_this(), &job_->store()});
+    s = std::make_shared<StoreHandle>(shared_from_this(), &job_->store());
     store_ = s;
   }
   return s;

@@ -8,4 +8,5 @@ PYBIND11_MODULE(_shoal, m) {
   shoal::pyext::DefineClient(m);
   shoal::pyext::DefineJob(m);
   shoal::pyext::DefineCollectives(m);
+  shoal::pyext::WatchInterpreterExit();
 }

@@ -87,12 +87,23 @@ std::string Describe(const ObjectRef& r) {
 ObjectRef::~ObjectRef() {
   shm::StoreClient* s = store_->store;
   const ObjectId id = buf_.id;
+  // Releasing is local (the table in shared memory); deleting is a request
+  // to the store service. It is skipped when the service is known gone, and
+  // at interpreter exit (the service releases an exited process's
+  // references, and evicts what is left unreferenced when it needs the
+  // room), so that exiting never waits on a node that already stopped.
+  const bool remove = owner_ &&
+                      !store_->service_gone.load(std::memory_order_relaxed) &&
+                      !InterpreterExiting();
   auto drop = [&] {
     (void)s->Release(id);
-    if (owner_) (void)s->Delete(id);
+    if (!remove) return;
+    if (absl::IsUnavailable(s->Delete(id))) {
+      store_->service_gone.store(true, std::memory_order_relaxed);
+    }
   };
-  if (owner_ && PyGILState_Check()) {
-    py::gil_scoped_release release;  // Delete is a request to the service
+  if (PyGILState_Check()) {
+    py::gil_scoped_release release;
     drop();
   } else {
     drop();

@@ -32,6 +32,8 @@ ObjectValue RefValue(const ObjectRef& r) {
   return ObjectValue{r.buffer().id, r.buffer().meta, r.buffer().nbytes};
 }
 
+// A read-only numpy copy of an inline tensor (a shoal.StoreArray, so that it
+// exports DLPack although it is read-only, like the store-backed results).
 py::object ReadOnlyCopy(const TensorValue& t) {
   const int64_t item = static_cast<int64_t>(DTypeSize(t.meta.dtype));
   std::vector<py::ssize_t> shape(t.meta.shape.begin(), t.meta.shape.end());
@@ -43,7 +45,7 @@ py::object ReadOnlyCopy(const TensorValue& t) {
   if (t.meta.dtype == DType::kRaw) {
     return py::reinterpret_steal<py::object>(PyMemoryView_FromObject(a.ptr()));
   }
-  return std::move(a);
+  return ViewAsArrayType(a);
 }
 
 }  // namespace

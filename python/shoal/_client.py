@@ -82,11 +82,15 @@ class Future:
         return f"<shoal.Future task {self.id} {state}>"
 
 
+_CLIENTS = weakref.WeakSet()  # every Client of this process (Node.stop)
+
+
 class Client:
     """A connection to a shoal node: tasks, and the node's store."""
 
     def __init__(self, handle):
         self._handle = handle
+        _CLIENTS.add(self)
         self._forgotten = []
         self._path_key = None
         self._path = ""

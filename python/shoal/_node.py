@@ -18,7 +18,11 @@ class Node:
         self.ready_line = ready_line
 
     def stop(self, timeout=20):
-        """Stops the node (SIGTERM; SIGKILL after `timeout` seconds)."""
+        """Stops the node (SIGTERM; SIGKILL after `timeout` seconds).
+
+        Clients of this process connected to it stay usable as objects, but
+        their store refs are then dropped without asking the (gone) store.
+        """
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -28,6 +32,10 @@ class Node:
                 self.process.wait()
         if self.process.stdout:
             self.process.stdout.close()
+        from . import _client
+        for client in list(_client._CLIENTS):
+            if client.job_id == self.job_id:
+                client._handle.node_stopped()
 
     def __enter__(self):
         return self

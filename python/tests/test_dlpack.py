@@ -55,3 +55,15 @@ def test_task_results_export_dlpack(client):
     t = torch.from_dlpack(r)
     assert t.data_ptr() == r.__array_interface__["data"][0]
     assert t.numel() == 1 << 20
+
+
+def test_small_task_results_export_dlpack_too(client):
+    """Results up to 64 KiB travel inline (a private read-only copy, which
+    numpy's own __dlpack__ would refuse): they export DLPack all the same."""
+    import pytasks
+    r = client.submit(pytasks.scale, np.arange(4, dtype=np.float32), 2).result(30)
+    assert not r.flags.writeable
+    t = torch.from_dlpack(r)
+    assert t.data_ptr() == r.__array_interface__["data"][0]
+    assert t.tolist() == [0.0, 2.0, 4.0, 6.0]
+    np.testing.assert_array_equal(np.from_dlpack(r), [0, 2, 4, 6])

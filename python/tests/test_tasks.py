@@ -227,3 +227,102 @@ def test_ctrl_c_interrupts_a_blocking_result(node, tmp_path):
     out, _ = p.communicate(timeout=20)
     assert "interrupted" in out
     assert time.time() - t0 < 5
+
+
+def test_each_worker_keeps_one_interpreter(client):
+    """The interpreter starts once per worker: module state lives on from
+    one task to the next on the same worker."""
+    seen = {}
+    for _ in range(8):
+        pid, calls, sys_id = client.submit(pytasks.count_calls).result(30)
+        last_calls, last_sys = seen.get(pid, (0, sys_id))
+        assert calls == last_calls + 1 and sys_id == last_sys, (pid, calls)
+        seen[pid] = (calls, sys_id)
+    assert 1 <= len(seen) <= 2
+
+
+def test_functions_in_packages_and_classes(client, tmp_path):
+    pkg = tmp_path / "pkg_c3"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub.py").write_text(
+        "class Tools:\n"
+        "    @staticmethod\n"
+        "    def twice(x):\n"
+        "        return 2 * x\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert client.submit("pkg_c3.sub:Tools.twice", 21).result(30) == 42
+        assert client.submit("py:pkg_c3.sub:Tools.twice", 4).result(30) == 8
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+def test_buffer_protocol_results(client):
+    floats, raw, ints = client.submit(pytasks.buffer_results).result(30)
+    assert floats.dtype == np.float64 and floats.tolist() == [1.5, 2.5, 3.5]
+    assert bytes(raw) == b"abc"
+    assert ints.dtype == np.int16 and ints.shape == (2, 3)
+    assert ints.tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
+def _frontend(node):
+    # "node ready job <id>, frontend tcp://127.0.0.1:<port>, store ..."
+    return node.ready_line.split("frontend ")[1].split(",")[0]
+
+
+def test_connect_by_endpoint_environment_and_job_id(node):
+    endpoint = _frontend(node)
+    c = shoal.connect(endpoint)
+    try:
+        assert c.local and c.job_id == node.job_id
+        assert c.submit(pytasks.add, 1, 1).result(30) == 2
+    finally:
+        shoal.disconnect()
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(pytasks.__file__)!r})
+        import pytasks, shoal
+        c = shoal.connect()
+        print(c.job_id, c.local, shoal.submit(pytasks.add, 2, 3).result(30))
+    """)
+    for var, value in (("SHOAL_COORDINATOR", endpoint),
+                       ("SHOAL_JOB_ID", node.job_id)):
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("SHOAL_COORDINATOR", "SHOAL_JOB_ID")}
+        env[var] = value
+        out = subprocess.run([sys.executable, "-c", script], env=env,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, (var, out.stderr)
+        assert out.stdout.split() == [node.job_id, "True", "5"], var
+
+
+def test_refs_outliving_their_node_do_not_hold_up_exit():
+    """Refs dropped after their node stopped send the (gone) store no
+    request that would wait out its timeout: after shoal.Node.stop in this
+    process, and at interpreter exit when another process stopped it."""
+    script = textwrap.dedent("""
+        import sys, time, numpy as np, shoal
+        with shoal.start_node(1, store_bytes="64M") as node:
+            shoal.connect(job_id=node.job_id)
+            refs = [shoal.put(np.zeros(1 << 16)) for _ in range(3)]
+        t0 = time.time()
+        del refs[0]
+        print(f"dropped {time.time() - t0:.3f}", flush=True)
+        node = shoal.start_node(1, store_bytes="64M")
+        shoal.connect(job_id=node.job_id)
+        refs += [shoal.put(np.zeros(1 << 16)) for _ in range(3)]
+        views = [shoal.get(r) for r in refs[-3:]]
+        node.process.terminate()  # not through Node.stop: unseen here
+        node.process.wait()
+        print("second node stopped", flush=True)
+    """)
+    t0 = time.time()
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    dropped = float(out.stdout.split()[1])
+    assert dropped < 5, out.stdout
+    assert "second node stopped" in out.stdout
+    assert time.time() - t0 < 25, time.time() - t0
+
