@@ -3,6 +3,7 @@
 #include <Python.h>
 #include <pybind11/embed.h>
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "ipc/log.h"
+#include "ipc/object_id.h"
 #include "ipc/status_macros.h"
 #include "worker/python_task_io.h"
 #include "worker/python_values.h"
@@ -101,14 +103,15 @@ class PythonRunner : public TaskRunner {
 
   absl::Status Run(absl::string_view function, TaskContext& ctx) override {
     SHOAL_ASSIGN_OR_RETURN(auto name, ParseName(function));
-    // Map store arguments before taking the GIL: waiting on the store must
-    // not stop the interpreter's other threads.
+    // Map store arguments (and a path held in the store) before taking the
+    // GIL: waiting on the store must not stop the interpreter's threads.
     SHOAL_ASSIGN_OR_RETURN(python_io::StoreArgs store_args,
                            python_io::StoreArgs::Map(ctx));
+    SHOAL_ASSIGN_OR_RETURN(const std::string* path, ResolvePythonPath(ctx));
     SHOAL_RETURN_IF_ERROR(EnsureStarted());
     PyGILState_STATE gil = PyGILState_Ensure();
     absl::Status s = RunLocked(std::string(function), name.first, name.second,
-                               ctx, store_args);
+                               *path, ctx, store_args);
     PyGILState_Release(gil);
     return s;
   }
@@ -157,11 +160,46 @@ class PythonRunner : public TaskRunner {
     return absl::OkStatus();
   }
 
+  // The task's search path: python_path itself, or for "@<object id>" the
+  // text of that store object (a local client's path, put once instead of
+  // riding along in every task). Resolved paths are cached by token.
+  // REQUIRES: the GIL is NOT held (a first sight Gets the object).
+  absl::StatusOr<const std::string*> ResolvePythonPath(TaskContext& ctx) {
+    const absl::string_view path = ctx.python_path();
+    if (!absl::StartsWith(path, kPythonPathObjectPrefix)) {
+      inline_path_.assign(path.data(), path.size());
+      return &inline_path_;
+    }
+    auto it = stored_paths_.find(path);
+    if (it != stored_paths_.end()) return &it->second;
+    const absl::string_view hex =
+        path.substr(sizeof(kPythonPathObjectPrefix) - 1);
+    SHOAL_ASSIGN_OR_RETURN(ObjectId id, ObjectId::FromHex(hex));
+    shm::StoreClient* store = ctx.store();
+    if (store == nullptr) {
+      return absl::FailedPreconditionError(
+          "the task's python path is a store object, and this worker has no "
+          "store connection");
+    }
+    absl::StatusOr<shm::ObjectBuffer> buf = store->Get(id, absl::Seconds(30));
+    if (!buf.ok()) {
+      return absl::Status(buf.status().code(),
+                          absl::StrCat("the task's python path (object ", hex,
+                                       "): ", buf.status().message()));
+    }
+    std::string text(reinterpret_cast<const char*>(buf->data), buf->nbytes);
+    (void)store->Release(id);
+    if (stored_paths_.size() >= 64) stored_paths_.clear();  // stay small
+    return &stored_paths_.emplace(std::string(path), std::move(text))
+                .first->second;
+  }
+
   // REQUIRES: the GIL is held.
   absl::Status RunLocked(const std::string& function, const std::string& module,
-                         const std::string& qualname, TaskContext& ctx,
+                         const std::string& qualname,
+                         const std::string& python_path, TaskContext& ctx,
                          python_io::StoreArgs& store_args) {
-    ApplyPythonPath(ctx.python_path());
+    ApplyPythonPath(python_path);
     SHOAL_ASSIGN_OR_RETURN(PyObject * fn, Resolve(function, module, qualname));
     SHOAL_ASSIGN_OR_RETURN(PyObject * args,
                            python_io::ArgsTuple(ctx, store_args));
@@ -234,6 +272,8 @@ class PythonRunner : public TaskRunner {
   }
 
   bool started_ = false;  // this runner saw the interpreter start
+  std::string inline_path_;
+  std::map<std::string, std::string, std::less<>> stored_paths_;  // token →
   std::string applied_path_;
   std::map<std::string, py::object> functions_;  // guarded by the GIL
 };

@@ -4,7 +4,10 @@
 //
 // A task named "py:package.module:function" (the function may be a dotted
 // attribute path, "py:pkg.mod:Class.method") is imported once and cached. The
-// task's python_path (its client's sys.path) is added to sys.path first.
+// task's python_path (its client's sys.path) is added to sys.path first; a
+// python_path of "@<object id>" names a store object whose bytes are the
+// path (local Python clients put a long path once that way, so that it does
+// not take a payload chunk of the task table in every task).
 //
 // Arguments → Python: none/bool/int/float/str/bytes as such; tensors as
 // read-only numpy arrays — store objects are viewed in place (no copy; the
@@ -32,6 +35,9 @@ namespace shoal::worker {
 
 // The prefix that routes a task to the Python runner.
 inline constexpr char kPythonTaskPrefix[] = "py:";
+// TaskSpec::python_path "@<32 hex digits>": the path is that store object's
+// bytes (python/shoal/_client.py makes these).
+inline constexpr char kPythonPathObjectPrefix[] = "@";
 
 std::unique_ptr<TaskRunner> MakePythonRunner();
 

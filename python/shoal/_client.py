@@ -7,10 +7,17 @@ import sys
 import sysconfig
 import weakref
 
+import numpy as np
+
 from . import _context, _errors, _ext, _paths
 
 _PENDING, _OK, _FAILED = 0, 1, 2
 _OPTIONS = ("timeout", "max_retries", "cpus", "gpus")
+# A module path longer than this goes to the workers as a store object
+# ("@<id>", worker/python_runner.h) instead of inside every task: a task's
+# arguments and path share 160 bytes in the task table before they take a
+# 64 KiB payload chunk, of which a node has 2048.
+_INLINE_PATH_BYTES = 64
 
 
 class Future:
@@ -94,6 +101,7 @@ class Client:
         self._forgotten = []
         self._path_key = None
         self._path = ""
+        self._path_refs = {}  # path → ObjectRef holding it (local clients)
 
     @property
     def local(self):
@@ -192,11 +200,20 @@ class Client:
 
     def _python_path(self):
         """This process's sys.path minus the interpreter's own folders (the
-        worker has those): what a worker needs to import our modules."""
+        worker has those): what a worker needs to import our modules. A long
+        one is put into the store once and named by "@<object id>"; the
+        object lives as long as this client (queued tasks may name it)."""
         key = tuple(sys.path)
         if key != self._path_key:
-            self._path_key = key
-            self._path = ":".join(client_search_path())
+            path = ":".join(client_search_path())
+            if len(path) > _INLINE_PATH_BYTES and self._handle.local:
+                ref = self._path_refs.get(path)
+                if ref is None:
+                    ref = self._handle.put(
+                        np.frombuffer(path.encode(), dtype=np.uint8), "raw")
+                    self._path_refs[path] = ref
+                path = "@" + ref.id
+            self._path_key, self._path = key, path
         return self._path
 
 

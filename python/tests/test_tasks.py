@@ -326,3 +326,25 @@ def test_refs_outliving_their_node_do_not_hold_up_exit():
     assert "second node stopped" in out.stdout
     assert time.time() - t0 < 25, time.time() - t0
 
+
+def test_long_module_paths_go_once_through_the_store(client, tmp_path):
+    """A client whose path is long (a venv, several project folders) does
+    not carry it in every task: thousands of tasks can be in flight."""
+    deep = tmp_path.joinpath(*[f"folder_with_a_long_name_{i}" for i in range(6)])
+    deep.mkdir(parents=True)
+    (deep / "long_path_mod_d4.py").write_text("def inc(x):\n    return x + 1\n")
+    sys.path.insert(0, str(deep))
+    try:
+        assert len(str(deep)) > 160
+        # Both workers busy: all 3000 tasks wait in the table at once (more
+        # than its 2048 payload chunks).
+        busy = [client.submit(pytasks.sleep, 1.0) for _ in range(2)]
+        futures = [client.submit("long_path_mod_d4:inc", i) for i in range(3000)]
+        assert client._python_path().startswith("@")
+        done, pending = client.wait(busy + futures, timeout=120)
+        assert not pending
+        assert [f.result() for f in futures] == list(range(1, 3001))
+    finally:
+        sys.path.remove(str(deep))
+    # The path changed back: tasks name the new one.
+    assert client.submit(pytasks.add, 1, 2).result(30) == 3
