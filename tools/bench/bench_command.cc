@@ -11,6 +11,7 @@ int TasksBench(int argc, char** argv);
 int LaunchBench(int argc, char** argv);
 int LaunchProbe();
 int CollectiveBench(int argc, char** argv);
+int PythonBench(int argc, char** argv);
 }  // namespace shoal::bench
 
 namespace shoal::cli {
@@ -24,7 +25,10 @@ int BenchCommand(int argc, char** argv) {
       "  collective W3: all_reduce (and the other collectives) in the style of "
       "nccl-tests,\n"
       "             beside Open MPI and gloo\n"
-      "  launch     W4: launch N processes that init, pass a barrier, exit\n";
+      "  launch     W4: launch N processes that init, pass a barrier, exit\n"
+      "  python     the Python client: tasks beside multiprocessing.Pool, "
+      "put/get\n"
+      "             beside multiprocessing.shared_memory\n";
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0) {
     std::fputs(usage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
@@ -40,6 +44,8 @@ int BenchCommand(int argc, char** argv) {
   if (std::strcmp(argv[1], "launch") == 0)
     return bench::LaunchBench(argc - 1, argv + 1);
   if (std::strcmp(argv[1], "launch-probe") == 0) return bench::LaunchProbe();
+  if (std::strcmp(argv[1], "python") == 0)
+    return bench::PythonBench(argc - 1, argv + 1);
   std::fprintf(stderr, "shoal bench: unknown workload '%s'\n\n%s", argv[1],
                usage);
   return 2;
