@@ -61,7 +61,9 @@ TEST_F(TaskTableTest, SubmitClaimCompleteTakeInFifoOrder) {
     EXPECT_EQ((*claim)->id, (*ids)[n]);
     EXPECT_EQ((*claim)->function, std::string(1, 'a' + n));
     EXPECT_EQ((*claim)->attempt, 1u);
-    if (n == 1) EXPECT_EQ((*claim)->args, big);
+    if (n == 1) {
+      EXPECT_EQ((*claim)->args, big);
+    }
     EXPECT_EQ(*table_->Poll((*ids)[n]), TaskState::kRunning);
     // Only one task at a time per worker is tracked; complete before the next.
     const std::string result =

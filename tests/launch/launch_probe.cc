@@ -92,6 +92,9 @@ int main(int argc, char** argv) {
     const bool fail_now = mode == "fail" || j.restart_count() == 0;
     std::printf("rank %d running (restart %d)\n", j.rank(), j.restart_count());
     std::fflush(stdout);
+    // Every rank has printed before one fails, so a test can look for each
+    // rank's line however the ranks are scheduled.
+    if (!j.Barrier(absl::Seconds(30)).ok()) return 6;
     if (j.rank() == rank && fail_now) {
       std::fprintf(stderr, "rank %d: something went wrong\n", j.rank());
       std::fprintf(stderr, "rank %d: giving up with %d\n", j.rank(), code);
