@@ -84,6 +84,15 @@ struct ChildFds {
   int err_pipe[2] = {-1, -1};
   int out_file = -1;  // options.stdout_file
   int err_file = -1;  // options.stderr_file
+
+  // For the paths where no child was started.
+  void CloseAll() {
+    for (int* fd :
+         {&in_pipe[0], &in_pipe[1], &out_pipe[0], &out_pipe[1], &stderr_pipe[0],
+          &stderr_pipe[1], &err_pipe[0], &err_pipe[1], &out_file, &err_file}) {
+      CloseFd(*fd);
+    }
+  }
 };
 
 absl::Status OpenChildFds(const SubprocessOptions& options, ChildFds* fds) {
@@ -176,10 +185,17 @@ absl::StatusOr<Subprocess> Subprocess::Start(
   if (argv.empty()) return absl::InvalidArgumentError("empty command");
   const ExecArgs exec(argv, options);
   ChildFds fds;
-  SHOAL_RETURN_IF_ERROR(OpenChildFds(options, &fds));
+  if (absl::Status s = OpenChildFds(options, &fds); !s.ok()) {
+    fds.CloseAll();
+    return s;
+  }
   const pid_t parent = getpid();
   const pid_t pid = fork();
-  if (pid < 0) return SHOAL_ERRNO("fork");
+  if (pid < 0) {
+    absl::Status s = SHOAL_ERRNO("fork");
+    fds.CloseAll();
+    return s;
+  }
   if (pid == 0) ExecChild(options, parent, fds, exec);
   // Parent.
   if (options.new_process_group)
