@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "examples/data_parallel/grad_sync.h"
 #include "gpu/device_visibility.h"
 #include "gpu/gpu_info.h"
 #include "gtest/gtest.h"
@@ -31,11 +32,13 @@ struct Result {
   std::string out, err;
 };
 
-// A small model so that a run takes about a second on 2 cores.
+// A small model so that a run takes about a second on 2 cores; on the CPU
+// unless a test asks otherwise (a later flag wins), so that curves compared
+// on a GPU machine come from the same kernels.
 const std::vector<std::string> kSmall = {
     "--hidden",    "256",  "--samples", "8192",          "--steps",
     "60",          "--lr", "0.05",      "--check-every", "20",
-    "--log-every", "20",   "--no-png"};
+    "--log-every", "20",   "--no-png",  "--device",      "cpu"};
 
 std::string OutDir() { return absl::StrCat(::testing::TempDir(), "/dp"); }
 
@@ -112,6 +115,9 @@ TEST_P(DataParallelTest, NRanksFollowTheLossCurveOfOneRankWithNTimesTheBatch) {
   EXPECT_TRUE(absl::StrContains(
       many.out, "parameters bit-identical across ranks at 3 checks"))
       << many.out;
+  // Rank 0 logs the loss and samples/s as it goes.
+  EXPECT_TRUE(absl::StrContains(many.out, "step     20  loss ")) << many.out;
+  EXPECT_TRUE(absl::StrContains(many.out, " samples/s ")) << many.out;
 
   const std::vector<double> a = Losses(Csv(absl::StrCat("one", n)));
   const std::vector<double> b = Losses(Csv(absl::StrCat("many", n)));
@@ -130,20 +136,51 @@ INSTANTIATE_TEST_SUITE_P(Ranks, DataParallelTest, ::testing::Values(2, 3),
                          });
 
 TEST(DataParallelSyncTest, BucketSizesAndOverlapGiveBitIdenticalLosses) {
-  Result plain = Launch("2", {"--batch", "32", "--csv", Csv("plain")});
+  Result plain =
+      Launch("2", {"--batch", "32", "--overlap", "--csv", Csv("plain")});
   ASSERT_EQ(plain.code, 0) << plain.err;
   Result no_overlap = Launch(
       "2", {"--batch", "32", "--no-overlap", "--csv", Csv("no_overlap")});
   ASSERT_EQ(no_overlap.code, 0) << no_overlap.err;
   // 107,041 floats in buckets of 4 KiB then 64 KiB: 8 of them.
-  Result tiny = Launch("2", {"--batch", "32", "--first-bucket-bytes", "4K",
-                             "--bucket-bytes", "64K", "--csv", Csv("tiny")});
+  Result tiny =
+      Launch("2", {"--batch", "32", "--overlap", "--first-bucket-bytes", "4K",
+                   "--bucket-bytes", "64K", "--csv", Csv("tiny")});
   ASSERT_EQ(tiny.code, 0) << tiny.err;
   EXPECT_TRUE(absl::StrContains(tiny.out, "in 8 buckets")) << tiny.out;
   // The average is element-wise and computed in rank order whatever the
   // chunking, so the results are the same bits.
   EXPECT_EQ(Losses(Csv("no_overlap")), Losses(Csv("plain")));
   EXPECT_EQ(Losses(Csv("tiny")), Losses(Csv("plain")));
+}
+
+// The binary's own defaults (not just GradSyncOptions'): buckets of 25 MiB
+// after a first one of 1 MiB, as DDP; the default model's 4.6 MiB of
+// gradients make two.
+TEST(DataParallelSyncTest, DefaultBucketsAreDdps) {
+  Result r = Launch("2", {"--hidden", "1024", "--steps", "3", "--batch", "16",
+                          "--check-every", "0"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(
+      r.out, "in 2 buckets (first 1 MiB, then up to 25 MiB; overlap "))
+      << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "buckets=2 ")) << r.out;
+}
+
+// Without --overlap/--no-overlap the CPU path overlaps only when every rank
+// has a core to spare (dp::ChooseOverlap, unit-tested in grad_sync_test).
+TEST(DataParallelSyncTest, OverlapByDefaultOnlyWithACoreToSpare) {
+  Result r = Launch("2", {"--batch", "32", "--steps", "3"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const dp::OverlapChoice c = dp::ChooseOverlap(false, dp::UsableCpus(), 2);
+  EXPECT_TRUE(absl::StrContains(
+      r.out, absl::StrCat("overlap ", c.on ? "on" : "off", ": ", c.why, ")")))
+      << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, absl::StrCat("overlap=", c.on ? 1 : 0)))
+      << r.out;
+  Result forced = Launch("2", {"--batch", "32", "--steps", "3", "--overlap"});
+  ASSERT_EQ(forced.code, 0) << forced.out << forced.err;
+  EXPECT_TRUE(absl::StrContains(forced.out, "; overlap on)")) << forced.out;
 }
 
 TEST(DataParallelSyncTest, RanksThatDriftApartStopTheJob) {
@@ -178,10 +215,51 @@ TEST(DataParallelOutputTest, WritesThePlotOverlayingAnotherRun) {
   EXPECT_TRUE(absl::StrContains(script.str(), "1 rank x batch 64 (cpu)"));
 }
 
-TEST(DataParallelDeviceTest, ForcingAMissingGpuIsAClearError) {
-  if (gpu::GetBuildInfo().cuda && gpu::DriverGpuCount() > 0) {
-    GTEST_SKIP() << "this machine has a GPU";
+// The data set is a store object: rank 0 creates it, and a data set larger
+// than the store fails with the store's own error (the tests' stores hold
+// 64 MiB; 131072 samples of 160 floats take 80 MiB).
+TEST(DataParallelDataTest, TheDataSetLivesInTheNodesStore) {
+  Result ok = Launch("2", {"--batch", "32", "--steps", "2"});
+  ASSERT_EQ(ok.code, 0) << ok.out << ok.err;
+  EXPECT_TRUE(absl::StrContains(
+      ok.out, "data: 8192 samples (5 MiB) in the node's store, read in place"))
+      << ok.out;
+  Result big =
+      Launch("2", {"--batch", "32", "--steps", "2", "--samples", "131072"});
+  EXPECT_EQ(big.code, 1) << big.out << big.err;
+  EXPECT_TRUE(absl::StrContains(big.err, "requested 83886080 bytes"))
+      << big.err;
+}
+
+bool HaveGpu() { return gpu::GetBuildInfo().cuda && gpu::DriverGpuCount() > 0; }
+
+// With no --device flag the binary takes a GPU when one is there (each rank
+// its own) and the CPU otherwise, and says why.
+TEST(DataParallelDeviceTest, AutoPicksWhatIsPresent) {
+  Result r = Launch(HaveGpu() ? "gpu" : "2",
+                    {"--batch", "32", "--steps", "5", "--device", "auto"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  if (HaveGpu()) {
+    EXPECT_TRUE(absl::StrContains(r.out, "device=cuda")) << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, "(every rank has its own)")) << r.out;
+  } else {
+    EXPECT_TRUE(absl::StrContains(r.out, "device=cpu")) << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, gpu::GetBuildInfo().cuda
+                                             ? "CPU: rank 0: no GPU visible"
+                                             : "shoal was built without CUDA"))
+        << r.out;
   }
+}
+
+TEST(DataParallelDeviceTest, ForcingTheCpuUsesTheCpuEvenWithAGpu) {
+  Result r = Launch("1", {"--batch", "32", "--steps", "5", "--device", "cpu"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "CPU: rank 0: --device cpu")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "device=cpu")) << r.out;
+}
+
+TEST(DataParallelDeviceTest, ForcingAMissingGpuIsAClearError) {
+  if (HaveGpu()) GTEST_SKIP() << "this machine has a GPU";
   Result r = Launch("1", {"--device", "gpu"});
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "--device gpu, but")) << r.err;

@@ -1,5 +1,6 @@
 #include "examples/data_parallel/grad_sync.h"
 
+#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
@@ -18,6 +19,26 @@ double Now() {
 }
 
 }  // namespace
+
+OverlapChoice ChooseOverlap(bool gpu, int cpus, int local_ranks) {
+  if (gpu) return {true, "NCCL on its own stream"};
+  if (cpus >= 2 * local_ranks) {
+    return {true, absl::StrCat(local_ranks, " rank",
+                               local_ranks == 1 ? "" : "s", " on ", cpus,
+                               " CPUs: a core to spare for each all-reduce")};
+  }
+  return {false, absl::StrCat(local_ranks, " rank", local_ranks == 1 ? "" : "s",
+                              " on ", cpus,
+                              " CPUs: no core to spare for the all-reduce; "
+                              "--overlap forces it")};
+}
+
+int UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
 
 std::vector<std::pair<int64_t, int64_t>> MakeBuckets(
     int64_t elems, const GradSyncOptions& options) {

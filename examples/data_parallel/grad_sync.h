@@ -13,6 +13,7 @@
 #define SHOAL_EXAMPLES_DATA_PARALLEL_GRAD_SYNC_H_
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -29,9 +30,30 @@ struct GradSyncOptions {
   // DDP). Capped at bucket_bytes.
   int64_t first_bucket_bytes = int64_t{1} << 20;
   // Post buckets during backward. Default true; false posts them all after
-  // backward (for measuring what overlap buys).
+  // backward (the example's default where overlap cannot pay:
+  // ChooseOverlap).
   bool overlap = true;
 };
+
+// Whether to overlap the all-reduce with backward when the user did not say
+// (--overlap / --no-overlap), and why, for the log. On a GPU, NCCL runs on a
+// stream of its own beside the compute stream: on. On the CPU the
+// shared-memory all-reduce is work for a core (copies and sums, run by the
+// communicator's thread): it overlaps only if every rank has a core to spare
+// for it, i.e. `cpus` (this process may run on) >= 2 x `local_ranks`. With
+// one core per rank the thread instead takes turns with backward on the same
+// core, and the all-reduce's sync points wait for scheduler turns: W5 on 2
+// vCPUs measured 5-10% fewer samples/s with overlap than without on a quiet
+// machine, and 37% fewer while other processes were busy too
+// (docs/BENCHMARKS.md).
+struct OverlapChoice {
+  bool on = true;
+  std::string why;
+};
+OverlapChoice ChooseOverlap(bool gpu, int cpus, int local_ranks);
+
+// The CPUs this process may run on (its affinity mask).
+int UsableCpus();
 
 // [begin, end) element ranges covering `elems` elements.
 std::vector<std::pair<int64_t, int64_t>> MakeBuckets(

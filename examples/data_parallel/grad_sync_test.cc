@@ -26,5 +26,23 @@ TEST(MakeBucketsTest, FirstBucketCappedAtTheBucketSize) {
   EXPECT_EQ(MakeBuckets(25, o), (Buckets{{0, 10}, {10, 20}, {20, 25}}));
 }
 
+TEST(ChooseOverlapTest, OnGpusAndWhenEveryRankHasACoreToSpare) {
+  EXPECT_TRUE(ChooseOverlap(/*gpu=*/true, 2, 2).on);
+  EXPECT_TRUE(ChooseOverlap(false, 16, 2).on);
+  EXPECT_TRUE(ChooseOverlap(false, 4, 2).on);
+  EXPECT_TRUE(ChooseOverlap(false, 2, 1).on);
+  const OverlapChoice two_on_two = ChooseOverlap(false, 2, 2);
+  EXPECT_FALSE(two_on_two.on);
+  EXPECT_EQ(two_on_two.why,
+            "2 ranks on 2 CPUs: no core to spare for the all-reduce; "
+            "--overlap forces it");
+  EXPECT_FALSE(ChooseOverlap(false, 3, 2).on);
+  EXPECT_FALSE(ChooseOverlap(false, 1, 1).on);
+}
+
+TEST(ChooseOverlapTest, UsableCpusCountsTheAffinityMask) {
+  EXPECT_GE(UsableCpus(), 1);
+}
+
 }  // namespace
 }  // namespace shoal::dp

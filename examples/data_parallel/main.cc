@@ -35,6 +35,8 @@ struct Flags {
   std::string out_dir;
   std::string csv, plot, compare;
   bool png = true;
+  bool overlap_set = false;  // --overlap or --no-overlap given
+  std::string overlap_why;   // for the log
 };
 
 absl::Status ParseFlags(int argc, char** argv, Flags& f) {
@@ -64,7 +66,10 @@ absl::Status ParseFlags(int argc, char** argv, Flags& f) {
   uint64_t& bucket = p.Bytes("bucket-bytes", 25 << 20, "gradient bucket size");
   uint64_t& first = p.Bytes("first-bucket-bytes", 1 << 20,
                             "size of the first bucket (the last layer's)");
-  bool& overlap = p.Bool("overlap", true, "all-reduce buckets during backward");
+  bool& overlap = p.Bool("overlap", true,
+                         "all-reduce buckets during backward (default: on "
+                         "GPUs, and on the CPU when every rank has a core to "
+                         "spare)");
   int64_t& check =
       p.Int("check-every", 50,
             "compare the ranks' parameter checksums every N steps");
@@ -114,6 +119,7 @@ absl::Status ParseFlags(int argc, char** argv, Flags& f) {
   f.plot = plot;
   f.compare = compare;
   f.png = png;
+  f.overlap_set = p.seen("overlap");
   return absl::OkStatus();
 }
 
@@ -138,8 +144,11 @@ void PrintHeader(const Job& job, const Flags& f, const Backend& backend,
       Mib(4 * layout.grad_elems()).c_str(), buckets, buckets == 1 ? "" : "s",
       Mib(f.train.sync.first_bucket_bytes).c_str(),
       Mib(f.train.sync.bucket_bytes).c_str(),
-      job.world_size() == 1 ? "n/a, 1 rank"
-                            : (f.train.sync.overlap ? "on" : "off"),
+      job.world_size() == 1
+          ? "n/a, 1 rank"
+          : absl::StrCat(f.train.sync.overlap ? "on" : "off",
+                         f.overlap_why.empty() ? "" : ": ", f.overlap_why)
+                .c_str(),
       static_cast<long long>(f.samples),
       Mib(4 * f.samples * (f.spec.d_in + f.spec.d_out)).c_str(),
       static_cast<long long>(shard.batches_per_epoch));
@@ -218,6 +227,12 @@ absl::Status Run(Job& job, Flags& f) {
       SharedDataset data,
       SharedDataset::Open(job, f.spec, f.samples, static_cast<uint64_t>(f.seed),
                           prefix));
+  if (!f.overlap_set) {
+    const OverlapChoice o =
+        ChooseOverlap(choice.gpu, UsableCpus(), job.local_world_size());
+    f.train.sync.overlap = o.on;
+    f.overlap_why = o.why;
+  }
   std::unique_ptr<Communicator> comm;
   if (job.world_size() > 1) {
     CommunicatorOptions co;
