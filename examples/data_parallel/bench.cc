@@ -11,12 +11,19 @@
 // the table shows each one's median round.
 //
 //   1 rank x B        the baseline
-//   N ranks x B       weak scaling: the same per-rank batch (as DDP numbers
-//                     are usually quoted); efficiency = samples/s ÷ (N ×
-//                     the baseline's)
+//   N ranks x B, overlap      weak scaling: the same per-rank batch (as DDP
+//                     numbers are usually quoted), the all-reduce overlapped
+//                     with backward; efficiency = samples/s ÷ (N × the
+//                     baseline's)
 //   N ranks x B, no overlap   the same with every bucket posted after backward
+//                     (the example's default on the CPU when the ranks have
+//                     no core to spare: dp::ChooseOverlap)
 //   1 rank x N·B      the same global batch on one rank: what N ranks buy
 //                     for a fixed global batch ("speed-up" column)
+//   N x 1 rank, apart N independent 1-rank jobs at the same time, samples/s
+//                     summed: the N processes' arithmetic with no
+//                     communication at all, i.e. the most N ranks can reach
+//                     on this machine (its "efficiency" is that ceiling)
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,7 +51,12 @@ struct Config {
   int ranks = 1;
   int64_t batch = 64;
   bool overlap = true;
+  // > 1: that many independent 1-rank jobs at once (`ranks` is 1), their
+  // samples/s summed: N ranks' arithmetic with no communication at all.
+  int apart = 1;
   std::vector<std::map<std::string, std::string>> runs;  // their summaries
+
+  int processes() const { return ranks * apart; }
 
   // The run with the median samples/s (the lower middle for even counts).
   const std::map<std::string, std::string>& Median() const;
@@ -62,36 +74,60 @@ std::map<std::string, std::string> ParseSummary(const std::string& line) {
   return kv;
 }
 
+double Num(const std::map<std::string, std::string>& kv, const std::string& k);
+
 absl::StatusOr<std::map<std::string, std::string>> RunOnce(
     const std::string& shoal, const std::string& program, const Config& c,
-    const std::vector<std::string>& common) {
-  std::vector<std::string> argv = {shoal,
-                                   "launch",
-                                   "--nproc-per-node",
-                                   absl::StrCat(c.ranks),
-                                   "--",
-                                   program,
-                                   "--batch",
-                                   absl::StrCat(c.batch),
-                                   c.overlap ? "--overlap" : "--no-overlap"};
-  argv.insert(argv.end(), common.begin(), common.end());
-  SubprocessOptions o;
-  o.pipe_stdout = true;
-  absl::StatusOr<Subprocess> p = Subprocess::Start(argv, o);
-  if (!p.ok()) return p.status();
-  std::map<std::string, std::string> summary;
-  while (true) {
-    absl::StatusOr<std::string> line = p->ReadLine(absl::Minutes(10));
-    if (!line.ok()) break;
-    if (line->rfind("summary:", 0) == 0) summary = ParseSummary(*line);
+    const std::vector<std::string>& common, const std::string& out_dir) {
+  std::vector<Subprocess> procs;
+  for (int k = 0; k < c.apart; ++k) {
+    std::vector<std::string> argv = {shoal,
+                                     "launch",
+                                     "--nproc-per-node",
+                                     absl::StrCat(c.ranks),
+                                     "--",
+                                     program,
+                                     "--batch",
+                                     absl::StrCat(c.batch),
+                                     c.overlap ? "--overlap" : "--no-overlap"};
+    argv.insert(argv.end(), common.begin(), common.end());
+    if (c.apart > 1) {
+      argv.push_back("--csv");
+      argv.push_back(absl::StrCat(out_dir, "/apart_", k, ".csv"));
+    }
+    SubprocessOptions o;
+    o.pipe_stdout = true;
+    absl::StatusOr<Subprocess> p = Subprocess::Start(argv, o);
+    if (!p.ok()) return p.status();
+    procs.push_back(*std::move(p));
   }
-  absl::StatusOr<int> status = p->Wait(absl::Minutes(1));
-  if (!status.ok()) return status.status();
-  if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0 || summary.empty()) {
-    return absl::InternalError(absl::StrCat(c.name, ": the run failed (",
-                                            DescribeWaitStatus(*status), ")"));
+  // With --log-every 0 each job prints a few lines: reading one to the end
+  // while the others run cannot fill their pipes.
+  std::map<std::string, std::string> total;
+  double samples = 0, step_ms = 0, wait_ms = 0;
+  for (Subprocess& p : procs) {
+    std::map<std::string, std::string> summary;
+    while (true) {
+      absl::StatusOr<std::string> line = p.ReadLine(absl::Minutes(10));
+      if (!line.ok()) break;
+      if (line->rfind("summary:", 0) == 0) summary = ParseSummary(*line);
+    }
+    absl::StatusOr<int> status = p.Wait(absl::Minutes(1));
+    if (!status.ok()) return status.status();
+    if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0 || summary.empty()) {
+      return absl::InternalError(absl::StrCat(
+          c.name, ": the run failed (", DescribeWaitStatus(*status), ")"));
+    }
+    samples += Num(summary, "samples_per_s");
+    step_ms += Num(summary, "step_ms") / c.apart;
+    wait_ms += Num(summary, "wait_ms") / c.apart;
+    if (total.empty()) total = summary;
   }
-  return summary;
+  // Independent jobs: their samples/s add up; times are their mean.
+  total["samples_per_s"] = absl::StrCat(samples);
+  total["step_ms"] = absl::StrCat(step_ms);
+  total["wait_ms"] = absl::StrCat(wait_ms);
+  return total;
 }
 
 double Num(const std::map<std::string, std::string>& kv, const std::string& k) {
@@ -150,34 +186,38 @@ int Main(int argc, char** argv) {
                 .string();
   }
   const ModelSpec spec{.hidden = static_cast<int>(hidden)};
+  const std::string out_dir = absl::StrCat(
+      std::filesystem::temp_directory_path().string(), "/dp_bench_", getpid());
   const int64_t params = ParamLayout(spec).params();
-  std::vector<std::string> common = {
-      "--steps",
-      absl::StrCat(steps),
-      "--warmup",
-      absl::StrCat(warmup),
-      "--hidden",
-      absl::StrCat(hidden),
-      "--device",
-      device,
-      "--log-every",
-      "0",
-      "--no-png",
-      "--out-dir",
-      absl::StrCat(std::filesystem::temp_directory_path().string(),
-                   "/dp_bench_", getpid())};
+  std::vector<std::string> common = {"--steps",     absl::StrCat(steps),
+                                     "--warmup",    absl::StrCat(warmup),
+                                     "--hidden",    absl::StrCat(hidden),
+                                     "--device",    device,
+                                     "--log-every", "0",
+                                     "--no-png",    "--out-dir",
+                                     out_dir};
   common.insert(common.end(), p.rest().begin(), p.rest().end());
 
   const int n = static_cast<int>(ranks);
-  std::vector<Config> configs = {
-      {"1 rank", 1, batch, true},
-      {absl::StrCat(n, " ranks"), n, batch, true},
-      {absl::StrCat(n, " ranks, no overlap"), n, batch, false},
-      {absl::StrCat("1 rank, batch ", n * batch), 1, n * batch, true}};
+  if (n < 1) {
+    std::fprintf(stderr, "dp_bench: --ranks must be at least 1\n");
+    return 2;
+  }
+  // --ranks 1 (one GPU, say): the baseline alone.
+  std::vector<Config> configs = {{"1 rank", 1, batch, true}};
+  if (n > 1) {
+    configs.push_back({absl::StrCat(n, " ranks, overlap"), n, batch, true});
+    configs.push_back({absl::StrCat(n, " ranks, no overlap"), n, batch, false});
+    configs.push_back(
+        {absl::StrCat("1 rank, batch ", n * batch), 1, n * batch, true});
+    Config apart{absl::StrCat(n, " x 1 rank, apart"), 1, batch, true};
+    apart.apart = n;
+    configs.push_back(std::move(apart));
+  }
   for (int64_t r = 0; r < rounds; ++r) {
     for (Config& c : configs) {
       absl::StatusOr<std::map<std::string, std::string>> s =
-          RunOnce(shoal, program, c, common);
+          RunOnce(shoal, program, c, common, out_dir);
       if (!s.ok()) {
         std::fprintf(stderr, "dp_bench: %s\n", s.status().ToString().c_str());
         return 1;
@@ -187,7 +227,11 @@ int Main(int argc, char** argv) {
   }
 
   const double base = configs[0].SamplesPerSecond();
-  const double same_global = configs[3].SamplesPerSecond();
+  double same_global = 0;
+  for (const Config& c : configs) {
+    if (c.ranks == 1 && c.apart == 1 && c.batch == n * batch)
+      same_global = c.SamplesPerSecond();
+  }
   if (!json) {
     std::printf(
         "W5 data-parallel training: MLP %s (%lld parameters, %s of gradients), "
@@ -203,18 +247,23 @@ int Main(int argc, char** argv) {
   for (const Config& c : configs) {
     const std::map<std::string, std::string>& m = c.Median();
     const double sps = c.SamplesPerSecond();
-    const double per_rank = sps / c.ranks;
+    const int procs = c.processes();
+    const double per_rank = sps / procs;
     // Forward + backward of a dense layer: 6 flops per weight and sample.
     const double gflops = 6.0 * params * per_rank / 1e9;
-    const double eff = sps / (c.ranks * base);
+    const double eff = sps / (procs * base);
+    // Independent jobs have no global batch: no speed-up to speak of.
     const double speedup =
-        c.batch * c.ranks == n * batch ? sps / same_global : 0;
+        n > 1 && c.apart == 1 && c.batch * c.ranks == n * batch
+            ? sps / same_global
+            : 0;
     if (json) {
       bench::JsonRow row;
       row.Add("workload", "W5")
           .Add("config", c.name)
           .Add("device", m.at("device"))
-          .Add("ranks", int64_t{c.ranks})
+          .Add("ranks", int64_t{procs})
+          .Add("independent_jobs", int64_t{c.apart})
           .Add("batch_per_rank", c.batch)
           .Add("global_batch", c.batch * c.ranks)
           .Add("samples_per_s", sps)
@@ -228,8 +277,10 @@ int Main(int argc, char** argv) {
       std::printf("%s\n", row.str().c_str());
       continue;
     }
-    table.AddRow({c.name, absl::StrCat(c.ranks), absl::StrCat(c.batch),
-                  absl::StrCat(c.batch * c.ranks), absl::StrFormat("%.0f", sps),
+    table.AddRow({c.name, absl::StrCat(procs), absl::StrCat(c.batch),
+                  c.apart > 1 ? absl::StrCat(c.batch, " each")
+                              : absl::StrCat(c.batch * c.ranks),
+                  absl::StrFormat("%.0f", sps),
                   absl::StrFormat("%.0f", per_rank),
                   absl::StrFormat("%.1f", gflops),
                   absl::StrFormat("%.2f", Num(m, "step_ms")),
@@ -243,8 +294,14 @@ int Main(int argc, char** argv) {
     std::printf(
         "efficiency = samples/s / (ranks x samples/s of 1 rank x %lld); "
         "speed-up = samples/s / samples/s of 1 rank x %lld (same global "
-        "batch); ms/step and wait ms of the median round\n",
-        static_cast<long long>(batch), static_cast<long long>(n * batch));
+        "batch); ms/step and wait ms of the median round%s\n",
+        static_cast<long long>(batch), static_cast<long long>(n * batch),
+        n > 1 ? absl::StrFormat("; '%d x 1 rank, apart': %d independent jobs "
+                                "at once, samples/s summed (no "
+                                "communication: the ceiling for %d ranks)",
+                                n, n, n)
+                    .c_str()
+              : "");
   }
   return 0;
 }
