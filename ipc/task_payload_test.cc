@@ -16,21 +16,9 @@ namespace {
 
 using protocol_test::ExpectSameValues;
 using protocol_test::MutateBytes;
+using protocol_test::Pattern;
 using protocol_test::Strided;
-
-std::string Pattern(size_t nbytes, uint8_t seed) {
-  std::string s(nbytes, '\0');
-  for (size_t i = 0; i < nbytes; ++i) s[i] = static_cast<char>(seed + i * 13);
-  return s;
-}
-
-TensorValue Tensor(TensorMeta meta) {
-  TensorValue t;
-  t.data = Pattern(static_cast<size_t>(meta.NumBytes()),
-                   static_cast<uint8_t>(meta.dtype));
-  t.meta = std::move(meta);
-  return t;
-}
+using protocol_test::Tensor;
 
 std::vector<Value> EveryKindOfValue() {
   std::vector<Value> v;

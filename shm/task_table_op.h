@@ -84,6 +84,16 @@ class TaskTable::Op {
     return i;
   }
 
+  // Live(id), for the client that submitted it only.
+  absl::StatusOr<uint32_t> Owned(uint64_t id, uint32_t client) const {
+    SHOAL_ASSIGN_OR_RETURN(const uint32_t i, Live(id));
+    if (e(i)->owner != client + 1) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("task ", id, " belongs to another client"));
+    }
+    return i;
+  }
+
   absl::StatusOr<uint32_t> ClassFor(uint32_t cpus, uint32_t gpus) {
     for (uint32_t k = 0; k < h()->num_classes; ++k) {
       if (h()->classes[k].cpus == cpus && h()->classes[k].gpus == gpus)

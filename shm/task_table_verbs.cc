@@ -137,12 +137,8 @@ absl::StatusOr<TaskState> TaskTable::Poll(uint64_t id) const {
 absl::StatusOr<TaskOutcome> TaskTable::Take(uint32_t client, uint64_t id,
                                             bool release) {
   SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
-  SHOAL_ASSIGN_OR_RETURN(const uint32_t i, op.Live(id));
+  SHOAL_ASSIGN_OR_RETURN(const uint32_t i, op.Owned(id, client));
   TaskEntry* x = op.e(i);
-  if (x->owner != client + 1) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("task ", id, " belongs to another client"));
-  }
   if (static_cast<TaskState>(x->state.load()) != TaskState::kDone) {
     return absl::FailedPreconditionError(
         absl::StrCat("task ", id, " has not finished"));
@@ -161,12 +157,8 @@ absl::StatusOr<TaskOutcome> TaskTable::Take(uint32_t client, uint64_t id,
 
 absl::Status TaskTable::Release(uint32_t client, uint64_t id) {
   SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
-  SHOAL_ASSIGN_OR_RETURN(const uint32_t i, op.Live(id));
+  SHOAL_ASSIGN_OR_RETURN(const uint32_t i, op.Owned(id, client));
   TaskEntry* x = op.e(i);
-  if (x->owner != client + 1) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("task ", id, " belongs to another client"));
-  }
   switch (static_cast<TaskState>(x->state.load())) {
     case TaskState::kQueued:
       op.Unlink(i);
