@@ -90,28 +90,27 @@ absl::Status ShmCommunicator::Impl::TimedOut(const Call& call, int peer) const {
                    " did not arrive within the timeout"));
 }
 
-absl::Status ShmCommunicator::Impl::CheckHealth(const Call& call) {
+absl::Status ShmCommunicator::Impl::PeerFailure(const Call& call) const {
   // Deaths first: when one rank dies and another gives up because of it, the
   // death is the news.
   for (int r = 0; r < world_; ++r) {
     const RankControl& c = ctl(r);
     if (r != rank_ && !ProcessIsAlive(c.pid, c.start_ticks)) {
-      return Fail(absl::UnavailableError(
-          absl::StrCat(CallKindName(call.kind), " #", call.seq, ": rank ", r,
-                       " (pid ", c.pid, ") died")));
+      return absl::UnavailableError(absl::StrCat(CallKindName(call.kind), " #",
+                                                 call.seq, ": rank ", r,
+                                                 " (pid ", c.pid, ") died"));
     }
   }
   for (int r = 0; r < world_; ++r) {
     const RankControl& c = ctl(r);
     if (r != rank_ && c.aborted.load(std::memory_order_acquire)) {
       const std::string why(c.reason, strnlen(c.reason, sizeof(c.reason)));
-      return Fail(absl::UnavailableError(
-          absl::StrCat(CallKindName(call.kind), " #", call.seq, ": rank ", r,
-                       " gave up (", why, ")")));
+      return absl::UnavailableError(absl::StrCat(CallKindName(call.kind), " #",
+                                                 call.seq, ": rank ", r,
+                                                 " gave up (", why, ")"));
     }
   }
-  // Another thread of this rank (a send beside a collective) may have failed.
-  return Usable();
+  return absl::OkStatus();
 }
 
 void ShmCommunicator::Impl::Ring(int r) {

@@ -121,7 +121,8 @@ class ShmCommunicator::Impl {
   // bell, checking `call`'s deadline and the other ranks' health.
   template <typename Ready>
   absl::Status WaitFor(Ready ready, int peer, const Call& call);
-  absl::Status CheckHealth(const Call& call);
+  // Unavailable naming a peer that died or gave up; OK otherwise.
+  absl::Status PeerFailure(const Call& call) const;
   absl::Status TimedOut(const Call& call, int peer) const;
   // Marks the communicator failed here (the first failure wins) and tells
   // the other ranks; returns `s`.
@@ -179,7 +180,17 @@ absl::Status ShmCommunicator::Impl::WaitFor(Ready ready, int peer,
     if (now >= call.deadline) return Fail(TimedOut(call, peer));
     if (now >= next_health) {
       next_health = now + absl::Milliseconds(20);
-      SHOAL_RETURN_IF_ERROR(CheckHealth(call));
+      if (absl::Status s = PeerFailure(call); !s.ok()) {
+        // The peer may have arrived between our last look and giving up
+        // (a rank that finds a mismatch gives up right after the sync that
+        // this wait is part of): then this wait is over, and this rank's
+        // own checks report what the peer found.
+        if (ready()) return absl::OkStatus();
+        return Fail(std::move(s));
+      }
+      // Another thread of this rank (a send beside a collective) may have
+      // failed.
+      SHOAL_RETURN_IF_ERROR(Usable());
     }
   }
 }
