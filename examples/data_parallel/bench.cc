@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -150,20 +151,34 @@ double Config::SamplesPerSecond() const {
   return Num(Median(), "samples_per_s");
 }
 
-int Main(int argc, char** argv) {
+struct Flags {
+  int64_t ranks = 2, batch = 64, steps = 300, warmup = 20, rounds = 3;
+  int64_t hidden = 1024;
+  std::string device = "cpu";
+  bool json = false;
+  std::string shoal, program;
+  std::vector<std::string> rest;  // more flags for data_parallel
+};
+
+// Flags, with the binaries' defaults filled in; nullopt after --help (exit
+// 0); an error for a bad flag (exit 2).
+absl::StatusOr<std::optional<Flags>> ParseFlags(int argc, char** argv) {
   cli::ArgParser p(
       "dp_bench [flags] [-- more flags for data_parallel]",
       "W5: samples/s of examples/data_parallel with 1 and N ranks under shoal\n"
       "launch, the scaling efficiency, and what overlapping the all-reduce "
       "with\n"
       "backward buys.");
-  int64_t& ranks = p.Int("ranks", 2, "N: the multi-rank configurations' size");
-  int64_t& batch = p.Int("batch", 64, "B: samples per rank and step");
-  int64_t& steps = p.Int("steps", 300, "steps per run");
-  int64_t& warmup = p.Int("warmup", 20, "steps per run left out of the timing");
-  int64_t& rounds = p.Int("rounds", 3, "times each configuration runs");
-  int64_t& hidden = p.Int("hidden", 1024, "hidden width of the MLP");
-  std::string& device = p.String("device", "cpu", "cpu, gpu or auto");
+  Flags f;
+  int64_t& ranks =
+      p.Int("ranks", f.ranks, "N: the multi-rank configurations' size");
+  int64_t& batch = p.Int("batch", f.batch, "B: samples per rank and step");
+  int64_t& steps = p.Int("steps", f.steps, "steps per run");
+  int64_t& warmup =
+      p.Int("warmup", f.warmup, "steps per run left out of the timing");
+  int64_t& rounds = p.Int("rounds", f.rounds, "times each configuration runs");
+  int64_t& hidden = p.Int("hidden", f.hidden, "hidden width of the MLP");
+  std::string& device = p.String("device", f.device, "cpu, gpu or auto");
   bool& json = p.Bool("json", false, "one JSON object per row instead");
   std::string& shoal = p.String("shoal", "",
                                 "the shoal binary (default: "
@@ -172,38 +187,28 @@ int Main(int argc, char** argv) {
                                   "the example (default: "
                                   "found beside this one)");
   if (absl::Status s = p.Parse(argc, argv); !s.ok()) {
-    if (absl::IsCancelled(s)) return 0;
-    std::fprintf(stderr, "dp_bench: %s\n", std::string(s.message()).c_str());
-    return 2;
+    if (absl::IsCancelled(s)) return std::nullopt;
+    return s;
   }
+  if (ranks < 1)
+    return absl::InvalidArgumentError("--ranks must be at least 1");
+  f = Flags{ranks,  batch, steps, warmup,  rounds,  hidden,
+            device, json,  shoal, program, p.rest()};
   // bazel-bin/examples/data_parallel/dp_bench: the example beside it, shoal
   // in bazel-bin/tools.
   const std::filesystem::path self(SelfExePath());
-  if (program.empty())
-    program = (self.parent_path() / "data_parallel").string();
-  if (shoal.empty()) {
-    shoal = (self.parent_path().parent_path().parent_path() / "tools/shoal")
-                .string();
+  if (f.program.empty())
+    f.program = (self.parent_path() / "data_parallel").string();
+  if (f.shoal.empty()) {
+    f.shoal = (self.parent_path().parent_path().parent_path() / "tools/shoal")
+                  .string();
   }
-  const ModelSpec spec{.hidden = static_cast<int>(hidden)};
-  const std::string out_dir = absl::StrCat(
-      std::filesystem::temp_directory_path().string(), "/dp_bench_", getpid());
-  const int64_t params = ParamLayout(spec).params();
-  std::vector<std::string> common = {"--steps",     absl::StrCat(steps),
-                                     "--warmup",    absl::StrCat(warmup),
-                                     "--hidden",    absl::StrCat(hidden),
-                                     "--device",    device,
-                                     "--log-every", "0",
-                                     "--no-png",    "--out-dir",
-                                     out_dir};
-  common.insert(common.end(), p.rest().begin(), p.rest().end());
+  return f;
+}
 
-  const int n = static_cast<int>(ranks);
-  if (n < 1) {
-    std::fprintf(stderr, "dp_bench: --ranks must be at least 1\n");
-    return 2;
-  }
-  // --ranks 1 (one GPU, say): the baseline alone.
+// The configurations of the table (see the top); --ranks 1 (one GPU, say):
+// the baseline alone.
+std::vector<Config> MakeConfigs(int n, int64_t batch) {
   std::vector<Config> configs = {{"1 rank", 1, batch, true}};
   if (n > 1) {
     configs.push_back({absl::StrCat(n, " ranks, overlap"), n, batch, true});
@@ -214,10 +219,131 @@ int Main(int argc, char** argv) {
     apart.apart = n;
     configs.push_back(std::move(apart));
   }
-  for (int64_t r = 0; r < rounds; ++r) {
+  return configs;
+}
+
+// One row's figures, from its median round.
+struct Row {
+  double sps, per_rank, gflops, eff, speedup;
+};
+
+Row Figures(const Config& c, int n, int64_t batch, int64_t params, double base,
+            double same_global) {
+  Row r;
+  r.sps = c.SamplesPerSecond();
+  r.per_rank = r.sps / c.processes();
+  // Forward + backward of a dense layer: 6 flops per weight and sample.
+  r.gflops = 6.0 * params * r.per_rank / 1e9;
+  r.eff = r.sps / (c.processes() * base);
+  // Independent jobs have no global batch: no speed-up to speak of.
+  r.speedup = n > 1 && c.apart == 1 && c.batch * c.ranks == n * batch
+                  ? r.sps / same_global
+                  : 0;
+  return r;
+}
+
+void PrintJsonRow(const Config& c, const Row& r) {
+  const std::map<std::string, std::string>& m = c.Median();
+  bench::JsonRow row;
+  row.Add("workload", "W5")
+      .Add("config", c.name)
+      .Add("device", m.at("device"))
+      .Add("ranks", int64_t{c.processes()})
+      .Add("independent_jobs", int64_t{c.apart})
+      .Add("batch_per_rank", c.batch)
+      .Add("global_batch", c.batch * c.ranks)
+      .Add("samples_per_s", r.sps)
+      .Add("samples_per_s_per_rank", r.per_rank)
+      .Add("gflops_per_rank", r.gflops)
+      .Add("step_ms", Num(m, "step_ms"))
+      .Add("wait_ms", Num(m, "wait_ms"))
+      .Add("final_loss", Num(m, "final_loss"))
+      .Add("scaling_efficiency", r.eff);
+  if (r.speedup > 0) row.Add("speedup_same_global_batch", r.speedup);
+  std::printf("%s\n", row.str().c_str());
+}
+
+void PrintReport(const Flags& f, const std::vector<Config>& configs,
+                 const ModelSpec& spec, int64_t params) {
+  const int n = static_cast<int>(f.ranks);
+  const double base = configs[0].SamplesPerSecond();
+  double same_global = 0;
+  for (const Config& c : configs) {
+    if (c.ranks == 1 && c.apart == 1 && c.batch == n * f.batch)
+      same_global = c.SamplesPerSecond();
+  }
+  if (f.json) {
+    for (const Config& c : configs) {
+      PrintJsonRow(c, Figures(c, n, f.batch, params, base, same_global));
+    }
+    return;
+  }
+  std::printf(
+      "W5 data-parallel training: MLP %s (%lld parameters, %s of gradients), "
+      "device %s, %lld steps (first %lld not timed), median of %lld rounds\n",
+      spec.ToString().c_str(), static_cast<long long>(params),
+      cli::FormatBytes(4 * params).c_str(),
+      configs[0].Median().at("device").c_str(), static_cast<long long>(f.steps),
+      static_cast<long long>(f.warmup), static_cast<long long>(f.rounds));
+  bench::Table table({"config", "ranks", "batch/rank", "global batch",
+                      "samples/s", "per rank", "GFLOP/s/rank", "ms/step",
+                      "wait ms", "final loss", "efficiency", "speed-up"});
+  for (const Config& c : configs) {
+    const std::map<std::string, std::string>& m = c.Median();
+    const Row r = Figures(c, n, f.batch, params, base, same_global);
+    table.AddRow({c.name, absl::StrCat(c.processes()), absl::StrCat(c.batch),
+                  c.apart > 1 ? absl::StrCat(c.batch, " each")
+                              : absl::StrCat(c.batch * c.ranks),
+                  absl::StrFormat("%.0f", r.sps),
+                  absl::StrFormat("%.0f", r.per_rank),
+                  absl::StrFormat("%.1f", r.gflops),
+                  absl::StrFormat("%.2f", Num(m, "step_ms")),
+                  absl::StrFormat("%.2f", Num(m, "wait_ms")),
+                  absl::StrFormat("%.4f", Num(m, "final_loss")),
+                  c.batch == f.batch ? absl::StrFormat("%.2f", r.eff) : "",
+                  r.speedup > 0 ? absl::StrFormat("%.2fx", r.speedup) : ""});
+  }
+  std::printf("%s", table.Render().c_str());
+  std::printf(
+      "efficiency = samples/s / (ranks x samples/s of 1 rank x %lld); "
+      "speed-up = samples/s / samples/s of 1 rank x %lld (same global "
+      "batch); ms/step and wait ms of the median round%s\n",
+      static_cast<long long>(f.batch), static_cast<long long>(n * f.batch),
+      n > 1 ? absl::StrFormat("; '%d x 1 rank, apart': %d independent jobs "
+                              "at once, samples/s summed (no "
+                              "communication: the ceiling for %d ranks)",
+                              n, n, n)
+                  .c_str()
+            : "");
+}
+
+int Main(int argc, char** argv) {
+  absl::StatusOr<std::optional<Flags>> parsed = ParseFlags(argc, argv);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "dp_bench: %s\n",
+                 std::string(parsed.status().message()).c_str());
+    return 2;
+  }
+  if (!parsed->has_value()) return 0;  // --help
+  const Flags& f = **parsed;
+  const ModelSpec spec{.hidden = static_cast<int>(f.hidden)};
+  const std::string out_dir = absl::StrCat(
+      std::filesystem::temp_directory_path().string(), "/dp_bench_", getpid());
+  std::vector<std::string> common = {"--steps",     absl::StrCat(f.steps),
+                                     "--warmup",    absl::StrCat(f.warmup),
+                                     "--hidden",    absl::StrCat(f.hidden),
+                                     "--device",    f.device,
+                                     "--log-every", "0",
+                                     "--no-png",    "--out-dir",
+                                     out_dir};
+  common.insert(common.end(), f.rest.begin(), f.rest.end());
+  std::vector<Config> configs = MakeConfigs(static_cast<int>(f.ranks), f.batch);
+  // Configurations in turn, round after round: a burst of load hits them
+  // alike.
+  for (int64_t r = 0; r < f.rounds; ++r) {
     for (Config& c : configs) {
       absl::StatusOr<std::map<std::string, std::string>> s =
-          RunOnce(shoal, program, c, common, out_dir);
+          RunOnce(f.shoal, f.program, c, common, out_dir);
       if (!s.ok()) {
         std::fprintf(stderr, "dp_bench: %s\n", s.status().ToString().c_str());
         return 1;
@@ -225,84 +351,7 @@ int Main(int argc, char** argv) {
       c.runs.push_back(*std::move(s));
     }
   }
-
-  const double base = configs[0].SamplesPerSecond();
-  double same_global = 0;
-  for (const Config& c : configs) {
-    if (c.ranks == 1 && c.apart == 1 && c.batch == n * batch)
-      same_global = c.SamplesPerSecond();
-  }
-  if (!json) {
-    std::printf(
-        "W5 data-parallel training: MLP %s (%lld parameters, %s of gradients), "
-        "device %s, %lld steps (first %lld not timed), median of %lld rounds\n",
-        spec.ToString().c_str(), static_cast<long long>(params),
-        cli::FormatBytes(4 * params).c_str(),
-        configs[0].Median().at("device").c_str(), static_cast<long long>(steps),
-        static_cast<long long>(warmup), static_cast<long long>(rounds));
-  }
-  bench::Table table({"config", "ranks", "batch/rank", "global batch",
-                      "samples/s", "per rank", "GFLOP/s/rank", "ms/step",
-                      "wait ms", "final loss", "efficiency", "speed-up"});
-  for (const Config& c : configs) {
-    const std::map<std::string, std::string>& m = c.Median();
-    const double sps = c.SamplesPerSecond();
-    const int procs = c.processes();
-    const double per_rank = sps / procs;
-    // Forward + backward of a dense layer: 6 flops per weight and sample.
-    const double gflops = 6.0 * params * per_rank / 1e9;
-    const double eff = sps / (procs * base);
-    // Independent jobs have no global batch: no speed-up to speak of.
-    const double speedup =
-        n > 1 && c.apart == 1 && c.batch * c.ranks == n * batch
-            ? sps / same_global
-            : 0;
-    if (json) {
-      bench::JsonRow row;
-      row.Add("workload", "W5")
-          .Add("config", c.name)
-          .Add("device", m.at("device"))
-          .Add("ranks", int64_t{procs})
-          .Add("independent_jobs", int64_t{c.apart})
-          .Add("batch_per_rank", c.batch)
-          .Add("global_batch", c.batch * c.ranks)
-          .Add("samples_per_s", sps)
-          .Add("samples_per_s_per_rank", per_rank)
-          .Add("gflops_per_rank", gflops)
-          .Add("step_ms", Num(m, "step_ms"))
-          .Add("wait_ms", Num(m, "wait_ms"))
-          .Add("final_loss", Num(m, "final_loss"))
-          .Add("scaling_efficiency", eff);
-      if (speedup > 0) row.Add("speedup_same_global_batch", speedup);
-      std::printf("%s\n", row.str().c_str());
-      continue;
-    }
-    table.AddRow({c.name, absl::StrCat(procs), absl::StrCat(c.batch),
-                  c.apart > 1 ? absl::StrCat(c.batch, " each")
-                              : absl::StrCat(c.batch * c.ranks),
-                  absl::StrFormat("%.0f", sps),
-                  absl::StrFormat("%.0f", per_rank),
-                  absl::StrFormat("%.1f", gflops),
-                  absl::StrFormat("%.2f", Num(m, "step_ms")),
-                  absl::StrFormat("%.2f", Num(m, "wait_ms")),
-                  absl::StrFormat("%.4f", Num(m, "final_loss")),
-                  c.batch == batch ? absl::StrFormat("%.2f", eff) : "",
-                  speedup > 0 ? absl::StrFormat("%.2fx", speedup) : ""});
-  }
-  if (!json) {
-    std::printf("%s", table.Render().c_str());
-    std::printf(
-        "efficiency = samples/s / (ranks x samples/s of 1 rank x %lld); "
-        "speed-up = samples/s / samples/s of 1 rank x %lld (same global "
-        "batch); ms/step and wait ms of the median round%s\n",
-        static_cast<long long>(batch), static_cast<long long>(n * batch),
-        n > 1 ? absl::StrFormat("; '%d x 1 rank, apart': %d independent jobs "
-                                "at once, samples/s summed (no "
-                                "communication: the ceiling for %d ranks)",
-                                n, n, n)
-                    .c_str()
-              : "");
-  }
+  PrintReport(f, configs, spec, ParamLayout(spec).params());
   return 0;
 }
 
