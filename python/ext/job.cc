@@ -49,29 +49,19 @@ std::shared_ptr<StoreHandle> JobHandle::store() {
   return s;
 }
 
-void DefineJob(py::module_& m) {
+namespace {
+
+using JobClass = py::class_<JobHandle, std::shared_ptr<JobHandle>>;
+
+// The key-value store's verbs, as Job methods (kv_set, kv_get, ...).
+void AddKeyValue(JobClass& cls) {
   using H = JobHandle;
   using HP = std::shared_ptr<JobHandle>;
-  py::class_<H, HP>(m, "Job", "This process's place in a launched job.")
-      .def_static("init", &H::Init)
-      .def_property_readonly("rank", [](H& h) { return h.job().rank(); })
-      .def_property_readonly("world_size",
-                             [](H& h) { return h.job().world_size(); })
-      .def_property_readonly("local_rank",
-                             [](H& h) { return h.job().local_rank(); })
-      .def_property_readonly("local_world_size",
-                             [](H& h) { return h.job().local_world_size(); })
-      .def_property_readonly("node_rank",
-                             [](H& h) { return h.job().node_rank(); })
-      .def_property_readonly("nnodes", [](H& h) { return h.job().nnodes(); })
-      .def_property_readonly("restart_count",
-                             [](H& h) { return h.job().restart_count(); })
-      .def_property_readonly("job_id", [](H& h) { return h.job().job_id(); })
-      .def("kv_set",
-           [](H& h, const std::string& key, const std::string& value) {
-             Check(RunKv(
-                 h, [&](ipc::KvClient& kv) { return kv.Set(key, value); }));
-           })
+  cls.def("kv_set",
+          [](H& h, const std::string& key, const std::string& value) {
+            Check(RunKv(h,
+                        [&](ipc::KvClient& kv) { return kv.Set(key, value); }));
+          })
       .def(
           "kv_get",
           [](const HP& h, const std::string& key, py::object timeout) {
@@ -139,15 +129,21 @@ void DefineJob(py::module_& m) {
              const absl::Duration t = TimeoutFromPython(timeout);
              Check(RunKvWait(
                  h, [keys, t](ipc::KvClient& kv) { return kv.Wait(keys, t); }));
-           })
-      .def("barrier",
-           [](const HP& h, py::object timeout) {
-             const absl::Duration t = TimeoutFromPython(timeout);
-             Check(RunInterruptibly([h, t] {
-               MutexLock lock(&h->mu());
-               return h->job().Barrier(t);
-             }));
-           })
+           });
+}
+
+// barrier, and put/get through the job's store.
+void AddBarrierAndStore(JobClass& cls) {
+  using H = JobHandle;
+  using HP = std::shared_ptr<JobHandle>;
+  cls.def("barrier",
+          [](const HP& h, py::object timeout) {
+            const absl::Duration t = TimeoutFromPython(timeout);
+            Check(RunInterruptibly([h, t] {
+              MutexLock lock(&h->mu());
+              return h->job().Barrier(t);
+            }));
+          })
       .def(
           "put",
           [](H& h, py::handle array, const std::string& dtype) {
@@ -164,6 +160,30 @@ void DefineJob(py::module_& m) {
       .def("segment_base", [](H& h) {
         return reinterpret_cast<uintptr_t>(h.store()->store->segment_base());
       });
+}
+
+}  // namespace
+
+void DefineJob(py::module_& m) {
+  using H = JobHandle;
+  using HP = std::shared_ptr<JobHandle>;
+  JobClass cls(m, "Job", "This process's place in a launched job.");
+  cls.def_static("init", &H::Init)
+      .def_property_readonly("rank", [](H& h) { return h.job().rank(); })
+      .def_property_readonly("world_size",
+                             [](H& h) { return h.job().world_size(); })
+      .def_property_readonly("local_rank",
+                             [](H& h) { return h.job().local_rank(); })
+      .def_property_readonly("local_world_size",
+                             [](H& h) { return h.job().local_world_size(); })
+      .def_property_readonly("node_rank",
+                             [](H& h) { return h.job().node_rank(); })
+      .def_property_readonly("nnodes", [](H& h) { return h.job().nnodes(); })
+      .def_property_readonly("restart_count",
+                             [](H& h) { return h.job().restart_count(); })
+      .def_property_readonly("job_id", [](H& h) { return h.job().job_id(); });
+  AddKeyValue(cls);
+  AddBarrierAndStore(cls);
 }
 
 }  // namespace shoal::pyext
