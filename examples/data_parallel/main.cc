@@ -160,13 +160,16 @@ absl::Status Report(const Job& job, const Flags& f, const Backend& backend,
                     const TrainResult& r) {
   const int world = job.world_size();
   const bool gpu = backend.on_device();
+  const std::string checks =
+      world == 1 ? std::string("one rank: no parameters to compare")
+                 : absl::StrCat("parameters bit-identical across ranks at ",
+                                r.checks, r.checks == 1 ? " check" : " checks");
   std::printf(
       "done: %lld steps, final loss %.6f (first %.6f); %.0f samples/s (%.0f "
-      "per rank), %.2f ms/step of which %.2f ms waiting for gradients; "
-      "parameters bit-identical across ranks at %d check%s\n",
+      "per rank), %.2f ms/step of which %.2f ms waiting for gradients; %s\n",
       static_cast<long long>(r.steps.size()), r.steps.back().loss,
       r.steps.front().loss, r.samples_per_second, r.samples_per_second / world,
-      r.step_ms, r.wait_ms, r.checks, r.checks == 1 ? "" : "s");
+      r.step_ms, r.wait_ms, checks.c_str());
   std::printf(
       "summary: ranks=%d batch=%lld global_batch=%lld device=%s steps=%lld "
       "samples_per_s=%.1f step_ms=%.3f wait_ms=%.3f final_loss=%.7g "
