@@ -22,8 +22,9 @@ int DeviceOfPointer(const void* ptr) {
     cudaGetLastError();  // clear it: unregistered host memory is not an error
     return -1;
   }
-  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged ? attr.device
-                                                                                   : -1;
+  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged
+             ? attr.device
+             : -1;
 }
 
 }  // namespace shoal::gpu

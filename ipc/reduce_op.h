@@ -14,7 +14,8 @@ enum class ReduceOp : uint8_t {
   kProd = 1,
   kMin = 2,
   kMax = 3,
-  kAvg = 4,  // the sum divided by the number of ranks (integer division for ints)
+  kAvg =
+      4,  // the sum divided by the number of ranks (integer division for ints)
 };
 inline constexpr int kNumReduceOps = 5;
 

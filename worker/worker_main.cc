@@ -73,7 +73,8 @@ class Heartbeat {
       auto frame = ipc::Encode(0, std::move(m));
       if (frame.ok()) (void)socket->Send(*frame, /*dontwait=*/true);
     };
-    send(ipc::WorkerHello{o_.worker_id, static_cast<int32_t>(getpid()), RegisteredTasks()});
+    send(ipc::WorkerHello{o_.worker_id, static_cast<int32_t>(getpid()),
+                          RegisteredTasks()});
     MutexLock lock(&mu_);
     while (!stop_) {
       cv_.WaitWithDeadline(&mu_, absl::Now() + o_.heartbeat_interval);
