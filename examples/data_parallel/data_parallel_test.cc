@@ -2,7 +2,6 @@
 // follow the same loss curve as 1 rank with batch N·B; bucketing and overlap
 // change nothing; the parameter check catches ranks that drift apart; the
 // GPU path (with a GPU) agrees with the CPU path.
-#include <sys/wait.h>
 
 #include <cmath>
 #include <fstream>
@@ -19,7 +18,7 @@
 #include "gpu/device_visibility.h"
 #include "gpu/gpu_info.h"
 #include "gtest/gtest.h"
-#include "ipc/subprocess.h"
+#include "tests/testing/command.h"
 #include "tests/testing/test_env.h"
 
 namespace shoal {
@@ -43,7 +42,6 @@ const std::vector<std::string> kSmall = {
 std::string OutDir() { return absl::StrCat(::testing::TempDir(), "/dp"); }
 
 Result Launch(const std::string& nproc, std::vector<std::string> flags) {
-  static int n = 0;
   std::vector<std::string> argv = {
       RunfilePath("tools/shoal"),
       "launch",
@@ -57,30 +55,8 @@ Result Launch(const std::string& nproc, std::vector<std::string> flags) {
       OutDir()};
   argv.insert(argv.end(), kSmall.begin(), kSmall.end());
   argv.insert(argv.end(), flags.begin(), flags.end());
-  SubprocessOptions o;
-  o.pipe_stdout = true;
-  o.stderr_file =
-      absl::StrCat(::testing::TempDir(), "/dp-", getpid(), "-", n++, ".err");
-  Result r;
-  auto p = Subprocess::Start(argv, o);
-  EXPECT_TRUE(p.ok()) << p.status();
-  if (!p.ok()) return r;
-  while (true) {
-    auto line = p->ReadLine(absl::Minutes(2));
-    if (!line.ok()) break;
-    absl::StrAppend(&r.out, *line, "\n");
-  }
-  auto status = p->Wait(absl::Minutes(1));
-  EXPECT_TRUE(status.ok());
-  if (status.ok()) {
-    r.code =
-        WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
-  }
-  std::ifstream in(o.stderr_file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.err = ss.str();
-  return r;
+  testing::CommandResult c = testing::RunCommand(argv, "dp", absl::Minutes(2));
+  return Result{c.code, c.OutText(), c.err};
 }
 
 // The loss column of a CSV the example wrote.

@@ -1,9 +1,7 @@
 // Collectives with real processes under `shoal launch`: 2, 3 and 4 ranks.
-#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -12,7 +10,7 @@
 #include "gpu/device_visibility.h"
 #include "gpu/gpu_info.h"
 #include "gtest/gtest.h"
-#include "ipc/subprocess.h"
+#include "tests/testing/command.h"
 #include "tests/testing/test_env.h"
 
 namespace shoal {
@@ -20,16 +18,11 @@ namespace {
 
 using shoal::testing::RunfilePath;
 
-struct Result {
-  int code = 0;
-  std::vector<std::string> out;
-  std::string err;
-};
+using Result = testing::CommandResult;
 
 Result Launch(const std::string& nproc, const std::string& mode,
               std::vector<std::string> extra = {},
               std::map<std::string, std::optional<std::string>> env = {}) {
-  static int n = 0;
   std::vector<std::string> argv = {RunfilePath("tools/shoal"),
                                    "launch",
                                    "--nproc-per-node",
@@ -41,42 +34,13 @@ Result Launch(const std::string& nproc, const std::string& mode,
   argv.push_back("--");
   argv.push_back(RunfilePath("tests/collectives/coll_probe"));
   argv.push_back(mode);
-  SubprocessOptions o;
-  o.env = std::move(env);
-  o.pipe_stdout = true;
-  o.stderr_file =
-      absl::StrCat(::testing::TempDir(), "/coll-", getpid(), "-", n++, ".err");
-  Result r;
-  auto p = Subprocess::Start(argv, o);
-  EXPECT_TRUE(p.ok()) << p.status();
-  if (!p.ok()) return r;
-  while (true) {
-    auto line = p->ReadLine(absl::Minutes(5));
-    if (!line.ok()) break;
-    r.out.push_back(*line);
-  }
-  auto status = p->Wait(absl::Minutes(1));
-  EXPECT_TRUE(status.ok());
-  if (status.ok())
-    r.code =
-        WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
-  std::ifstream in(o.stderr_file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.err = ss.str();
-  return r;
+  return testing::RunCommand(argv, "coll", absl::Minutes(5), std::move(env));
 }
 
 Result Launch(int nproc, const std::string& mode,
               std::vector<std::string> extra = {},
               std::map<std::string, std::optional<std::string>> env = {}) {
   return Launch(absl::StrCat(nproc), mode, std::move(extra), std::move(env));
-}
-
-std::string Joined(const std::vector<std::string>& lines) {
-  std::string s;
-  for (const std::string& l : lines) absl::StrAppend(&s, l, "\n");
-  return s;
 }
 
 class CollectivesTest : public ::testing::TestWithParam<int> {};
@@ -87,7 +51,7 @@ TEST_P(CollectivesTest, EveryOpDtypeAndSizeMatchesTheReference) {
   EXPECT_EQ(r.code, 0) << r.err;
   int ok = 0;
   for (const std::string& line : r.out) ok += absl::StrContains(line, " ok ");
-  EXPECT_EQ(ok, n) << Joined(r.out) << r.err;
+  EXPECT_EQ(ok, n) << r.OutText() << r.err;
 }
 
 TEST_P(CollectivesTest, AsyncAndGroups) {
@@ -107,7 +71,7 @@ TEST_P(CollectivesTest, MismatchedCountsAreReportedByEveryRank) {
     reported += absl::StrContains(line, "INVALID_ARGUMENT") &&
                 absl::StrContains(line, "mismatch");
   }
-  EXPECT_EQ(reported, n) << Joined(r.out);
+  EXPECT_EQ(reported, n) << r.OutText();
 }
 
 // Device buffers take the NCCL path: one rank per GPU. Skips without a GPU
@@ -118,10 +82,10 @@ TEST(CollectivesGpuTest, DeviceBuffersGoThroughNccl) {
   if (gpus == 0)
     GTEST_SKIP() << "no GPU on this machine: the NCCL path needs one";
   Result r = Launch("gpu", "gpu");
-  EXPECT_EQ(r.code, 0) << Joined(r.out) << r.err;
+  EXPECT_EQ(r.code, 0) << r.OutText() << r.err;
   int ok = 0;
   for (const std::string& line : r.out) ok += absl::StrContains(line, "gpu ok");
-  EXPECT_EQ(ok, gpus) << Joined(r.out) << r.err;
+  EXPECT_EQ(ok, gpus) << r.OutText() << r.err;
   if (gpus < 2) {
     std::printf(
         "note: one GPU, so NCCL ran with one rank; collectives across "
@@ -140,7 +104,7 @@ TEST(CollectivesTuningTest, TinyChunksAndStreamingStoresGiveTheSameResults) {
   EXPECT_EQ(r.code, 0) << r.err;
   int ok = 0;
   for (const std::string& line : r.out) ok += absl::StrContains(line, " ok ");
-  EXPECT_EQ(ok, 3) << Joined(r.out) << r.err;
+  EXPECT_EQ(ok, 3) << r.OutText() << r.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CollectivesTest, ::testing::Values(2, 3, 4),
@@ -164,7 +128,7 @@ TEST(CollectivesFailureTest, AStalledRankMakesTheOthersFailWithinTheTimeout) {
     EXPECT_LT(ms, 3000) << line;
     ++timed_out;
   }
-  EXPECT_EQ(timed_out, 2) << Joined(r.out) << r.err;
+  EXPECT_EQ(timed_out, 2) << r.OutText() << r.err;
   for (const std::string& line : r.out) {
     if (absl::StrContains(line, "then ")) {
       EXPECT_TRUE(absl::StrContains(line, "FAILED_PRECONDITION")) << line;
@@ -190,7 +154,7 @@ TEST(CollectivesFailureTest, ADeadRankMakesTheOthersFailQuickly) {
     EXPECT_LT(ms, 5000) << line;
     ++saw;
   }
-  EXPECT_EQ(saw, 2) << Joined(r.out) << r.err;
+  EXPECT_EQ(saw, 2) << r.OutText() << r.err;
 }
 
 }  // namespace

@@ -5,10 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -16,12 +14,13 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "ipc/process_info.h"
-#include "ipc/subprocess.h"
+#include "tests/testing/command.h"
 #include "tests/testing/test_env.h"
 
 namespace shoal {
 namespace {
 
+using shoal::testing::ReadFile;
 using shoal::testing::RunfilePath;
 using shoal::testing::WaitUntil;
 
@@ -39,45 +38,12 @@ int FreePort() {
   return ntohs(a.sin_port);
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // A running `shoal launch`.
-struct Launch {
-  Subprocess process;
-  std::string stderr_path;
-
-  // Reads stdout to the end; returns the exit code (or -signal).
-  struct Result {
-    int code = 0;
-    std::vector<std::string> out;
-    std::string err;
-  };
-  Result Finish(absl::Duration timeout = absl::Seconds(60)) {
-    Result r;
-    while (true) {
-      auto line = process.ReadLine(timeout);
-      if (!line.ok()) break;
-      r.out.push_back(*line);
-    }
-    auto status = process.Wait(timeout);
-    EXPECT_TRUE(status.ok()) << "the launcher did not exit";
-    if (status.ok()) {
-      r.code = WIFEXITED(*status) ? WEXITSTATUS(*status) : -WTERMSIG(*status);
-    }
-    r.err = ReadFile(stderr_path);
-    return r;
-  }
-};
+using Launch = testing::RunningCommand;
 
 Launch Start(std::vector<std::string> flags, std::vector<std::string> command,
              std::map<std::string, std::optional<std::string>> env = {},
              std::vector<std::string> wrapper = {}) {
-  static int n = 0;
   std::vector<std::string> argv = wrapper;
   for (const std::string& a :
        {RunfilePath("tools/shoal"), std::string("launch"),
@@ -87,18 +53,10 @@ Launch Start(std::vector<std::string> flags, std::vector<std::string> command,
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.push_back("--");
   argv.insert(argv.end(), command.begin(), command.end());
-  SubprocessOptions o;
-  o.pipe_stdout = true;
-  o.env = std::move(env);
-  o.stderr_file = absl::StrCat(::testing::TempDir(), "/launch-", getpid(), "-",
-                               n++, ".err");
-  unlink(o.stderr_file.c_str());
-  auto p = Subprocess::Start(argv, o);
-  EXPECT_TRUE(p.ok()) << p.status();
-  return Launch{*std::move(p), o.stderr_file};
+  return testing::StartCommand(argv, "launch", std::move(env));
 }
 
-Launch::Result RunLaunch(
+testing::CommandResult RunLaunch(
     std::vector<std::string> flags, std::vector<std::string> command,
     std::map<std::string, std::optional<std::string>> env = {}) {
   return Start(std::move(flags), std::move(command), std::move(env)).Finish();
