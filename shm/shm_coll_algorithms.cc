@@ -20,24 +20,27 @@ namespace {
 
 int64_t ElemSize(DType t) { return static_cast<int64_t>(DTypeSize(t)); }
 
+// InvalidArgument unless `dtype` can be reduced.
+absl::Status CheckReducible(const char* what, DType dtype) {
+  if (IsReducible(dtype)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " of ", DTypeName(dtype),
+                   " (reducible: f16, bf16, f32, f64, i32, i64)"));
+}
+
 }  // namespace
 
 absl::Status ShmCommunicator::Impl::AllReduce(const void* in, void* out,
                                               int64_t count, DType dtype,
                                               ReduceOp op,
                                               absl::Duration timeout) {
+  SHOAL_RETURN_IF_ERROR(CheckReducible("all_reduce", dtype));
   SHOAL_RETURN_IF_ERROR(
       Begin(CallKind::kAllReduce, dtype, count, 0, op, timeout));
-  if (!IsReducible(dtype)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("all_reduce of ", DTypeName(dtype),
-                     " (reducible: f16, bf16, f32, f64, i32, i64)"));
-  }
   const int64_t elem = ElemSize(dtype);
   const uint64_t bytes = static_cast<uint64_t>(count * elem);
   if (world_ == 1) {
     if (out != in) std::memcpy(out, in, bytes);
-    if (op == ReduceOp::kAvg) return absl::OkStatus();
     return absl::OkStatus();
   }
   const auto* src = static_cast<const uint8_t*>(in);
@@ -102,12 +105,9 @@ absl::Status ShmCommunicator::Impl::Reduce(const void* in, void* out,
                                            int64_t count, DType dtype,
                                            ReduceOp op, int root,
                                            absl::Duration timeout) {
+  SHOAL_RETURN_IF_ERROR(CheckReducible("reduce", dtype));
   SHOAL_RETURN_IF_ERROR(
       Begin(CallKind::kReduce, dtype, count, root, op, timeout));
-  if (!IsReducible(dtype)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("reduce of ", DTypeName(dtype)));
-  }
   const int64_t elem = ElemSize(dtype);
   if (world_ == 1) {
     if (out != in) std::memcpy(out, in, count * elem);
@@ -183,12 +183,9 @@ absl::Status ShmCommunicator::Impl::ReduceScatter(const void* in, void* out,
                                                   int64_t count, DType dtype,
                                                   ReduceOp op,
                                                   absl::Duration timeout) {
+  SHOAL_RETURN_IF_ERROR(CheckReducible("reduce_scatter", dtype));
   SHOAL_RETURN_IF_ERROR(
       Begin(CallKind::kReduceScatter, dtype, count, 0, op, timeout));
-  if (!IsReducible(dtype)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("reduce_scatter of ", DTypeName(dtype)));
-  }
   const int64_t elem = ElemSize(dtype);
   const auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
