@@ -10,13 +10,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "base/status_macros.h"
 #include "coordinator/discovery.h"
-#include "coordinator/task_results.h"
 #include "ipc/curve.h"
 #include "ipc/protocol.h"
 #include "ipc/rpc_channel.h"
-#include "ipc/status_macros.h"
-#include "shm/task_table.h"
+#include "tasks/task_results.h"
+#include "tasks/task_table.h"
 
 namespace shoal::coordinator {
 namespace {
@@ -59,7 +59,7 @@ class Client::Impl {
   ipc::RpcChannel channel_;
   ipc::ClientWelcome welcome_;
   std::unique_ptr<shm::StoreClient> store_;
-  std::unique_ptr<shm::TaskTable> table_;
+  std::unique_ptr<tasks::TaskTable> table_;
   std::map<uint64_t, std::vector<ObjectId>>
       spilled_;  // task → argument objects
 };
@@ -105,7 +105,7 @@ absl::Status Client::Impl::Connect() {
   so.name = o_.name;
   SHOAL_ASSIGN_OR_RETURN(store_, shm::StoreClient::Connect(so));
   SHOAL_ASSIGN_OR_RETURN(
-      table_, shm::TaskTable::Open(welcome_.task_segment, absl::Seconds(10)));
+      table_, tasks::TaskTable::Open(welcome_.task_segment, absl::Seconds(10)));
   return table_->SetClientStoreSlot(
       welcome_.task_client, static_cast<int32_t>(store_->client_slot()));
 }
@@ -161,15 +161,15 @@ void Client::Impl::ReleaseSpilled(uint64_t task) {
 
 absl::StatusOr<std::vector<TaskRef>> Client::Impl::SubmitLocal(
     std::vector<ipc::TaskSpec> tasks) {
-  std::vector<shm::TaskSubmission> subs;
+  std::vector<tasks::TaskSubmission> subs;
   std::vector<std::vector<ObjectId>> spilled(tasks.size());
   subs.reserve(tasks.size());
   for (size_t i = 0; i < tasks.size(); ++i) {
     absl::Status s = SpillLargeArgs(tasks[i], &spilled[i]);
-    absl::StatusOr<shm::TaskSubmission> sub =
-        s.ok() ? ToSubmission(tasks[i], welcome_.cpus_per_worker,
-                              welcome_.gpus_per_worker)
-               : absl::StatusOr<shm::TaskSubmission>(s);
+    absl::StatusOr<tasks::TaskSubmission> sub =
+        s.ok() ? tasks::ToSubmission(tasks[i], welcome_.cpus_per_worker,
+                                     welcome_.gpus_per_worker)
+               : absl::StatusOr<tasks::TaskSubmission>(s);
     if (!sub.ok()) {
       for (auto& ids : spilled) {
         for (const ObjectId& id : ids) (void)store_->Release(id);
@@ -207,8 +207,8 @@ absl::StatusOr<std::vector<ipc::TaskResult>> Client::Impl::WaitLocal(
   auto count_done = [&]() -> absl::StatusOr<size_t> {
     size_t done = 0;
     for (const TaskRef& t : tasks) {
-      SHOAL_ASSIGN_OR_RETURN(shm::TaskState st, table_->Poll(t.id));
-      if (st == shm::TaskState::kDone) ++done;
+      SHOAL_ASSIGN_OR_RETURN(tasks::TaskState st, table_->Poll(t.id));
+      if (st == tasks::TaskState::kDone) ++done;
     }
     return done;
   };
@@ -235,8 +235,8 @@ absl::StatusOr<std::vector<ipc::TaskResult>> Client::Impl::WaitLocal(
   }
   std::vector<ipc::TaskResult> results;
   for (const TaskRef& t : tasks) {
-    absl::StatusOr<shm::TaskState> st = table_->Poll(t.id);
-    if (!st.ok() || *st != shm::TaskState::kDone) continue;
+    absl::StatusOr<tasks::TaskState> st = table_->Poll(t.id);
+    if (!st.ok() || *st != tasks::TaskState::kDone) continue;
     results.push_back(
         ToResult(t.id, table_->Take(welcome_.task_client, t.id, release)));
     ReleaseSpilled(t.id);
@@ -354,8 +354,8 @@ absl::Status Client::Cancel(TaskRef task) {
 absl::Status Client::Release(TaskRef task) {
   if (local()) {
     // Output objects of a finished task are ours to release too.
-    absl::StatusOr<shm::TaskState> st = impl_->table_->Poll(task.id);
-    if (st.ok() && *st == shm::TaskState::kDone) {
+    absl::StatusOr<tasks::TaskState> st = impl_->table_->Poll(task.id);
+    if (st.ok() && *st == tasks::TaskState::kDone) {
       ReleaseOutputs(ToResult(
           task.id, impl_->table_->Take(impl_->welcome_.task_client, task.id,
                                        /*release=*/true)));

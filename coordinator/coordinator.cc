@@ -16,15 +16,15 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/log.h"
+#include "base/process_info.h"
+#include "base/python_env.h"
+#include "base/runtime_dir.h"
+#include "base/status_macros.h"
+#include "base/subprocess.h"
 #include "coordinator/coordinator_impl.h"
 #include "coordinator/discovery.h"
-#include "coordinator/python_env.h"
 #include "gpu/device_visibility.h"
-#include "ipc/log.h"
-#include "ipc/process_info.h"
-#include "ipc/runtime_dir.h"
-#include "ipc/status_macros.h"
-#include "ipc/subprocess.h"
 #include "ipc/task_payload.h"
 #include "shm/segment.h"
 
@@ -112,7 +112,8 @@ absl::Status Coordinator::Impl::StartStore() {
 
 absl::Status Coordinator::Impl::StartTaskTable() {
   SHOAL_ASSIGN_OR_RETURN(
-      table_, shm::TaskTable::Create(options_.job_id, shm::TaskTableOptions()));
+      table_,
+      tasks::TaskTable::Create(options_.job_id, tasks::TaskTableOptions()));
   SHOAL_ASSIGN_OR_RETURN(
       own_client_,
       table_->AddClient(getpid(),
@@ -445,14 +446,14 @@ void Coordinator::Impl::OnWorkerExit(uint32_t w, const std::string& how) {
 }
 
 void Coordinator::Impl::CheckTimeouts(absl::Time now) {
-  for (const shm::ExpiredTask& e : table_->Expired(MonotonicNs())) {
+  for (const tasks::ExpiredTask& e : table_->Expired(MonotonicNs())) {
     if (table_->Expire(e.id).ok()) {
       expiring_[e.id] = Expiring{e.worker, now + options_.cancel_grace};
     }
   }
   for (auto it = expiring_.begin(); it != expiring_.end();) {
-    absl::StatusOr<shm::TaskState> state = table_->Poll(it->first);
-    if (!state.ok() || *state != shm::TaskState::kRunning) {
+    absl::StatusOr<tasks::TaskState> state = table_->Poll(it->first);
+    if (!state.ok() || *state != tasks::TaskState::kRunning) {
       it = expiring_.erase(it);  // the worker honoured the cancellation
       continue;
     }
@@ -473,10 +474,10 @@ void Coordinator::Impl::CheckTimeouts(absl::Time now) {
 
 void Coordinator::Impl::ExpireRemoteResults(absl::Time now) {
   for (auto it = remote_tasks_.begin(); it != remote_tasks_.end();) {
-    absl::StatusOr<shm::TaskState> state = table_->Poll(it->first);
+    absl::StatusOr<tasks::TaskState> state = table_->Poll(it->first);
     if (!state.ok()) {
       it = remote_tasks_.erase(it);
-    } else if (*state == shm::TaskState::kDone &&
+    } else if (*state == tasks::TaskState::kDone &&
                now - it->second.submitted > options_.remote_result_ttl) {
       ReleaseOutputs(ResultOf(it->first, /*release=*/true).outputs);
       it = remote_tasks_.erase(it);

@@ -24,7 +24,7 @@
 #include "ipc/socket.h"
 #include "shm/store_client.h"
 #include "shm/store_service.h"
-#include "shm/task_table.h"
+#include "tasks/task_table.h"
 
 namespace shoal::coordinator {
 
@@ -117,7 +117,7 @@ class Coordinator::Impl {
   std::unique_ptr<shm::StoreClient>
       store_client_;  // for remote clients' objects
 
-  std::unique_ptr<shm::TaskTable> table_;
+  std::unique_ptr<tasks::TaskTable> table_;
   uint32_t own_client_ = 0;  // the task client remote submissions go through
   std::thread watcher_;      // turns completions of our tasks into an eventfd
   std::atomic<bool> watcher_stop_{false};

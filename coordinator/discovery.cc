@@ -16,9 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "ipc/process_info.h"
-#include "ipc/runtime_dir.h"
-#include "ipc/status_macros.h"
+#include "base/process_info.h"
+#include "base/runtime_dir.h"
+#include "base/status_macros.h"
 
 namespace shoal::coordinator {
 namespace {

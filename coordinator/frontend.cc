@@ -10,11 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "base/log.h"
+#include "base/process_info.h"
 #include "coordinator/coordinator_impl.h"
-#include "coordinator/task_results.h"
-#include "ipc/log.h"
-#include "ipc/process_info.h"
 #include "ipc/task_payload.h"
+#include "tasks/task_results.h"
 
 namespace shoal::coordinator {
 namespace {
@@ -107,7 +107,7 @@ ipc::Message Coordinator::Impl::OnHello(const std::string& routing_id,
 
 ipc::Message Coordinator::Impl::OnSubmit(const std::string& routing_id,
                                          const ipc::SubmitRequest& m) {
-  std::vector<shm::TaskSubmission> subs;
+  std::vector<tasks::TaskSubmission> subs;
   subs.reserve(m.tasks.size());
   for (const ipc::TaskSpec& t : m.tasks) {
     if (!functions_.empty() && functions_.count(t.function) == 0 &&
@@ -117,9 +117,9 @@ ipc::Message Coordinator::Impl::OnSubmit(const std::string& routing_id,
           functions_.size(), " known: ", absl::StrJoin(functions_, ", "),
           "); load plugins with --plugin")));
     }
-    absl::StatusOr<shm::TaskSubmission> s =
-        ToSubmission(t, static_cast<uint32_t>(options_.cpus_per_worker),
-                     static_cast<uint32_t>(options_.gpus_per_worker));
+    absl::StatusOr<tasks::TaskSubmission> s =
+        tasks::ToSubmission(t, static_cast<uint32_t>(options_.cpus_per_worker),
+                            static_cast<uint32_t>(options_.gpus_per_worker));
     if (!s.ok()) return Error(s.status());
     subs.push_back(*std::move(s));
   }
@@ -154,9 +154,9 @@ std::optional<ipc::Message> Coordinator::Impl::TryWait(
   for (uint64_t id : m.task_ids) {
     absl::Status owner = CheckOwner(routing_id, id);
     if (!owner.ok()) return Error(owner);
-    absl::StatusOr<shm::TaskState> st = table_->Poll(id);
+    absl::StatusOr<tasks::TaskState> st = table_->Poll(id);
     if (!st.ok()) return Error(st.status());
-    if (*st == shm::TaskState::kDone) ++done;
+    if (*st == tasks::TaskState::kDone) ++done;
   }
   const size_t want = m.min_done == 0
                           ? m.task_ids.size()
@@ -164,7 +164,7 @@ std::optional<ipc::Message> Coordinator::Impl::TryWait(
   if (done < want && !force) return std::nullopt;
   ipc::WaitReply reply;
   for (uint64_t id : m.task_ids) {
-    if (*table_->Poll(id) != shm::TaskState::kDone) continue;
+    if (*table_->Poll(id) != tasks::TaskState::kDone) continue;
     reply.results.push_back(ResultOf(id, m.release));
     if (m.release) remote_tasks_.erase(id);
   }
@@ -206,7 +206,7 @@ ipc::Message Coordinator::Impl::OnCancel(const std::string& routing_id,
   for (uint64_t id : m.task_ids) {
     absl::Status s = CheckOwner(routing_id, id);
     if (!s.ok()) return Error(s);
-    absl::StatusOr<shm::TaskState> was = table_->Cancel(id);
+    absl::StatusOr<tasks::TaskState> was = table_->Cancel(id);
     if (!was.ok()) return Error(was.status());
   }
   return ipc::OkReply{};
@@ -226,8 +226,8 @@ ipc::Message Coordinator::Impl::OnReleaseTasks(
   for (uint64_t id : m.task_ids) {
     absl::Status s = CheckOwner(routing_id, id);
     if (!s.ok()) return Error(s);
-    absl::StatusOr<shm::TaskState> st = table_->Poll(id);
-    if (st.ok() && *st == shm::TaskState::kDone) {
+    absl::StatusOr<tasks::TaskState> st = table_->Poll(id);
+    if (st.ok() && *st == tasks::TaskState::kDone) {
       ReleaseOutputs(ResultOf(id, /*release=*/true).outputs);
     } else {
       (void)table_->Release(own_client_, id);
@@ -258,7 +258,7 @@ ipc::Message Coordinator::Impl::OnStatus() {
   for (ipc::WorkerStatus& w : st.workers) {
     const int32_t slot = worker_slot_[w.id];
     if (slot >= 0) {
-      absl::StatusOr<shm::TaskWorkerCounters> c =
+      absl::StatusOr<tasks::TaskWorkerCounters> c =
           table_->WorkerCounters(static_cast<uint32_t>(slot));
       if (c.ok()) {
         w.tasks_done = c->done;
@@ -267,7 +267,7 @@ ipc::Message Coordinator::Impl::OnStatus() {
       }
     }
   }
-  if (absl::StatusOr<shm::TaskTableStats> ts = table_->Stats(); ts.ok()) {
+  if (absl::StatusOr<tasks::TaskTableStats> ts = table_->Stats(); ts.ok()) {
     st.queued = ts->queued;
     st.running = ts->running;
     st.submitted = ts->submitted;

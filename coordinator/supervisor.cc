@@ -7,8 +7,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "ipc/log.h"
-#include "ipc/process_info.h"
+#include "base/log.h"
+#include "base/process_info.h"
 
 namespace shoal::coordinator {
 

@@ -18,8 +18,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/subprocess.h"
 #include "ipc/messages.h"
-#include "ipc/subprocess.h"
 
 namespace shoal::coordinator {
 

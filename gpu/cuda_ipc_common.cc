@@ -2,9 +2,9 @@
 #include <cstdlib>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "gpu/cuda_ipc.h"
 #include "gpu/device_visibility.h"
-#include "ipc/status_macros.h"
 
 namespace shoal::gpu {
 

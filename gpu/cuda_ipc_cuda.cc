@@ -4,10 +4,10 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/mutex.h"
+#include "base/status_macros.h"
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_ipc.h"
-#include "ipc/mutex.h"
-#include "ipc/status_macros.h"
 
 namespace shoal::gpu {
 namespace {

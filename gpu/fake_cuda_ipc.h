@@ -12,8 +12,8 @@
 #include <memory>
 #include <vector>
 
+#include "base/mutex.h"
 #include "gpu/cuda_ipc.h"
-#include "ipc/mutex.h"
 
 namespace shoal::gpu {
 

@@ -28,9 +28,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "ipc/kv_client.h"
-#include "ipc/reduce_op.h"
+#include "collectives/reduce_op.h"
 #include "ipc/tensor_meta.h"
+#include "launch/kv_client.h"
 
 namespace shoal::gpu {
 
@@ -67,7 +67,7 @@ class NcclCommunicator {
   // DeadlineExceeded (the id did not arrive, or the initialisation did not
   // finish, in time), KvClient's errors, the CUDA or NCCL error.
   static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(
-      ipc::KvClient& kv, const std::string& comm_name, int rank, int world,
+      launch::KvClient& kv, const std::string& comm_name, int rank, int world,
       int device, NcclOptions options = {});
 
   NcclCommunicator(const NcclCommunicator&) = delete;
@@ -102,13 +102,14 @@ class NcclCommunicator {
 
   // out[i] = op over ranks of in[i], on every rank; `count` elements.
   absl::Status AllReduce(const void* in, void* out, int64_t count, DType dtype,
-                         ReduceOp op, void* stream = nullptr);
+                         collectives::ReduceOp op, void* stream = nullptr);
   // out = root's `in` on every rank (`in` is read on the root only).
   absl::Status Broadcast(const void* in, void* out, int64_t count, DType dtype,
                          int root, void* stream = nullptr);
   // Like AllReduce, but only the root's `out` receives the result.
   absl::Status Reduce(const void* in, void* out, int64_t count, DType dtype,
-                      ReduceOp op, int root, void* stream = nullptr);
+                      collectives::ReduceOp op, int root,
+                      void* stream = nullptr);
   // out (size() * count_per_rank elements) = the ranks' `in` in rank order.
   // In-place (NCCL's convention): in == out + rank() * count_per_rank.
   absl::Status AllGather(const void* in, void* out, int64_t count_per_rank,
@@ -116,7 +117,8 @@ class NcclCommunicator {
   // in has size() * count_per_rank elements; out = block rank() of the
   // reduction over ranks. In-place: out == in + rank() * count_per_rank.
   absl::Status ReduceScatter(const void* in, void* out, int64_t count_per_rank,
-                             DType dtype, ReduceOp op, void* stream = nullptr);
+                             DType dtype, collectives::ReduceOp op,
+                             void* stream = nullptr);
   // Block r of `in` goes to rank r, block s of `out` comes from rank s (both
   // size() * count_per_rank elements). One NCCL group of send/recv pairs.
   // `in` and `out` must not overlap (in == out: InvalidArgument when

@@ -17,10 +17,10 @@
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "gpu/cuda_check.h"
 #include "gpu/gpu_info.h"
 #include "gpu/nccl_communicator.h"
-#include "ipc/status_macros.h"
 
 namespace shoal::gpu {
 namespace {
@@ -64,17 +64,17 @@ absl::StatusOr<ncclDataType_t> ToNccl(const char* what, DType dtype) {
                        : absl::StrCat("dtype ", static_cast<int>(dtype))));
 }
 
-absl::StatusOr<ncclRedOp_t> ToNccl(const char* what, ReduceOp op) {
+absl::StatusOr<ncclRedOp_t> ToNccl(const char* what, collectives::ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum:
+    case collectives::ReduceOp::kSum:
       return ncclSum;
-    case ReduceOp::kProd:
+    case collectives::ReduceOp::kProd:
       return ncclProd;
-    case ReduceOp::kMin:
+    case collectives::ReduceOp::kMin:
       return ncclMin;
-    case ReduceOp::kMax:
+    case collectives::ReduceOp::kMax:
       return ncclMax;
-    case ReduceOp::kAvg:
+    case collectives::ReduceOp::kAvg:
       return ncclAvg;
   }
   return absl::InvalidArgumentError(
@@ -164,7 +164,7 @@ absl::Status CheckCreateArgs(const std::string& comm_name, int rank, int world,
 // publishes it under `key`; the other ranks read it there, waiting until
 // `deadline` (`timeout` is only for the message).
 absl::StatusOr<ncclUniqueId> ShareUniqueId(
-    ipc::KvClient& kv, const std::string& key, const std::string& comm_name,
+    launch::KvClient& kv, const std::string& key, const std::string& comm_name,
     int rank, int world, absl::Time deadline, absl::Duration timeout) {
   ncclUniqueId id;
   if (rank == 0) {
@@ -311,7 +311,7 @@ NcclCommunicator::NcclCommunicator(int rank, int size, int device,
 }
 
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
-    ipc::KvClient& kv, const std::string& comm_name, int rank, int world,
+    launch::KvClient& kv, const std::string& comm_name, int rank, int world,
     int device, NcclOptions options) {
   const absl::Time deadline = absl::Now() + options.timeout;
   SHOAL_RETURN_IF_ERROR(CheckCreateArgs(comm_name, rank, world, device));
@@ -386,7 +386,8 @@ void* NcclCommunicator::stream() const { return impl_->stream; }
 
 absl::Status NcclCommunicator::AllReduce(const void* in, void* out,
                                          int64_t count, DType dtype,
-                                         ReduceOp op, void* stream) {
+                                         collectives::ReduceOp op,
+                                         void* stream) {
   constexpr const char* kWhat = "NcclCommunicator::AllReduce";
   SHOAL_RETURN_IF_ERROR(impl_->CheckUsable(kWhat));
   SHOAL_ASSIGN_OR_RETURN(const ncclDataType_t type, ToNccl(kWhat, dtype));
@@ -415,8 +416,8 @@ absl::Status NcclCommunicator::Broadcast(const void* in, void* out,
 }
 
 absl::Status NcclCommunicator::Reduce(const void* in, void* out, int64_t count,
-                                      DType dtype, ReduceOp op, int root,
-                                      void* stream) {
+                                      DType dtype, collectives::ReduceOp op,
+                                      int root, void* stream) {
   constexpr const char* kWhat = "NcclCommunicator::Reduce";
   SHOAL_RETURN_IF_ERROR(impl_->CheckUsable(kWhat));
   SHOAL_ASSIGN_OR_RETURN(const ncclDataType_t type, ToNccl(kWhat, dtype));
@@ -450,7 +451,8 @@ absl::Status NcclCommunicator::AllGather(const void* in, void* out,
 
 absl::Status NcclCommunicator::ReduceScatter(const void* in, void* out,
                                              int64_t count_per_rank,
-                                             DType dtype, ReduceOp op,
+                                             DType dtype,
+                                             collectives::ReduceOp op,
                                              void* stream) {
   constexpr const char* kWhat = "NcclCommunicator::ReduceScatter";
   SHOAL_RETURN_IF_ERROR(impl_->CheckUsable(kWhat));

@@ -20,7 +20,7 @@ NcclCommunicator::NcclCommunicator(int rank, int size, int device,
 NcclCommunicator::~NcclCommunicator() = default;
 
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
-    ipc::KvClient& kv, const std::string& comm_name, int rank, int world,
+    launch::KvClient& kv, const std::string& comm_name, int rank, int world,
     int device, NcclOptions options) {
   return BuiltWithoutCuda("NcclCommunicator::Create");
 }

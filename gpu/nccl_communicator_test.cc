@@ -16,11 +16,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "collectives/reduce_op.h"
 #include "gpu/gpu_info.h"
 #include "gtest/gtest.h"
-#include "ipc/kv_client.h"
-#include "ipc/reduce_op.h"
 #include "ipc/tensor_meta.h"
+#include "launch/kv_client.h"
 
 #if defined(SHOAL_WITH_CUDA)
 #include <cuda_runtime_api.h>
@@ -31,8 +31,8 @@ namespace {
 
 // A KvClient connected to an endpoint nobody serves: Create with world 1 never
 // calls it (connecting is asynchronous, so this succeeds without a service).
-std::unique_ptr<ipc::KvClient> UnusedKv() {
-  auto kv = ipc::KvClient::Connect(
+std::unique_ptr<launch::KvClient> UnusedKv() {
+  auto kv = launch::KvClient::Connect(
       absl::StrCat("ipc:///tmp/shoal-nccl-test-nobody-", getpid()));
   EXPECT_TRUE(kv.ok()) << kv.status();
   return kv.ok() ? std::move(*kv) : nullptr;
@@ -41,7 +41,7 @@ std::unique_ptr<ipc::KvClient> UnusedKv() {
 #if !defined(SHOAL_WITH_CUDA)
 
 TEST(NcclCommunicatorTest, BuiltWithoutCuda) {
-  std::unique_ptr<ipc::KvClient> kv = UnusedKv();
+  std::unique_ptr<launch::KvClient> kv = UnusedKv();
   ASSERT_NE(kv, nullptr);
   auto c = NcclCommunicator::Create(*kv, "stub", 0, 1, 0);
   ASSERT_FALSE(c.ok());
@@ -69,7 +69,7 @@ std::string NoGpuReason() {
 #define ASSERT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
 
 TEST(NcclCommunicatorTest, ArgumentsAreCheckedBeforeTheGpu) {
-  std::unique_ptr<ipc::KvClient> kv = UnusedKv();
+  std::unique_ptr<launch::KvClient> kv = UnusedKv();
   ASSERT_NE(kv, nullptr);
   for (auto [rank, world] : {std::pair{1, 1}, {-1, 2}, {0, 0}}) {
     auto c = NcclCommunicator::Create(*kv, "args", rank, world, 0);
@@ -83,7 +83,7 @@ TEST(NcclCommunicatorTest, NoGpuIsFailedPrecondition) {
   absl::StatusOr<int> n = CudaDeviceCount();
   ASSERT_TRUE(n.ok()) << n.status();
   if (*n > 0) GTEST_SKIP() << *n << " GPU(s) visible: tested elsewhere";
-  std::unique_ptr<ipc::KvClient> kv = UnusedKv();
+  std::unique_ptr<launch::KvClient> kv = UnusedKv();
   ASSERT_NE(kv, nullptr);
   auto c = NcclCommunicator::Create(*kv, "nogpu", 0, 1, 0);
   ASSERT_FALSE(c.ok());
@@ -162,7 +162,7 @@ class OneRankTest
     }
   }
 
-  std::unique_ptr<ipc::KvClient> kv_;
+  std::unique_ptr<launch::KvClient> kv_;
   std::unique_ptr<NcclCommunicator> comm_;
 };
 
@@ -178,25 +178,30 @@ TEST_P(OneRankTest, CollectivesAreTheIdentity) {
   NcclCommunicator& c = *comm_;
   const void* src = in.ptr;
   void* dst = out.ptr;
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin,
-                      ReduceOp::kMax, ReduceOp::kAvg}) {
-    Check(absl::StrCat("all_reduce ", ReduceOpName(op)).c_str(), out, host,
-          [&] { return c.AllReduce(src, dst, count, dtype, op); });
+  for (collectives::ReduceOp op :
+       {collectives::ReduceOp::kSum, collectives::ReduceOp::kProd,
+        collectives::ReduceOp::kMin, collectives::ReduceOp::kMax,
+        collectives::ReduceOp::kAvg}) {
+    Check(absl::StrCat("all_reduce ", collectives::ReduceOpName(op)).c_str(),
+          out, host, [&] { return c.AllReduce(src, dst, count, dtype, op); });
   }
   Check("broadcast", out, host,
         [&] { return c.Broadcast(src, dst, count, dtype, 0); });
-  Check("reduce", out, host,
-        [&] { return c.Reduce(src, dst, count, dtype, ReduceOp::kSum, 0); });
+  Check("reduce", out, host, [&] {
+    return c.Reduce(src, dst, count, dtype, collectives::ReduceOp::kSum, 0);
+  });
   Check("all_gather", out, host,
         [&] { return c.AllGather(src, dst, count, dtype); });
   Check("reduce_scatter", out, host, [&] {
-    return c.ReduceScatter(src, dst, count, dtype, ReduceOp::kSum);
+    return c.ReduceScatter(src, dst, count, dtype, collectives::ReduceOp::kSum);
   });
   Check("all_to_all", out, host,
         [&] { return c.AllToAll(src, dst, count, dtype); });
 
   // In place: `in` keeps its values.
-  ASSERT_TRUE(c.AllReduce(in.ptr, in.ptr, count, dtype, ReduceOp::kSum).ok());
+  ASSERT_TRUE(
+      c.AllReduce(in.ptr, in.ptr, count, dtype, collectives::ReduceOp::kSum)
+          .ok());
   ASSERT_TRUE(c.Synchronize().ok());
   std::vector<char> got(host.size());
   ASSERT_CUDA(
@@ -215,7 +220,7 @@ INSTANTIATE_TEST_SUITE_P(
                           std::get<1>(info.param));
     });
 
-std::unique_ptr<NcclCommunicator> OneRank(ipc::KvClient& kv,
+std::unique_ptr<NcclCommunicator> OneRank(launch::KvClient& kv,
                                           const std::string& name,
                                           NcclOptions options = {}) {
   auto c = NcclCommunicator::Create(kv, name, 0, 1, 0, options);
@@ -225,19 +230,24 @@ std::unique_ptr<NcclCommunicator> OneRank(ipc::KvClient& kv,
 
 TEST(NcclCommunicatorTest, BadArgumentsDoNotAbort) {
   SKIP_WITHOUT_GPU();
-  std::unique_ptr<ipc::KvClient> kv = UnusedKv();
+  std::unique_ptr<launch::KvClient> kv = UnusedKv();
   ASSERT_NE(kv, nullptr);
   std::unique_ptr<NcclCommunicator> c = OneRank(*kv, "bad-args");
   ASSERT_NE(c, nullptr);
   DeviceBuffer buf(64);
   ASSERT_NE(buf.ptr, nullptr);
   const std::vector<absl::Status> bad = {
-      c->AllReduce(buf.ptr, buf.ptr, 4, DType::kU8, ReduceOp::kSum),
-      c->AllReduce(buf.ptr, buf.ptr, 4, DType::kF32, static_cast<ReduceOp>(9)),
-      c->AllReduce(buf.ptr, buf.ptr, -1, DType::kF32, ReduceOp::kSum),
-      c->AllReduce(nullptr, buf.ptr, 4, DType::kF32, ReduceOp::kSum),
+      c->AllReduce(buf.ptr, buf.ptr, 4, DType::kU8,
+                   collectives::ReduceOp::kSum),
+      c->AllReduce(buf.ptr, buf.ptr, 4, DType::kF32,
+                   static_cast<collectives::ReduceOp>(9)),
+      c->AllReduce(buf.ptr, buf.ptr, -1, DType::kF32,
+                   collectives::ReduceOp::kSum),
+      c->AllReduce(nullptr, buf.ptr, 4, DType::kF32,
+                   collectives::ReduceOp::kSum),
       c->Broadcast(buf.ptr, buf.ptr, 4, DType::kF32, 1),
-      c->Reduce(buf.ptr, buf.ptr, 4, DType::kF32, ReduceOp::kSum, -1),
+      c->Reduce(buf.ptr, buf.ptr, 4, DType::kF32, collectives::ReduceOp::kSum,
+                -1),
       c->Send(buf.ptr, 4, DType::kF32, 1),
       c->Recv(buf.ptr, 4, DType::kF32, 2),
   };
@@ -245,14 +255,15 @@ TEST(NcclCommunicatorTest, BadArgumentsDoNotAbort) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   }
   EXPECT_FALSE(c->aborted());
-  EXPECT_TRUE(
-      c->AllReduce(buf.ptr, buf.ptr, 16, DType::kI64, ReduceOp::kMax).ok());
+  EXPECT_TRUE(c->AllReduce(buf.ptr, buf.ptr, 16, DType::kI64,
+                           collectives::ReduceOp::kMax)
+                  .ok());
   EXPECT_TRUE(c->Synchronize().ok());
 }
 
 TEST(NcclCommunicatorTest, AnotherStreamAndTest) {
   SKIP_WITHOUT_GPU();
-  std::unique_ptr<ipc::KvClient> kv = UnusedKv();
+  std::unique_ptr<launch::KvClient> kv = UnusedKv();
   ASSERT_NE(kv, nullptr);
   std::unique_ptr<NcclCommunicator> c = OneRank(*kv, "streams");
   ASSERT_NE(c, nullptr);
@@ -263,8 +274,9 @@ TEST(NcclCommunicatorTest, AnotherStreamAndTest) {
   ASSERT_NE(buf.ptr, nullptr);
   ASSERT_CUDA(cudaMemsetAsync(buf.ptr, 0, buf.bytes, s));
   for (int i = 0; i < 8; ++i) {
-    ASSERT_TRUE(
-        c->AllReduce(buf.ptr, buf.ptr, n, DType::kF32, ReduceOp::kSum, s).ok());
+    ASSERT_TRUE(c->AllReduce(buf.ptr, buf.ptr, n, DType::kF32,
+                             collectives::ReduceOp::kSum, s)
+                    .ok());
   }
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   bool done = false;
@@ -288,14 +300,15 @@ void CUDART_CB BlockUntil(void* flag) {
 // Synchronize times out, aborts, and every later call fails fast.
 TEST(NcclCommunicatorTest, SynchronizeTimeoutAborts) {
   SKIP_WITHOUT_GPU();
-  std::unique_ptr<ipc::KvClient> kv = UnusedKv();
+  std::unique_ptr<launch::KvClient> kv = UnusedKv();
   ASSERT_NE(kv, nullptr);
   std::unique_ptr<NcclCommunicator> c = OneRank(*kv, "timeout");
   ASSERT_NE(c, nullptr);
   DeviceBuffer buf(4096);
   ASSERT_NE(buf.ptr, nullptr);
-  ASSERT_TRUE(
-      c->AllReduce(buf.ptr, buf.ptr, 1024, DType::kF32, ReduceOp::kSum).ok());
+  ASSERT_TRUE(c->AllReduce(buf.ptr, buf.ptr, 1024, DType::kF32,
+                           collectives::ReduceOp::kSum)
+                  .ok());
   ASSERT_TRUE(c->Synchronize().ok());
 
   std::atomic<bool> release{false};
@@ -317,8 +330,8 @@ TEST(NcclCommunicatorTest, SynchronizeTimeoutAborts) {
   EXPECT_GE(waited, absl::Milliseconds(100));
   EXPECT_TRUE(c->aborted());
   std::printf("Synchronize: %s\n", s.ToString().c_str());
-  absl::Status after =
-      c->AllReduce(buf.ptr, buf.ptr, 1024, DType::kF32, ReduceOp::kSum);
+  absl::Status after = c->AllReduce(buf.ptr, buf.ptr, 1024, DType::kF32,
+                                    collectives::ReduceOp::kSum);
   EXPECT_EQ(after.code(), absl::StatusCode::kFailedPrecondition) << after;
   EXPECT_EQ(c->Synchronize().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(c->Test().status().code(), absl::StatusCode::kFailedPrecondition);
@@ -327,7 +340,7 @@ TEST(NcclCommunicatorTest, SynchronizeTimeoutAborts) {
 
 TEST(NcclCommunicatorTest, DestroyWithPendingWork) {
   SKIP_WITHOUT_GPU();
-  std::unique_ptr<ipc::KvClient> kv = UnusedKv();
+  std::unique_ptr<launch::KvClient> kv = UnusedKv();
   ASSERT_NE(kv, nullptr);
   DeviceBuffer buf(int64_t{1} << 24);
   ASSERT_NE(buf.ptr, nullptr);
@@ -335,7 +348,7 @@ TEST(NcclCommunicatorTest, DestroyWithPendingWork) {
     std::unique_ptr<NcclCommunicator> c = OneRank(*kv, "reused");
     ASSERT_NE(c, nullptr);
     ASSERT_TRUE(c->AllReduce(buf.ptr, buf.ptr, buf.bytes / 4, DType::kF32,
-                             ReduceOp::kSum)
+                             collectives::ReduceOp::kSum)
                     .ok());
     // No Synchronize: the destructor flushes (ncclCommFinalize) first.
   }

@@ -15,8 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "ipc/log.h"
-#include "ipc/status_macros.h"
+#include "base/log.h"
+#include "base/status_macros.h"
 
 namespace shoal::ipc {
 namespace {

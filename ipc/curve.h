@@ -32,7 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "ipc/mutex.h"
+#include "base/mutex.h"
 #include "ipc/socket.h"
 
 namespace shoal::ipc {

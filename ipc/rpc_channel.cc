@@ -3,7 +3,7 @@
 #include <zmq.h>
 
 #include "absl/strings/str_cat.h"
-#include "ipc/status_macros.h"
+#include "base/status_macros.h"
 
 namespace shoal::ipc {
 

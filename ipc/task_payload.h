@@ -1,5 +1,5 @@
 // Encodings of a task's arguments and outcome as they sit in the node's task
-// table (shm/task_table.h stores them as opaque bytes). Defined by the schema
+// table (tasks/task_table.h stores them as opaque bytes). Defined by the schema
 // (TaskArgs, TaskOutcomeBody in proto/shoal.proto).
 #ifndef SHOAL_IPC_TASK_PAYLOAD_H_
 #define SHOAL_IPC_TASK_PAYLOAD_H_

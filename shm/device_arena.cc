@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "ipc/log.h"
-#include "ipc/status_macros.h"
+#include "base/log.h"
+#include "base/status_macros.h"
 
 namespace shoal::shm {
 namespace {

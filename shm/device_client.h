@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/mutex.h"
 #include "gpu/cuda_ipc.h"
-#include "ipc/mutex.h"
 #include "shm/layout.h"
 
 namespace shoal::shm {

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <thread>
 
-#include "ipc/mutex.h"
+#include "base/mutex.h"
 
 namespace shoal::shm {
 

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "ipc/status_macros.h"
+#include "base/status_macros.h"
 
 namespace shoal::shm {
 namespace {

@@ -15,8 +15,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "ipc/process_info.h"
-#include "ipc/status_macros.h"
+#include "base/process_info.h"
+#include "base/status_macros.h"
 #include "shm/layout.h"
 
 namespace shoal::shm {

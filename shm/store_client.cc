@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "ipc/status_macros.h"
+#include "base/status_macros.h"
 #include "shm/store_client_impl.h"
 
 namespace shoal::shm {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "ipc/mutex.h"
+#include "base/mutex.h"
 #include "ipc/protocol.h"
 #include "ipc/rpc_channel.h"
 #include "shm/device_client.h"

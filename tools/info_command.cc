@@ -4,11 +4,11 @@
 
 #include <cstdio>
 
+#include "base/runtime_dir.h"
 #include "gpu/cuda_ipc.h"
 #include "gpu/device_visibility.h"
 #include "gpu/gpu_info.h"
 #include "ipc/messages.h"
-#include "ipc/runtime_dir.h"
 #include "shm/segment.h"
 #include "tools/cli/args.h"
 #include "tools/commands.h"

@@ -2,27 +2,28 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/launcher.h"
+#include "launch/launcher.h"
 #include "tools/cli/args.h"
 #include "tools/commands.h"
 
 namespace shoal::cli {
 
 int LaunchCommand(int argc, char** argv) {
-  ArgParser p("shoal launch [flags] -- COMMAND ARGS...",
-              "Runs COMMAND as an SPMD job: --nproc-per-node processes on each "
-              "of --nnodes\n"
-              "nodes, each with RANK, LOCAL_RANK, WORLD_SIZE, "
-              "LOCAL_WORLD_SIZE, GROUP_RANK,\n"
-              "MASTER_ADDR, MASTER_PORT (torch.distributed's env://), SHOAL_* "
-              "endpoints and\n"
-              "its own CUDA_VISIBLE_DEVICES (--nproc-per-node gpu). Programs "
-              "join with\n"
-              "shoal::Init() (C++) or shoal.init() (Python). The first process "
-              "to fail stops\n"
-              "the group; the launcher exits with its code and says why. Under "
-              "Slurm the\n"
-              "node count, node rank and head host come from SLURM_*.");
+  ArgParser p(
+      "shoal launch [flags] -- COMMAND ARGS...",
+      "Runs COMMAND as an SPMD job: --nproc-per-node processes on each "
+      "of --nnodes\n"
+      "nodes, each with RANK, LOCAL_RANK, WORLD_SIZE, "
+      "LOCAL_WORLD_SIZE, GROUP_RANK,\n"
+      "MASTER_ADDR, MASTER_PORT (torch.distributed's env://), SHOAL_* "
+      "endpoints and\n"
+      "its own CUDA_VISIBLE_DEVICES (--nproc-per-node gpu). Programs "
+      "join with\n"
+      "shoal::launch::Init() (C++) or shoal.init() (Python). The first process "
+      "to fail stops\n"
+      "the group; the launcher exits with its code and says why. Under "
+      "Slurm the\n"
+      "node count, node rank and head host come from SLURM_*.");
   std::string& nproc =
       p.String("nproc-per-node", "1", "processes per node: N, gpu or auto");
   int64_t& nnodes = p.Int("nnodes", 1, "nodes in the job");
@@ -51,7 +52,7 @@ int LaunchCommand(int argc, char** argv) {
         absl::StrCat("put the command after `--`: shoal launch [flags] -- ",
                      p.positional()[0], " ...")));
   }
-  coordinator::LaunchOptions o;
+  launch::LaunchOptions o;
   o.command = p.rest();
   o.nproc_per_node = nproc;
   o.nnodes = static_cast<int>(nnodes);
@@ -71,11 +72,11 @@ int LaunchCommand(int argc, char** argv) {
         "--standalone is for one node without --coordinator"));
   }
   if (!standalone) {
-    absl::Status s = coordinator::ApplySlurmDefaults(
+    absl::Status s = launch::ApplySlurmDefaults(
         &o, p.seen("nnodes"), p.seen("node-rank"), p.seen("coordinator"));
     if (!s.ok()) return Fail(s);
   }
-  absl::StatusOr<int> code = coordinator::Launch(std::move(o));
+  absl::StatusOr<int> code = launch::Launch(std::move(o));
   if (!code.ok()) return Fail(code.status());
   return *code;
 }

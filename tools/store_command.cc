@@ -5,8 +5,8 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "ipc/log.h"
-#include "ipc/runtime_dir.h"
+#include "base/log.h"
+#include "base/runtime_dir.h"
 #include "shm/store_service.h"
 #include "tools/cli/args.h"
 #include "tools/commands.h"

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "ipc/log.h"
+#include "base/log.h"
 #include "ipc/task_payload.h"
 #include "worker/registry.h"
 
@@ -32,8 +32,8 @@ class CppRunner : public TaskRunner {
 class ExecutionContext : public TaskContext {
  public:
   ExecutionContext(std::vector<Value> args, std::string python_path,
-                   const shm::TaskClaim& claim, uint32_t worker_id,
-                   shm::StoreClient* store, shm::TaskTable* table)
+                   const tasks::TaskClaim& claim, uint32_t worker_id,
+                   shm::StoreClient* store, tasks::TaskTable* table)
       : args_(std::move(args)),
         python_path_(std::move(python_path)),
         claim_(claim),
@@ -144,10 +144,10 @@ class ExecutionContext : public TaskContext {
  private:
   std::vector<Value> args_;
   std::string python_path_;
-  const shm::TaskClaim& claim_;
+  const tasks::TaskClaim& claim_;
   uint32_t worker_id_;
   shm::StoreClient* store_;
-  shm::TaskTable* table_;
+  tasks::TaskTable* table_;
   std::deque<Value> outputs_;
   std::vector<ObjectId> held_;
   std::vector<ObjectId> created_;
@@ -165,14 +165,14 @@ std::unique_ptr<TaskRunner> MakeCppRunner() {
 }
 
 Executor::Executor(uint32_t worker_id, shm::StoreClient* store,
-                   shm::TaskTable* table,
+                   tasks::TaskTable* table,
                    std::vector<std::unique_ptr<TaskRunner>> runners)
     : worker_id_(worker_id),
       store_(store),
       table_(table),
       runners_(std::move(runners)) {}
 
-TaskOutcome Executor::Execute(const shm::TaskClaim& claim) {
+TaskOutcome Executor::Execute(const tasks::TaskClaim& claim) {
   TaskRunner* runner = nullptr;
   for (auto& r : runners_) {
     if (r->Handles(claim.function)) {

@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "shm/store_client.h"
-#include "shm/task_table.h"
+#include "tasks/task_table.h"
 #include "worker/task.h"
 
 namespace shoal::worker {
@@ -43,17 +43,17 @@ class Executor {
  public:
   // `store` may be null (then store-object arguments and large outputs fail
   // with FailedPrecondition); `table` is used to watch for cancellation.
-  Executor(uint32_t worker_id, shm::StoreClient* store, shm::TaskTable* table,
+  Executor(uint32_t worker_id, shm::StoreClient* store, tasks::TaskTable* table,
            std::vector<std::unique_ptr<TaskRunner>> runners);
 
   // Runs `claim` to completion. Never fails itself: every problem becomes the
   // task's error outcome.
-  TaskOutcome Execute(const shm::TaskClaim& claim);
+  TaskOutcome Execute(const tasks::TaskClaim& claim);
 
  private:
   uint32_t worker_id_;
   shm::StoreClient* store_;
-  shm::TaskTable* table_;
+  tasks::TaskTable* table_;
   std::vector<std::unique_ptr<TaskRunner>> runners_;
 };
 

@@ -10,9 +10,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "ipc/log.h"
+#include "base/log.h"
+#include "base/status_macros.h"
 #include "ipc/object_id.h"
-#include "ipc/status_macros.h"
 #include "worker/python_task_io.h"
 #include "worker/python_values.h"
 

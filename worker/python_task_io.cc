@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "ipc/status_macros.h"
+#include "base/status_macros.h"
 #include "worker/python_values.h"
 
 namespace shoal::worker::python_io {

@@ -7,7 +7,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "ipc/log.h"
+#include "base/log.h"
 
 namespace shoal::worker {
 namespace {

@@ -26,7 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "ipc/status_macros.h"
+#include "base/status_macros.h"
 #include "ipc/value.h"
 
 namespace shoal::shm {

@@ -10,12 +10,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "ipc/log.h"
-#include "ipc/mutex.h"
+#include "base/log.h"
+#include "base/mutex.h"
 #include "ipc/protocol.h"
 #include "ipc/socket.h"
 #include "shm/store_client.h"
-#include "shm/task_table.h"
+#include "tasks/task_table.h"
 #include "worker/executor.h"
 #include "worker/python_runner.h"
 #include "worker/registry.h"
@@ -121,8 +121,8 @@ absl::Status RunWorker(const WorkerOptions& o) {
   SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<shm::StoreClient> store,
                          shm::StoreClient::Connect(so));
   SHOAL_ASSIGN_OR_RETURN(
-      std::unique_ptr<shm::TaskTable> table,
-      shm::TaskTable::Open(o.task_segment, absl::Seconds(10)));
+      std::unique_ptr<tasks::TaskTable> table,
+      tasks::TaskTable::Open(o.task_segment, absl::Seconds(10)));
   std::vector<std::unique_ptr<TaskRunner>> runners;
   runners.push_back(MakeCppRunner());
   runners.push_back(MakePythonRunner());
@@ -130,7 +130,7 @@ absl::Status RunWorker(const WorkerOptions& o) {
   std::atomic<uint64_t> done{0};
   Heartbeat heartbeat(o, &done);
   while (true) {
-    absl::StatusOr<std::optional<shm::TaskClaim>> claim =
+    absl::StatusOr<std::optional<tasks::TaskClaim>> claim =
         table->Claim(o.task_slot);
     if (!claim.ok()) {
       if (absl::IsUnavailable(claim.status()))
@@ -141,7 +141,7 @@ absl::Status RunWorker(const WorkerOptions& o) {
       table->WaitForWork(o.task_slot, o.spin, absl::Seconds(1));
       continue;
     }
-    const shm::TaskClaim& c = **claim;
+    const tasks::TaskClaim& c = **claim;
     TaskOutcome outcome = executor.Execute(c);
     absl::Status s =
         table->Complete(o.task_slot, c.id, outcome.code, outcome.payload);

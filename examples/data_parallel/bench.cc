@@ -39,8 +39,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/subprocess.h"
 #include "examples/data_parallel/model.h"
-#include "ipc/subprocess.h"
 #include "tools/bench/bench_util.h"
 #include "tools/cli/args.h"
 

@@ -9,7 +9,7 @@
 // Clones by x86-64 level: v4 has AVX-512, v3 AVX2 with FMA (plain "avx2"
 // would leave FMA out). ThreadSanitizer builds get the portable code only: an
 // ifunc resolver runs during relocation, before the TSan runtime is up (as in
-// shm/reduce_kernels).
+// collectives/reduce_kernels).
 #if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
 #define DP_MULTIVERSION \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))

@@ -1,9 +1,9 @@
 // The CPU path's numerical kernels: single-threaded, row-major, float32.
 // The matrix products use register tiles of 16-float vectors (GCC vector
 // extensions) and are compiled for x86-64-v4 (AVX-512), v3 (AVX2 + FMA) and
-// baseline x86-64, picked at load time, like shm/reduce_kernels. For a given
-// machine every call is deterministic, so ranks that feed the same bytes get
-// the same bytes.
+// baseline x86-64, picked at load time, like collectives/reduce_kernels. For a
+// given machine every call is deterministic, so ranks that feed the same bytes
+// get the same bytes.
 #ifndef SHOAL_EXAMPLES_DATA_PARALLEL_CPU_KERNELS_H_
 #define SHOAL_EXAMPLES_DATA_PARALLEL_CPU_KERNELS_H_
 

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "examples/data_parallel/backend.h"
 #include "examples/data_parallel/gemm_mapping.h"
 #include "examples/data_parallel/gpu_kernels.h"
-#include "ipc/status_macros.h"
 
 namespace shoal::dp {
 namespace {

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "ipc/status_macros.h"
+#include "base/status_macros.h"
 
 namespace shoal::dp {
 namespace {
@@ -54,8 +54,8 @@ std::vector<std::pair<int64_t, int64_t>> MakeBuckets(
   return buckets;
 }
 
-GradSync::GradSync(Communicator* comm, Backend& backend, int64_t grad_elems,
-                   GradSyncOptions options)
+GradSync::GradSync(collectives::Communicator* comm, Backend& backend,
+                   int64_t grad_elems, GradSyncOptions options)
     : comm_(comm),
       backend_(backend),
       options_(options),
@@ -63,13 +63,13 @@ GradSync::GradSync(Communicator* comm, Backend& backend, int64_t grad_elems,
 
 absl::Status GradSync::Post(size_t b) {
   const auto [begin, end] = buckets_[b];
-  CallOptions call;
-  call.backend =
-      backend_.on_device() ? CollectiveBackend::kNccl : CollectiveBackend::kShm;
+  collectives::CallOptions call;
+  call.backend = backend_.on_device() ? collectives::CollectiveBackend::kNccl
+                                      : collectives::CollectiveBackend::kShm;
   SHOAL_ASSIGN_OR_RETURN(call.stream, backend_.StreamAfterGrads());
   float* g = backend_.grads() + begin;
-  absl::StatusOr<Work> work = comm_->AllReduceAsync(
-      g, g, end - begin, DType::kF32, ReduceOp::kAvg, call);
+  absl::StatusOr<collectives::Work> work = comm_->AllReduceAsync(
+      g, g, end - begin, DType::kF32, collectives::ReduceOp::kAvg, call);
   if (!work.ok()) {
     return absl::Status(work.status().code(),
                         absl::StrCat("all-reduce of gradient bucket ", b, ": ",
@@ -92,7 +92,7 @@ absl::Status GradSync::Finish(double* wait_seconds) {
   while (next_ < buckets_.size()) SHOAL_RETURN_IF_ERROR(Post(next_++));
   const double t0 = Now();
   absl::Status first_error;
-  for (Work& w : pending_) {
+  for (collectives::Work& w : pending_) {
     absl::Status s = w.Wait();
     if (!s.ok() && first_error.ok()) first_error = s;
   }

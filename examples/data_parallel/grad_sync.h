@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "coordinator/communicator.h"
+#include "collectives/communicator.h"
 #include "examples/data_parallel/backend.h"
 
 namespace shoal::dp {
@@ -62,8 +62,8 @@ std::vector<std::pair<int64_t, int64_t>> MakeBuckets(
 class GradSync {
  public:
   // `comm` may be null for a 1-rank job: then nothing is communicated.
-  GradSync(Communicator* comm, Backend& backend, int64_t grad_elems,
-           GradSyncOptions options);
+  GradSync(collectives::Communicator* comm, Backend& backend,
+           int64_t grad_elems, GradSyncOptions options);
 
   const std::vector<std::pair<int64_t, int64_t>>& buckets() const {
     return buckets_;
@@ -81,12 +81,12 @@ class GradSync {
  private:
   absl::Status Post(size_t b);
 
-  Communicator* comm_;
+  collectives::Communicator* comm_;
   Backend& backend_;
   GradSyncOptions options_;
   std::vector<std::pair<int64_t, int64_t>> buckets_;
   size_t next_ = 0;  // first bucket not posted in this step
-  std::vector<Work> pending_;
+  std::vector<collectives::Work> pending_;
 };
 
 }  // namespace shoal::dp

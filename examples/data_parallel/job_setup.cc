@@ -6,14 +6,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "gpu/device_visibility.h"
 #include "gpu/gpu_info.h"
-#include "ipc/status_macros.h"
 #include "ipc/tensor_meta.h"
 
 namespace shoal::dp {
 
-absl::StatusOr<DeviceChoice> ChooseDevice(Job& job, absl::string_view flag,
+absl::StatusOr<DeviceChoice> ChooseDevice(launch::Job& job,
+                                          absl::string_view flag,
                                           absl::string_view kv_prefix) {
   if (flag != "auto" && flag != "cpu" && flag != "gpu") {
     return absl::InvalidArgumentError(
@@ -87,7 +88,7 @@ absl::StatusOr<DeviceChoice> ChooseDevice(Job& job, absl::string_view flag,
   return c;
 }
 
-absl::StatusOr<SharedDataset> SharedDataset::Open(Job& job,
+absl::StatusOr<SharedDataset> SharedDataset::Open(launch::Job& job,
                                                   const ModelSpec& spec,
                                                   int64_t samples,
                                                   uint64_t seed,
@@ -140,7 +141,7 @@ SharedDataset::~SharedDataset() {
 
 absl::Status SharedDataset::Close() {
   if (job_ == nullptr) return absl::OkStatus();
-  Job* job = std::exchange(job_, nullptr);
+  launch::Job* job = std::exchange(job_, nullptr);
   SHOAL_RETURN_IF_ERROR(job->store().Release(id_));
   if (owner_) SHOAL_RETURN_IF_ERROR(job->store().Delete(id_));
   return absl::OkStatus();

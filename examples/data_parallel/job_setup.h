@@ -9,10 +9,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "coordinator/job.h"
 #include "examples/data_parallel/backend.h"
 #include "examples/data_parallel/model.h"
 #include "ipc/object_id.h"
+#include "launch/job.h"
 
 namespace shoal::dp {
 
@@ -30,7 +30,8 @@ struct DeviceChoice {
 // through the key-value store.
 // Errors: InvalidArgument (bad flag), FailedPrecondition (gpu forced without
 // one; ranks disagree), the key-value store's errors.
-absl::StatusOr<DeviceChoice> ChooseDevice(Job& job, absl::string_view flag,
+absl::StatusOr<DeviceChoice> ChooseDevice(launch::Job& job,
+                                          absl::string_view flag,
                                           absl::string_view kv_prefix);
 
 // The data set in the node's store. The first process on each node
@@ -41,7 +42,8 @@ class SharedDataset {
  public:
   // Errors: the store's (ResourceExhausted when it is too small: the message
   // says how much is needed) and the key-value store's.
-  static absl::StatusOr<SharedDataset> Open(Job& job, const ModelSpec& spec,
+  static absl::StatusOr<SharedDataset> Open(launch::Job& job,
+                                            const ModelSpec& spec,
                                             int64_t samples, uint64_t seed,
                                             absl::string_view kv_prefix);
   SharedDataset(SharedDataset&& other) noexcept;
@@ -58,9 +60,9 @@ class SharedDataset {
   absl::Status Close();
 
  private:
-  SharedDataset(Job* job, ObjectId id, DataView view, bool owner)
+  SharedDataset(launch::Job* job, ObjectId id, DataView view, bool owner)
       : job_(job), id_(id), view_(view), owner_(owner) {}
-  Job* job_;
+  launch::Job* job_;
   ObjectId id_;
   DataView view_;
   bool owner_;

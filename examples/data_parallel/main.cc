@@ -12,14 +12,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "coordinator/communicator.h"
-#include "coordinator/job.h"
+#include "base/status_macros.h"
+#include "collectives/communicator.h"
 #include "examples/data_parallel/backend.h"
 #include "examples/data_parallel/job_setup.h"
 #include "examples/data_parallel/model.h"
 #include "examples/data_parallel/report.h"
 #include "examples/data_parallel/train.h"
-#include "ipc/status_macros.h"
+#include "launch/job.h"
 #include "tools/cli/args.h"
 
 namespace shoal::dp {
@@ -127,7 +127,7 @@ std::string Mib(int64_t bytes) {
   return cli::FormatBytes(static_cast<uint64_t>(bytes));
 }
 
-void PrintHeader(const Job& job, const Flags& f, const Backend& backend,
+void PrintHeader(const launch::Job& job, const Flags& f, const Backend& backend,
                  const DeviceChoice& choice, const Shard& shard, int buckets) {
   const ParamLayout layout(f.spec);
   std::printf(
@@ -156,8 +156,8 @@ void PrintHeader(const Job& job, const Flags& f, const Backend& backend,
 }
 
 // Rank 0's epilogue: summary, CSV, PNG.
-absl::Status Report(const Job& job, const Flags& f, const Backend& backend,
-                    const TrainResult& r) {
+absl::Status Report(const launch::Job& job, const Flags& f,
+                    const Backend& backend, const TrainResult& r) {
   const int world = job.world_size();
   const bool gpu = backend.on_device();
   const std::string checks =
@@ -214,7 +214,7 @@ absl::Status Report(const Job& job, const Flags& f, const Backend& backend,
   return absl::OkStatus();
 }
 
-absl::Status Run(Job& job, Flags& f) {
+absl::Status Run(launch::Job& job, Flags& f) {
   const std::string prefix = absl::StrCat("dp/", job.restart_count());
   f.train.kv_prefix = prefix;
   Shard shard{job.rank(), job.world_size(), static_cast<int>(f.batch), 0};
@@ -236,11 +236,11 @@ absl::Status Run(Job& job, Flags& f) {
     f.train.sync.overlap = o.on;
     f.overlap_why = o.why;
   }
-  std::unique_ptr<Communicator> comm;
+  std::unique_ptr<collectives::Communicator> comm;
   if (job.world_size() > 1) {
-    CommunicatorOptions co;
+    collectives::CommunicatorOptions co;
     co.cuda_device = choice.device;
-    SHOAL_ASSIGN_OR_RETURN(comm, Communicator::Create(job, co));
+    SHOAL_ASSIGN_OR_RETURN(comm, collectives::Communicator::Create(job, co));
   }
   const std::vector<float> initial =
       InitialParams(f.spec, static_cast<uint64_t>(f.seed) + 1);
@@ -255,9 +255,9 @@ absl::Status Run(Job& job, Flags& f) {
   if (comm != nullptr) {
     // As DDP: every rank starts from rank 0's parameters (the seeds agree
     // already; this makes it so whatever the initialisation).
-    CallOptions call;
-    call.backend =
-        choice.gpu ? CollectiveBackend::kNccl : CollectiveBackend::kShm;
+    collectives::CallOptions call;
+    call.backend = choice.gpu ? collectives::CollectiveBackend::kNccl
+                              : collectives::CollectiveBackend::kShm;
     SHOAL_RETURN_IF_ERROR(comm->Broadcast(backend->params(), backend->params(),
                                           ParamLayout(f.spec).params(),
                                           DType::kF32, 0, call));
@@ -287,7 +287,8 @@ int main(int argc, char** argv) {
                  std::string(s.message()).c_str());
     return 2;
   }
-  absl::StatusOr<std::unique_ptr<shoal::Job>> job = shoal::Init();
+  absl::StatusOr<std::unique_ptr<shoal::launch::Job>> job =
+      shoal::launch::Init();
   if (!job.ok()) {
     std::fprintf(stderr, "data_parallel: %s\n",
                  job.status().ToString().c_str());

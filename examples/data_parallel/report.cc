@@ -12,8 +12,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "ipc/status_macros.h"
-#include "ipc/subprocess.h"
+#include "base/status_macros.h"
+#include "base/subprocess.h"
 
 namespace shoal::dp {
 namespace {

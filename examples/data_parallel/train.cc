@@ -7,7 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "ipc/status_macros.h"
+#include "base/status_macros.h"
 
 namespace shoal::dp {
 namespace {
@@ -25,7 +25,8 @@ double Now() {
 // 0's non-zero exit.
 class ReplicaCheck {
  public:
-  ReplicaCheck(Job& job, Backend& backend, int64_t params, std::string prefix)
+  ReplicaCheck(launch::Job& job, Backend& backend, int64_t params,
+               std::string prefix)
       : job_(job),
         backend_(backend),
         host_(params),
@@ -66,7 +67,7 @@ class ReplicaCheck {
   }
 
  private:
-  Job& job_;
+  launch::Job& job_;
   Backend& backend_;
   std::vector<float> host_;
   std::string prefix_;
@@ -74,7 +75,8 @@ class ReplicaCheck {
 
 }  // namespace
 
-absl::StatusOr<TrainResult> Train(Job& job, Communicator* comm,
+absl::StatusOr<TrainResult> Train(launch::Job& job,
+                                  collectives::Communicator* comm,
                                   Backend& backend, const ModelSpec& spec,
                                   const Shard& shard,
                                   const TrainOptions& options) {

@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "coordinator/communicator.h"
-#include "coordinator/job.h"
+#include "collectives/communicator.h"
 #include "examples/data_parallel/backend.h"
 #include "examples/data_parallel/grad_sync.h"
 #include "examples/data_parallel/model.h"
+#include "launch/job.h"
 
 namespace shoal::dp {
 
@@ -61,7 +61,8 @@ struct TrainResult {
 // Trains. `comm` is null for a 1-rank job. Progress goes to stdout on rank
 // 0. Errors: DataLoss when ranks' parameters differ (naming the step and the
 // checksums), the collectives' and the backend's errors.
-absl::StatusOr<TrainResult> Train(Job& job, Communicator* comm,
+absl::StatusOr<TrainResult> Train(launch::Job& job,
+                                  collectives::Communicator* comm,
                                   Backend& backend, const ModelSpec& spec,
                                   const Shard& shard,
                                   const TrainOptions& options);

@@ -7,7 +7,7 @@
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
-#include "ipc/mutex.h"
+#include "base/mutex.h"
 #include "python/ext/common.h"
 #include "python/ext/module.h"
 #include "python/ext/store.h"

@@ -1,12 +1,12 @@
-// shoal._shoal.Communicator: shoal::Communicator on raw pointers. The Python
-// layer (shoal/_collectives.py) turns numpy arrays and torch tensors into
-// (pointer, count, dtype) and keeps them alive while a call runs.
+// shoal._shoal.Communicator: shoal::collectives::Communicator on raw pointers.
+// The Python layer (shoal/_collectives.py) turns numpy arrays and torch tensors
+// into (pointer, count, dtype) and keeps them alive while a call runs.
 #include <pybind11/stl.h>
 
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/communicator.h"
+#include "collectives/communicator.h"
 #include "python/ext/job.h"
 #include "python/ext/module.h"
 
@@ -20,15 +20,16 @@ struct Call {
   uintptr_t out = 0;
   int64_t count = 0;
   DType dtype = DType::kF32;
-  ReduceOp reduce = ReduceOp::kSum;
+  collectives::ReduceOp reduce = collectives::ReduceOp::kSum;
   int peer = 0;  // root or send/recv peer
-  CallOptions options;
+  collectives::CallOptions options;
 };
 
-absl::StatusOr<Work> Issue(Communicator& c, const Call& k) {
+absl::StatusOr<collectives::Work> Issue(collectives::Communicator& c,
+                                        const Call& k) {
   const void* in = reinterpret_cast<const void*>(k.in);
   void* out = reinterpret_cast<void*>(k.out);
-  const CallOptions& o = k.options;
+  const collectives::CallOptions& o = k.options;
   if (k.op == "all_reduce")
     return c.AllReduceAsync(in, out, k.count, k.dtype, k.reduce, o);
   if (k.op == "broadcast")
@@ -46,10 +47,10 @@ absl::StatusOr<Work> Issue(Communicator& c, const Call& k) {
   return absl::InvalidArgumentError(absl::StrCat("no collective '", k.op, "'"));
 }
 
-absl::Status RunBlocking(Communicator& c, const Call& k) {
+absl::Status RunBlocking(collectives::Communicator& c, const Call& k) {
   const void* in = reinterpret_cast<const void*>(k.in);
   void* out = reinterpret_cast<void*>(k.out);
-  const CallOptions& o = k.options;
+  const collectives::CallOptions& o = k.options;
   if (k.op == "all_reduce")
     return c.AllReduce(in, out, k.count, k.dtype, k.reduce, o);
   if (k.op == "broadcast")
@@ -75,7 +76,7 @@ Call MakeCall(const std::string& op, uintptr_t in, uintptr_t out, int64_t count,
   k.out = out;
   k.count = count;
   k.dtype = Unwrap(ParseDType(dtype));
-  k.reduce = Unwrap(ParseReduceOp(reduce));
+  k.reduce = Unwrap(collectives::ParseReduceOp(reduce));
   k.peer = peer;
   if (!timeout.is_none()) k.options.timeout = TimeoutFromPython(timeout);
   k.options.stream = reinterpret_cast<void*>(stream);
@@ -86,7 +87,7 @@ Call MakeCall(const std::string& op, uintptr_t in, uintptr_t out, int64_t count,
 // Python Work object keeps the buffers alive until it finished.
 class WorkHandle {
  public:
-  explicit WorkHandle(Work w) : work_(std::move(w)) {}
+  explicit WorkHandle(collectives::Work w) : work_(std::move(w)) {}
 
   void Wait(py::object timeout) {
     const absl::Duration t = TimeoutFromPython(timeout);
@@ -120,7 +121,7 @@ class WorkHandle {
   }
 
  private:
-  Work work_;
+  collectives::Work work_;
 };
 
 class CommHandle {
@@ -129,15 +130,17 @@ class CommHandle {
       const std::shared_ptr<JobHandle>& job,
       std::optional<std::vector<int>> ranks, const std::string& name,
       py::object timeout) {
-    CommunicatorOptions o;
+    collectives::CommunicatorOptions o;
     o.name = name;
     if (!timeout.is_none()) o.timeout = TimeoutFromPython(timeout);
     // Shared with the helper thread, which outlives this call on Ctrl-C.
-    auto c = std::make_shared<absl::StatusOr<std::unique_ptr<Communicator>>>();
+    auto c = std::make_shared<
+        absl::StatusOr<std::unique_ptr<collectives::Communicator>>>();
     Check(RunInterruptibly([job, ranks, o, c] {
       MutexLock lock(&job->mu());
-      *c = ranks.has_value() ? Communicator::CreateGroup(job->job(), *ranks, o)
-                             : Communicator::Create(job->job(), o);
+      *c = ranks.has_value()
+               ? collectives::Communicator::CreateGroup(job->job(), *ranks, o)
+               : collectives::Communicator::Create(job->job(), o);
       return c->status();
     }));
     auto h = std::make_shared<CommHandle>();
@@ -157,7 +160,7 @@ class CommHandle {
   }
 
   std::shared_ptr<WorkHandle> RunAsync(const Call& k) {
-    absl::StatusOr<Work> w;
+    absl::StatusOr<collectives::Work> w;
     {
       py::gil_scoped_release release;
       MutexLock lock(&job_->mu());
@@ -179,7 +182,7 @@ class CommHandle {
 
  private:
   std::shared_ptr<JobHandle> job_;
-  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<collectives::Communicator> comm_;
 };
 
 }  // namespace

@@ -8,7 +8,7 @@
 namespace shoal::pyext {
 namespace {
 
-using KvFn = std::function<absl::Status(ipc::KvClient&)>;
+using KvFn = std::function<absl::Status(launch::KvClient&)>;
 
 // Runs a key-value call that can wait for long: on a helper thread, so Ctrl-C
 // interrupts the wait (the call itself ends at its own timeout).
@@ -29,10 +29,10 @@ absl::Status RunKv(JobHandle& h, const KvFn& fn) {
 }  // namespace
 
 std::shared_ptr<JobHandle> JobHandle::Init() {
-  absl::StatusOr<std::unique_ptr<Job>> job;
+  absl::StatusOr<std::unique_ptr<launch::Job>> job;
   {
     py::gil_scoped_release release;
-    job = shoal::Init();
+    job = shoal::launch::Init();
   }
   auto h = std::make_shared<JobHandle>();
   h->job_ = Unwrap(std::move(job));
@@ -59,15 +59,15 @@ void AddKeyValue(JobClass& cls) {
   using HP = std::shared_ptr<JobHandle>;
   cls.def("kv_set",
           [](H& h, const std::string& key, const std::string& value) {
-            Check(RunKv(h,
-                        [&](ipc::KvClient& kv) { return kv.Set(key, value); }));
+            Check(RunKv(
+                h, [&](launch::KvClient& kv) { return kv.Set(key, value); }));
           })
       .def(
           "kv_get",
           [](const HP& h, const std::string& key, py::object timeout) {
             const absl::Duration wait = TimeoutFromPython(timeout);
             auto value = std::make_shared<std::string>();
-            KvFn fn = [key, wait, value](ipc::KvClient& kv) {
+            KvFn fn = [key, wait, value](launch::KvClient& kv) {
               absl::StatusOr<std::string> v = kv.Get(key, wait);
               if (v.ok()) *value = *std::move(v);
               return v.status();
@@ -80,7 +80,7 @@ void AddKeyValue(JobClass& cls) {
       .def("kv_add",
            [](H& h, const std::string& key, int64_t delta) {
              int64_t sum = 0;
-             Check(RunKv(h, [&](ipc::KvClient& kv) {
+             Check(RunKv(h, [&](launch::KvClient& kv) {
                absl::StatusOr<int64_t> v = kv.Add(key, delta);
                if (v.ok()) sum = *v;
                return v.status();
@@ -91,7 +91,7 @@ void AddKeyValue(JobClass& cls) {
            [](H& h, const std::string& key, std::optional<std::string> expected,
               const std::string& desired) {
              bool swapped = false;
-             Check(RunKv(h, [&](ipc::KvClient& kv) {
+             Check(RunKv(h, [&](launch::KvClient& kv) {
                absl::StatusOr<bool> v =
                    expected.has_value()
                        ? kv.CompareAndSet(key, *expected, desired)
@@ -104,7 +104,7 @@ void AddKeyValue(JobClass& cls) {
       .def("kv_delete",
            [](H& h, const std::string& key) {
              bool existed = false;
-             Check(RunKv(h, [&](ipc::KvClient& kv) {
+             Check(RunKv(h, [&](launch::KvClient& kv) {
                absl::StatusOr<bool> v = kv.Delete(key);
                if (v.ok()) existed = *v;
                return v.status();
@@ -114,7 +114,7 @@ void AddKeyValue(JobClass& cls) {
       .def("kv_list",
            [](H& h, const std::string& prefix) {
              std::vector<std::pair<std::string, std::string>> entries;
-             Check(RunKv(h, [&](ipc::KvClient& kv) {
+             Check(RunKv(h, [&](launch::KvClient& kv) {
                auto v = kv.List(prefix);
                if (v.ok()) entries = *std::move(v);
                return v.status();
@@ -127,8 +127,9 @@ void AddKeyValue(JobClass& cls) {
       .def("kv_wait",
            [](const HP& h, std::vector<std::string> keys, py::object timeout) {
              const absl::Duration t = TimeoutFromPython(timeout);
-             Check(RunKvWait(
-                 h, [keys, t](ipc::KvClient& kv) { return kv.Wait(keys, t); }));
+             Check(RunKvWait(h, [keys, t](launch::KvClient& kv) {
+               return kv.Wait(keys, t);
+             }));
            });
 }
 

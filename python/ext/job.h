@@ -1,12 +1,13 @@
-// shoal._shoal.Job: a process of a job started by `shoal launch` (shoal::Init)
-// — rank, the key-value store, barriers, the node's store.
+// shoal._shoal.Job: a process of a job started by `shoal launch`
+// (shoal::launch::Init) — rank, the key-value store, barriers, the node's
+// store.
 #ifndef SHOAL_PYTHON_EXT_JOB_H_
 #define SHOAL_PYTHON_EXT_JOB_H_
 
 #include <memory>
 
-#include "coordinator/job.h"
-#include "ipc/mutex.h"
+#include "base/mutex.h"
+#include "launch/job.h"
 #include "python/ext/common.h"
 
 namespace shoal::pyext {
@@ -20,13 +21,13 @@ class JobHandle : public std::enable_shared_from_this<JobHandle> {
   // barriers, and collectives, which exchange ids through it) holds this.
   Mutex& mu() { return mu_; }
   // REQUIRES: mu() is held for kv() and Barrier().
-  Job& job() { return *job_; }
+  launch::Job& job() { return *job_; }
 
   std::shared_ptr<StoreHandle> store();
 
  private:
   Mutex mu_;
-  std::unique_ptr<Job> job_;
+  std::unique_ptr<launch::Job> job_;
   Mutex store_mu_;
   std::weak_ptr<StoreHandle> store_ ABSL_GUARDED_BY(store_mu_);
 };

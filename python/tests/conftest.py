@@ -35,7 +35,7 @@ def client(node):
 
 
 def runtime_root():
-    """Where shoal keeps job folders (ipc/runtime_dir.cc's rule)."""
+    """Where shoal keeps job folders (base/runtime_dir.cc's rule)."""
     if os.environ.get("SHOAL_RUNTIME_DIR"):
         return os.environ["SHOAL_RUNTIME_DIR"]
     if os.environ.get("XDG_RUNTIME_DIR"):

@@ -17,15 +17,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "coordinator/communicator.h"
-#include "coordinator/job.h"
+#include "collectives/communicator.h"
+#include "collectives/reduce_kernels.h"
 #include "gpu/device_buffer.h"
-#include "shm/reduce_kernels.h"
+#include "launch/job.h"
 
 namespace {
 
 using shoal::DType;
-using shoal::ReduceOp;
+using shoal::collectives::ReduceOp;
 
 int failures = 0;
 int checks = 0;
@@ -76,12 +76,12 @@ void Store(DType t, void* base, int64_t i, double v) {
       break;
     }
     case DType::kF16: {
-      uint16_t h = shoal::shm::FloatToHalf(static_cast<float>(v));
+      uint16_t h = shoal::collectives::FloatToHalf(static_cast<float>(v));
       std::memcpy(p, &h, 2);
       break;
     }
     case DType::kBF16: {
-      uint16_t h = shoal::shm::FloatToBF16(static_cast<float>(v));
+      uint16_t h = shoal::collectives::FloatToBF16(static_cast<float>(v));
       std::memcpy(p, &h, 2);
       break;
     }
@@ -116,12 +116,12 @@ double Load(DType t, const void* base, int64_t i) {
     case DType::kF16: {
       uint16_t h;
       std::memcpy(&h, p, 2);
-      return shoal::shm::HalfToFloat(h);
+      return shoal::collectives::HalfToFloat(h);
     }
     case DType::kBF16: {
       uint16_t h;
       std::memcpy(&h, p, 2);
-      return shoal::shm::BF16ToFloat(h);
+      return shoal::collectives::BF16ToFloat(h);
     }
     default:
       return 0;
@@ -176,7 +176,7 @@ std::string Name(const char* op, DType t, int64_t n,
   return absl::StrCat(op, " ", shoal::DTypeName(t), " n=", n, extra);
 }
 
-void TestAll(shoal::Communicator& c) {
+void TestAll(shoal::collectives::Communicator& c) {
   const int R = c.rank(), W = c.size();
   for (DType t : kTypes) {
     for (int64_t n : kSizes) {
@@ -193,7 +193,7 @@ void TestAll(shoal::Communicator& c) {
         }
         Check(ok, Name("all_reduce", t, n,
                        absl::StrCat(
-                           " ", shoal::ReduceOpName(op),
+                           " ", shoal::collectives::ReduceOpName(op),
                            bad >= 0
                                ? absl::StrCat(" [", bad, "] got ",
                                               Load(t, out.data(), bad),
@@ -203,8 +203,9 @@ void TestAll(shoal::Communicator& c) {
         CheckOk(c.AllReduce(in.data(), in.data(), n, t, op),
                 Name("all_reduce in place", t, n));
         ok = std::memcmp(in.data(), out.data(), n * Size(t)) == 0;
-        Check(ok, Name("all_reduce in place", t, n,
-                       absl::StrCat(" ", shoal::ReduceOpName(op))));
+        Check(ok,
+              Name("all_reduce in place", t, n,
+                   absl::StrCat(" ", shoal::collectives::ReduceOpName(op))));
       }
       // reduce to the last rank.
       {
@@ -299,10 +300,10 @@ void TestAll(shoal::Communicator& c) {
   CheckOk(c.Barrier(), "barrier");
 }
 
-void TestAsync(shoal::Communicator& c) {
+void TestAsync(shoal::collectives::Communicator& c) {
   const int W = c.size();
   std::vector<std::vector<uint8_t>> bufs;
-  std::vector<shoal::Work> works;
+  std::vector<shoal::collectives::Work> works;
   for (int k = 0; k < 8; ++k)
     bufs.push_back(Fill(DType::kF32, c.rank(), 100000 + k, ReduceOp::kSum));
   for (int k = 0; k < 8; ++k) {
@@ -351,7 +352,7 @@ void TestAsync(shoal::Communicator& c) {
 
 // Device buffers: the same Communicator calls go through NCCL. One rank per
 // GPU (shoal launch --nproc-per-node gpu).
-void TestGpu(shoal::Communicator& c) {
+void TestGpu(shoal::collectives::Communicator& c) {
   const int R = c.rank(), W = c.size();
   const int64_t n = 1 << 20;
   auto in = shoal::gpu::DeviceBuffer::Allocate(n * 4 * W, 0);
@@ -401,21 +402,21 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "all";
   if (mode == "die" || mode == "stall")
     signal(SIGTERM, SIG_IGN);  // outlive the launcher's stop
-  auto job = shoal::Init();
+  auto job = shoal::launch::Init();
   if (!job.ok()) {
     std::fprintf(stderr, "init: %s\n", job.status().ToString().c_str());
     return 3;
   }
   g_rank = (*job)->rank();
-  shoal::CommunicatorOptions o;
+  shoal::collectives::CommunicatorOptions o;
   if (mode == "stall" || mode == "die") o.timeout = absl::Seconds(30);
-  auto comm = shoal::Communicator::Create(**job, o);
+  auto comm = shoal::collectives::Communicator::Create(**job, o);
   if (!comm.ok()) {
     std::fprintf(stderr, "communicator: %s\n",
                  comm.status().ToString().c_str());
     return 4;
   }
-  shoal::Communicator& c = **comm;
+  shoal::collectives::Communicator& c = **comm;
   if (mode == "all") {
     TestAll(c);
   } else if (mode == "async") {
@@ -426,7 +427,7 @@ int main(int argc, char** argv) {
     std::vector<int> evens;
     for (int r = 0; r < c.size(); r += 2) evens.push_back(r);
     if (c.rank() % 2 == 0) {
-      auto g = shoal::Communicator::CreateGroup(**job, evens);
+      auto g = shoal::collectives::Communicator::CreateGroup(**job, evens);
       CheckOk(g.status(), "create group");
       if (g.ok()) {
         Check((*g)->size() == static_cast<int>(evens.size()), "group size");
@@ -449,7 +450,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     std::vector<float> x(1000, 1.0f);
-    shoal::CallOptions call;
+    shoal::collectives::CallOptions call;
     call.timeout = absl::Seconds(mode == "stall" ? 1 : 30);
     const absl::Time t0 = absl::Now();
     absl::Status s = c.AllReduce(x.data(), x.data(), 1000, DType::kF32,

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/subprocess.h"
 #include "coordinator/client.h"
-#include "ipc/subprocess.h"
 
 namespace shoal::testing {
 

@@ -12,10 +12,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/subprocess.h"
 #include "gpu/device_visibility.h"
 #include "gpu/gpu_info.h"
 #include "gtest/gtest.h"
-#include "ipc/subprocess.h"
 #include "tests/testing/store_fixture.h"
 #include "tests/testing/test_env.h"
 

@@ -17,7 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "coordinator/job.h"
+#include "launch/job.h"
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "barrier";
@@ -39,12 +39,12 @@ int main(int argc, char** argv) {
     absl::SleepFor(absl::Seconds(s));
     return 0;
   }
-  auto job = shoal::Init();
+  auto job = shoal::launch::Init();
   if (!job.ok()) {
     std::fprintf(stderr, "init: %s\n", job.status().ToString().c_str());
     return 3;
   }
-  shoal::Job& j = **job;
+  shoal::launch::Job& j = **job;
   if (mode == "barrier") {
     absl::Status s = j.Barrier(absl::Seconds(30));
     if (!s.ok()) {

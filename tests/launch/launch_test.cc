@@ -12,8 +12,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/process_info.h"
 #include "gtest/gtest.h"
-#include "ipc/process_info.h"
 #include "tests/testing/command.h"
 #include "tests/testing/test_env.h"
 

@@ -11,7 +11,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "ipc/subprocess.h"
+#include "base/subprocess.h"
 
 namespace shoal::testing {
 

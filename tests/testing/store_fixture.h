@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "ipc/subprocess.h"
+#include "base/subprocess.h"
 #include "shm/store_client.h"
 
 namespace shoal::testing {

@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
-#include "ipc/subprocess.h"
+#include "base/subprocess.h"
 
 namespace shoal::testing {
 

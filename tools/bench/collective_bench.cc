@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "ipc/status_macros.h"
-#include "shm/reduce_kernels.h"
+#include "base/status_macros.h"
+#include "collectives/reduce_kernels.h"
 #include "tools/bench/bench_util.h"
 #include "tools/cli/args.h"
 
@@ -94,7 +94,7 @@ absl::StatusOr<DType> ParseBenchDType(absl::string_view s) {
   }
   if (s == "int") return DType::kI32;
   absl::StatusOr<DType> t = ParseDType(s);
-  if (!t.ok() || !shm::IsReducible(*t)) {
+  if (!t.ok() || !collectives::IsReducible(*t)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "-d ", s, ": expected float, half, bfloat16, double, int32 or int64"));
   }
@@ -112,7 +112,7 @@ std::string RowToJson(const CollectiveRow& r, const CollectiveBenchConfig& c,
       .Add("collective", CollectiveName(c.coll))
       .Add("nranks", static_cast<int64_t>(n))
       .Add("dtype", DTypeName(c.dtype))
-      .Add("op", ReduceOpName(c.op))
+      .Add("op", collectives::ReduceOpName(c.op))
       .Add("bytes", r.bytes)
       .Add("count", r.count)
       .Add("oop_us", r.oop_us)
@@ -201,7 +201,7 @@ absl::StatusOr<CollectiveBenchConfig> ConfigFromFlags(
   CollectiveBenchConfig c;
   SHOAL_ASSIGN_OR_RETURN(c.coll, ParseCollective(*f.coll));
   SHOAL_ASSIGN_OR_RETURN(c.dtype, ParseBenchDType(*f.dtype));
-  SHOAL_ASSIGN_OR_RETURN(c.op, ParseReduceOp(*f.op));
+  SHOAL_ASSIGN_OR_RETURN(c.op, collectives::ParseReduceOp(*f.op));
   c.min_bytes = *f.min_bytes;
   c.max_bytes = *f.max_bytes;
   if (c.min_bytes == 0 || c.max_bytes < c.min_bytes || *f.factor < 2) {
@@ -239,7 +239,7 @@ std::vector<std::string> ConfigArgs(const CollectiveBenchConfig& c) {
           "-w",        absl::StrCat(c.warmup),
           "--reps",    absl::StrCat(c.reps),
           "-c",        c.check ? "1" : "0",
-          "-o",        std::string(ReduceOpName(c.op)),
+          "-o",        std::string(collectives::ReduceOpName(c.op)),
           "-d",        NcclTypeName(c.dtype),
           "--coll",    std::string(CollectiveName(c.coll)),
           "-r",        absl::StrCat(c.root),

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "ipc/reduce_op.h"
+#include "collectives/reduce_op.h"
 #include "ipc/tensor_meta.h"
 #include "tools/cli/args.h"
 
@@ -52,7 +52,7 @@ struct CollectiveBenchConfig {
   int64_t reps = 7;
   bool check = true;
   DType dtype = DType::kF32;
-  ReduceOp op = ReduceOp::kSum;
+  collectives::ReduceOp op = collectives::ReduceOp::kSum;
   int root = 0;
   std::string backend = "auto";
 };

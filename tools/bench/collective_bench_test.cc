@@ -75,7 +75,7 @@ TEST(CollectiveBenchTest, FlagsMakeAConfigAndBadOnesAreRefused) {
   EXPECT_EQ(c->min_bytes, 8192u);
   EXPECT_EQ(c->max_bytes, 1u << 20);
   EXPECT_EQ(c->dtype, DType::kF16);
-  EXPECT_EQ(c->op, ReduceOp::kMax);
+  EXPECT_EQ(c->op, collectives::ReduceOp::kMax);
   EXPECT_EQ(c->iters, 7);
   EXPECT_EQ(c->backend, "shm");
   // The flags that reproduce it parse back to the same config.

@@ -12,11 +12,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "coordinator/communicator.h"
-#include "coordinator/job.h"
+#include "base/status_macros.h"
+#include "collectives/communicator.h"
+#include "collectives/reduce_kernels.h"
 #include "gpu/device_buffer.h"
-#include "ipc/status_macros.h"
-#include "shm/reduce_kernels.h"
+#include "launch/job.h"
 #include "tools/bench/bench_util.h"
 #include "tools/bench/collective_bench.h"
 #include "tools/cli/args.h"
@@ -34,11 +34,11 @@ void StoreElem(DType t, void* base, int64_t i, double v) {
   switch (t) {
     case DType::kF16:
       reinterpret_cast<uint16_t*>(p)[i] =
-          shm::FloatToHalf(static_cast<float>(v));
+          collectives::FloatToHalf(static_cast<float>(v));
       break;
     case DType::kBF16:
       reinterpret_cast<uint16_t*>(p)[i] =
-          shm::FloatToBF16(static_cast<float>(v));
+          collectives::FloatToBF16(static_cast<float>(v));
       break;
     case DType::kF32:
       reinterpret_cast<float*>(p)[i] = static_cast<float>(v);
@@ -59,9 +59,9 @@ double LoadElem(DType t, const void* base, int64_t i) {
   const auto* p = static_cast<const uint8_t*>(base);
   switch (t) {
     case DType::kF16:
-      return shm::HalfToFloat(reinterpret_cast<const uint16_t*>(p)[i]);
+      return collectives::HalfToFloat(reinterpret_cast<const uint16_t*>(p)[i]);
     case DType::kBF16:
-      return shm::BF16ToFloat(reinterpret_cast<const uint16_t*>(p)[i]);
+      return collectives::BF16ToFloat(reinterpret_cast<const uint16_t*>(p)[i]);
     case DType::kF32:
       return reinterpret_cast<const float*>(p)[i];
     case DType::kF64:
@@ -75,30 +75,30 @@ double LoadElem(DType t, const void* base, int64_t i) {
 
 // Rank `r`'s input element `i`: small integers, exact in every dtype and
 // after any reduction of up to 64 ranks (prod stays within 2^ranks).
-double Pattern(ReduceOp op, int r, int64_t i) {
-  if (op == ReduceOp::kProd) return 1 + ((i + r) % 2);
+double Pattern(collectives::ReduceOp op, int r, int64_t i) {
+  if (op == collectives::ReduceOp::kProd) return 1 + ((i + r) % 2);
   return static_cast<double>((i * 7 + r * 3) % 5) + 1;
 }
 
-double Reduced(ReduceOp op, DType t, int n, int64_t i) {
+double Reduced(collectives::ReduceOp op, DType t, int n, int64_t i) {
   double acc = Pattern(op, 0, i);
   for (int r = 1; r < n; ++r) {
     const double v = Pattern(op, r, i);
     switch (op) {
-      case ReduceOp::kProd:
+      case collectives::ReduceOp::kProd:
         acc *= v;
         break;
-      case ReduceOp::kMin:
+      case collectives::ReduceOp::kMin:
         acc = std::min(acc, v);
         break;
-      case ReduceOp::kMax:
+      case collectives::ReduceOp::kMax:
         acc = std::max(acc, v);
         break;
       default:
         acc += v;
     }
   }
-  if (op == ReduceOp::kAvg) {
+  if (op == collectives::ReduceOp::kAvg) {
     acc =
         (t == DType::kI32 || t == DType::kI64) ? std::trunc(acc / n) : acc / n;
   }
@@ -170,13 +170,14 @@ class Buffer {
 
 class Harness {
  public:
-  Harness(Job& job, Communicator& comm, const CollectiveBenchConfig& c,
-          bool device)
+  Harness(launch::Job& job, collectives::Communicator& comm,
+          const CollectiveBenchConfig& c, bool device)
       : job_(job), comm_(comm), c_(c), device_(device) {
     n_ = comm.size();
     rank_ = comm.rank();
     ts_ = DTypeSize(c.dtype);
-    call_.backend = device ? CollectiveBackend::kNccl : CollectiveBackend::kShm;
+    call_.backend = device ? collectives::CollectiveBackend::kNccl
+                           : collectives::CollectiveBackend::kShm;
   }
 
   absl::Status Allocate() {
@@ -228,13 +229,14 @@ class Harness {
   }
 
   // Issues one operation; with `async` returns its Work (NCCL), else waits.
-  absl::StatusOr<Work> Issue(int64_t count, bool in_place, bool async) {
+  absl::StatusOr<collectives::Work> Issue(int64_t count, bool in_place,
+                                          bool async) {
     auto [in, out] = Pointers(count, in_place);
     const int64_t per = count / n_;
     const DType t = c_.dtype;
-    auto done = [&](absl::Status s) -> absl::StatusOr<Work> {
+    auto done = [&](absl::Status s) -> absl::StatusOr<collectives::Work> {
       if (!s.ok()) return s;
-      return Work();
+      return collectives::Work();
     };
     switch (c_.coll) {
       case Collective::kAllReduce:
@@ -261,11 +263,12 @@ class Harness {
       case Collective::kSendRecv: {
         // Each rank sends to the next and receives from the previous one.
         SHOAL_ASSIGN_OR_RETURN(
-            Work send, comm_.SendAsync(in, count, t, (rank_ + 1) % n_, call_));
+            collectives::Work send,
+            comm_.SendAsync(in, count, t, (rank_ + 1) % n_, call_));
         SHOAL_RETURN_IF_ERROR(
             comm_.Recv(out, count, t, (rank_ + n_ - 1) % n_, call_));
         SHOAL_RETURN_IF_ERROR(send.Wait());
-        return Work();
+        return collectives::Work();
       }
     }
     return absl::InternalError("unknown collective");
@@ -274,7 +277,7 @@ class Harness {
   // `k` operations back to back (NCCL: enqueued, then one wait).
   absl::Status RunMany(int64_t count, bool in_place, int64_t k) {
     const bool async = device_ && c_.coll != Collective::kSendRecv;
-    Work last;
+    collectives::Work last;
     for (int64_t i = 0; i < k; ++i) {
       SHOAL_ASSIGN_OR_RETURN(last, Issue(count, in_place, async));
     }
@@ -285,15 +288,15 @@ class Harness {
   // The largest of every rank's values (element-wise), through the shm
   // backend; on a failure (ranks on several nodes) this rank's own.
   std::vector<double> MaxOverRanks(std::vector<double> v) {
-    CallOptions host;
-    host.backend = CollectiveBackend::kShm;
+    collectives::CallOptions host;
+    host.backend = collectives::CollectiveBackend::kShm;
     (void)comm_.AllReduce(v.data(), v.data(), static_cast<int64_t>(v.size()),
-                          DType::kF64, ReduceOp::kMax, host);
+                          DType::kF64, collectives::ReduceOp::kMax, host);
     return v;
   }
   absl::Status Barrier() {
-    CallOptions host;
-    host.backend = CollectiveBackend::kShm;
+    collectives::CallOptions host;
+    host.backend = collectives::CollectiveBackend::kShm;
     absl::Status s = comm_.Barrier(host);
     if (s.ok()) return s;
     return job_.Barrier();  // ranks on several nodes
@@ -363,10 +366,10 @@ class Harness {
       }
     }
     std::vector<double> w = {static_cast<double>(wrong)};
-    CallOptions host_call;
-    host_call.backend = CollectiveBackend::kShm;
-    (void)comm_.AllReduce(w.data(), w.data(), 1, DType::kF64, ReduceOp::kSum,
-                          host_call);
+    collectives::CallOptions host_call;
+    host_call.backend = collectives::CollectiveBackend::kShm;
+    (void)comm_.AllReduce(w.data(), w.data(), 1, DType::kF64,
+                          collectives::ReduceOp::kSum, host_call);
     return static_cast<int64_t>(w[0]);
   }
 
@@ -396,13 +399,13 @@ class Harness {
     return 0;
   }
 
-  Job& job_;
-  Communicator& comm_;
+  launch::Job& job_;
+  collectives::Communicator& comm_;
   const CollectiveBenchConfig c_;
   const bool device_;
   int n_ = 1, rank_ = 0;
   size_t ts_ = 4;
-  CallOptions call_;
+  collectives::CallOptions call_;
   std::unique_ptr<Buffer> in_, out_;
 };
 
@@ -443,7 +446,7 @@ void PrintRow(const CollectiveRow& r, const CollectiveBenchConfig& c, int n) {
       "  %10llu %12lld %8s %6s %5d %9s %7s %7s %6s %9s %7s %7s %6s\n",
       static_cast<unsigned long long>(r.bytes), static_cast<long long>(r.count),
       NcclTypeName(c.dtype),
-      has_op ? std::string(ReduceOpName(c.op)).c_str() : "none",
+      has_op ? std::string(collectives::ReduceOpName(c.op)).c_str() : "none",
       has_root ? c.root : -1, Cell(r.oop_us, "%.2f").c_str(),
       Cell(bw(r.oop_us), "%.2f").c_str(),
       Cell(bw(r.oop_us) * BusFactor(c.coll, n), "%.2f").c_str(),
@@ -458,11 +461,11 @@ void PrintRow(const CollectiveRow& r, const CollectiveBenchConfig& c, int n) {
 
 int CollectiveBenchRank(const CollectiveBenchConfig& c, bool json,
                         const std::string& rows_file) {
-  auto job = Init();
+  auto job = launch::Init();
   if (!job.ok()) return cli::Fail(job.status());
-  CommunicatorOptions o;
+  collectives::CommunicatorOptions o;
   o.name = "bench";
-  auto comm = Communicator::Create(**job, o);
+  auto comm = collectives::Communicator::Create(**job, o);
   if (!comm.ok()) return cli::Fail(comm.status());
   const bool device = c.backend == "nccl";
   Harness h(**job, **comm, c, device);

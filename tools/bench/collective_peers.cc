@@ -22,7 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "ipc/subprocess.h"
+#include "base/subprocess.h"
 #include "tools/bench/bench_util.h"
 #include "tools/bench/collective_bench.h"
 #include "tools/cli/args.h"
@@ -322,7 +322,7 @@ std::vector<std::string> PeerArgs(const CollectiveBenchConfig& c) {
           absl::StrCat(c.reps),
           c.check ? "1" : "0",
           std::string(DTypeName(c.dtype)),
-          std::string(ReduceOpName(c.op))};
+          std::string(collectives::ReduceOpName(c.op))};
 }
 
 PeerRun PrepareMpi(const CollectiveBenchConfig& c, const std::string& dir,
@@ -330,7 +330,8 @@ PeerRun PrepareMpi(const CollectiveBenchConfig& c, const std::string& dir,
   PeerRun run;
   const bool mpi_type = c.dtype == DType::kF32 || c.dtype == DType::kF64 ||
                         c.dtype == DType::kI32 || c.dtype == DType::kI64;
-  if (c.coll != Collective::kAllReduce || !mpi_type || c.op == ReduceOp::kAvg) {
+  if (c.coll != Collective::kAllReduce || !mpi_type ||
+      c.op == collectives::ReduceOp::kAvg) {
     run.note =
         "Open MPI: only all_reduce of f32/f64/i32/i64 with sum/prod/min/max";
     return run;
@@ -358,7 +359,7 @@ PeerRun PrepareMpi(const CollectiveBenchConfig& c, const std::string& dir,
 PeerRun PrepareGloo(const CollectiveBenchConfig& c, const std::string& dir,
                     const std::string& n) {
   PeerRun run;
-  if (c.coll != Collective::kAllReduce || c.op == ReduceOp::kAvg) {
+  if (c.coll != Collective::kAllReduce || c.op == collectives::ReduceOp::kAvg) {
     run.note = "gloo: only all_reduce with sum/prod/min/max";
     return run;
   }
@@ -437,8 +438,8 @@ void PrintSideBySide(const CollectiveBenchConfig& c, int64_t nproc, int rounds,
       "GB/s (nccl-tests' definition); ratios are shoal's busbw over the "
       "peer's\n",
       std::string(CollectiveName(c.coll)).c_str(), NcclTypeName(c.dtype),
-      std::string(ReduceOpName(c.op)).c_str(), static_cast<long long>(nproc),
-      rounds);
+      std::string(collectives::ReduceOpName(c.op)).c_str(),
+      static_cast<long long>(nproc), rounds);
   std::fputs(t.Render().c_str(), stdout);
   for (const std::string& n : notes) std::printf("# %s\n", n.c_str());
 }

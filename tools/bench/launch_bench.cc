@@ -4,7 +4,7 @@
 // side by side in the same run with `mpirun -np 4` of the same program
 // written against MPI (MPI_Init, MPI_Barrier, MPI_Finalize), built here with
 // mpicc when Open MPI is installed. The shoal program is this binary's own
-// `bench launch-probe` (shoal::Init + Barrier).
+// `bench launch-probe` (shoal::launch::Init + Barrier).
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,8 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "coordinator/job.h"
-#include "ipc/subprocess.h"
+#include "base/subprocess.h"
+#include "launch/job.h"
 #include "tools/bench/bench_util.h"
 #include "tools/cli/args.h"
 
@@ -114,7 +114,7 @@ void PrintRows(const std::vector<Row>& rows, bool json, int64_t n,
 }  // namespace
 
 int LaunchProbe() {
-  auto job = Init();
+  auto job = launch::Init();
   if (!job.ok()) {
     std::fprintf(stderr, "%s\n", job.status().ToString().c_str());
     return 3;

@@ -8,15 +8,15 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/python_env.h"
-#include "ipc/subprocess.h"
+#include "base/python_env.h"
+#include "base/subprocess.h"
 
 namespace shoal::bench {
 
 int PythonBench(int argc, char** argv) {
   const char* own = std::getenv("PYTHONPATH");
   const std::string path =
-      coordinator::PythonPathWithBundledPackage(own != nullptr ? own : "");
+      PythonPathWithBundledPackage(own != nullptr ? own : "");
   if (path.empty()) {
     std::fprintf(stderr,
                  "shoal bench python: no shoal Python package beside this "

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "ipc/subprocess.h"
+#include "base/subprocess.h"
 
 namespace shoal::bench {
 

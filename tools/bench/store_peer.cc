@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "ipc/subprocess.h"
+#include "base/subprocess.h"
 #include "tools/bench/bench_util.h"
 #include "tools/cli/args.h"
 

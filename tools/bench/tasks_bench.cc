@@ -14,9 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
+#include "base/subprocess.h"
 #include "coordinator/client.h"
-#include "ipc/status_macros.h"
-#include "ipc/subprocess.h"
 #include "tools/bench/bench_util.h"
 #include "tools/cli/args.h"
 

@@ -1,0 +1,22 @@
+// Where the `shoal` Python package built beside this binary lives, so that
+// processes shoal starts (workers, and the programs of `shoal launch`) can
+// `import shoal` without an install step.
+#ifndef SHOAL_COORDINATOR_PYTHON_ENV_H_
+#define SHOAL_COORDINATOR_PYTHON_ENV_H_
+
+#include <string>
+
+namespace shoal {
+
+// The folder holding shoal/__init__.py and shoal/_shoal.so that Bazel
+// assembles next to this executable (<bin>/python/site for <bin>/tools/shoal),
+// or "" if there is none.
+std::string BundledPythonPackageDir();
+
+// `pythonpath` (a PYTHONPATH value, may be empty) with the bundled package's
+// folder appended unless it is absent or already there.
+std::string PythonPathWithBundledPackage(const std::string& pythonpath);
+
+}  // namespace shoal
+
+#endif  // SHOAL_COORDINATOR_PYTHON_ENV_H_

@@ -1,0 +1,520 @@
+#include "collectives/communicator.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/mutex.h"
+#include "base/status_macros.h"
+#include "collectives/shm_communicator.h"
+#include "gpu/device_pointer.h"
+#include "gpu/nccl_communicator.h"
+
+namespace shoal::collectives {
+
+namespace {
+
+// The shm backend's tuning knobs, like NCCL's NCCL_* variables: every rank
+// must see the same values (shoal launch passes its environment to all).
+absl::Status ApplyTuningEnv(collectives::ShmCommOptions& o) {
+  const std::pair<const char*, uint64_t*> knobs[] = {
+      {"SHOAL_COLL_SLOT_BYTES", &o.slot_bytes},
+      {"SHOAL_COLL_ONE_STEP_BYTES", &o.one_step_bytes},
+      {"SHOAL_COLL_STREAM_BYTES", &o.stream_bytes},
+      {"SHOAL_COLL_P2P_BYTES", &o.p2p_bytes},
+  };
+  for (const auto& [name, value] : knobs) {
+    const char* text = std::getenv(name);
+    if (text == nullptr || *text == '\0') continue;
+    if (!absl::SimpleAtoi(text, value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, "=", text, ": expected a number of bytes"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+namespace internal {
+
+struct WorkState {
+  Mutex mu;
+  CondVar cv;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  absl::Status status ABSL_GUARDED_BY(mu);
+  // NCCL work finishes on the GPU: waiting means synchronising its stream.
+  std::function<absl::Status(absl::Duration)> wait_device;
+  std::function<absl::StatusOr<bool>()> test_device;
+
+  void Finish(absl::Status s) {
+    MutexLock lock(&mu);
+    done = true;
+    status = std::move(s);
+    cv.SignalAll();
+  }
+};
+
+}  // namespace internal
+
+absl::Status Work::Wait(absl::Duration timeout) {
+  if (state_ == nullptr) return absl::FailedPreconditionError("an empty Work");
+  if (state_->wait_device) return state_->wait_device(timeout);
+  MutexLock lock(&state_->mu);
+  const absl::Time deadline = timeout == absl::InfiniteDuration()
+                                  ? absl::InfiniteFuture()
+                                  : absl::Now() + timeout;
+  while (!state_->done) {
+    if (deadline == absl::InfiniteFuture()) {
+      state_->cv.Wait(&state_->mu);
+    } else if (state_->cv.WaitWithDeadline(&state_->mu, deadline) &&
+               !state_->done) {
+      return absl::DeadlineExceededError("the collective has not finished");
+    }
+  }
+  return state_->status;
+}
+
+bool Work::Test() {
+  if (state_ == nullptr) return true;
+  if (state_->test_device) {
+    absl::StatusOr<bool> done = state_->test_device();
+    return !done.ok() || *done;
+  }
+  MutexLock lock(&state_->mu);
+  return state_->done;
+}
+
+class Communicator::Impl {
+ public:
+  // What one collective does on each backend.
+  struct Op {
+    const void* locate =
+        nullptr;  // the buffer whose location picks the backend
+    std::function<absl::Status(collectives::ShmCommunicator&, absl::Duration)>
+        shm;
+    std::function<absl::Status(gpu::NcclCommunicator&, void*)> nccl;
+    // Which shm lane runs it: 0 for collectives, kSendLane/kRecvLane + 2 ×
+    // peer for point-to-point, so that a posted send and a posted receive
+    // progress together (a ring exchange of big messages cannot deadlock).
+    int lane = 0;
+  };
+  static constexpr int kSendLane = 1, kRecvLane = 2;
+
+  Impl(launch::Job& job, std::vector<int> ranks, int rank,
+       CommunicatorOptions o)
+      : job_(job), ranks_(std::move(ranks)), rank_(rank), o_(std::move(o)) {}
+  ~Impl() {
+    {
+      MutexLock lock(&mu_);
+      stop_ = true;
+      cv_.SignalAll();
+    }
+    for (auto& [id, lane] : lanes_) {
+      if (lane.worker.joinable()) lane.worker.join();
+    }
+  }
+
+  absl::Status Init() {
+    // The shm backend needs every member on this node.
+    const std::string node_key =
+        absl::StrCat("__shoal/coll/", o_.name, "/node/");
+    SHOAL_RETURN_IF_ERROR(job_.kv().Set(absl::StrCat(node_key, rank_),
+                                        absl::StrCat(job_.node_rank())));
+    bool one_node = true;
+    for (int r = 0; r < size(); ++r) {
+      SHOAL_ASSIGN_OR_RETURN(
+          std::string node,
+          job_.kv().Get(absl::StrCat(node_key, r), o_.timeout));
+      if (node != absl::StrCat(job_.node_rank())) one_node = false;
+    }
+    if (!one_node) {
+      shm_error_ = absl::FailedPreconditionError(absl::StrCat(
+          "communicator '", o_.name,
+          "' spans nodes: CPU buffers need all its ranks on one node "
+          "(use CUDA buffers, which go through NCCL)"));
+      return absl::OkStatus();
+    }
+    collectives::ShmCommOptions so;
+    so.slot_bytes = o_.shm_slot_bytes;
+    so.timeout = o_.timeout;
+    SHOAL_RETURN_IF_ERROR(ApplyTuningEnv(so));
+    SHOAL_ASSIGN_OR_RETURN(
+        shm_, collectives::ShmCommunicator::Create(job_.kv(), job_.job_id(),
+                                                   o_.name, rank_, size(), so));
+    return absl::OkStatus();
+  }
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(ranks_.size()); }
+  int job_rank(int r) const { return ranks_.at(r); }
+
+  absl::StatusOr<Work> Run(Op op, const CallOptions& call, bool async) {
+    CollectiveBackend backend = call.backend;
+    if (backend == CollectiveBackend::kAuto) {
+      backend = gpu::DeviceOfPointer(op.locate) >= 0 ? CollectiveBackend::kNccl
+                                                     : CollectiveBackend::kShm;
+    }
+    const absl::Duration timeout = call.timeout.value_or(o_.timeout);
+    if (backend == CollectiveBackend::kNccl)
+      return RunNccl(op, call, timeout, async);
+    if (shm_ == nullptr) return shm_error_;
+    auto state = std::make_shared<internal::WorkState>();
+    {
+      MutexLock lock(&mu_);
+      Lane& lane = lanes_[op.lane];
+      if (!async && lane.queue.empty() && !lane.busy) {
+        // Nothing queued: run on the caller's thread (no hand-off latency).
+        lane.busy = true;
+        mu_.Unlock();
+        absl::Status s = op.shm(*shm_, timeout);
+        mu_.Lock();
+        lane.busy = false;
+        cv_.SignalAll();
+        state->Finish(s);
+        if (!s.ok()) return s;
+        return Work(state);
+      }
+      if (!lane.worker.joinable()) {
+        lane.worker = std::thread([this, &lane] { Worker(lane); });
+      }
+      lane.queue.push_back({std::move(op), state, timeout});
+      cv_.SignalAll();
+    }
+    Work work(state);
+    if (!async) SHOAL_RETURN_IF_ERROR(work.Wait());
+    return work;
+  }
+
+ private:
+  struct Queued {
+    Op op;
+    std::shared_ptr<internal::WorkState> state;
+    absl::Duration timeout;
+  };
+  struct Lane {
+    std::deque<Queued> queue;
+    bool busy = false;
+    std::thread worker;
+  };
+
+  void Worker(Lane& lane) {
+    while (true) {
+      Queued q;
+      {
+        MutexLock lock(&mu_);
+        while (!stop_ && (lane.queue.empty() || lane.busy)) cv_.Wait(&mu_);
+        if (lane.queue.empty()) return;  // stopping, and everything ran
+        q = std::move(lane.queue.front());
+        lane.queue.pop_front();
+        lane.busy = true;
+      }
+      absl::Status s = q.op.shm(*shm_, q.timeout);
+      {
+        MutexLock lock(&mu_);
+        lane.busy = false;
+        cv_.SignalAll();
+      }
+      q.state->Finish(std::move(s));
+    }
+  }
+
+  absl::StatusOr<Work> RunNccl(Op& op, const CallOptions& call,
+                               absl::Duration timeout, bool async) {
+    if (nccl_ == nullptr) {
+      gpu::NcclOptions no;
+      no.timeout = o_.timeout;
+      SHOAL_ASSIGN_OR_RETURN(
+          nccl_, gpu::NcclCommunicator::Create(job_.kv(), o_.name, rank_,
+                                               size(), o_.cuda_device, no));
+    }
+    void* stream = call.stream;
+    SHOAL_RETURN_IF_ERROR(op.nccl(*nccl_, stream));
+    auto state = std::make_shared<internal::WorkState>();
+    gpu::NcclCommunicator* nccl = nccl_.get();
+    state->wait_device = [nccl, stream, timeout](absl::Duration t) {
+      return nccl->Synchronize(stream, std::min(t, timeout));
+    };
+    state->test_device = [nccl, stream] { return nccl->Test(stream); };
+    Work work(state);
+    if (!async) SHOAL_RETURN_IF_ERROR(work.Wait());
+    return work;
+  }
+
+  launch::Job& job_;
+  std::vector<int> ranks_;
+  int rank_;
+  CommunicatorOptions o_;
+  std::unique_ptr<collectives::ShmCommunicator> shm_;
+  absl::Status shm_error_;
+  std::unique_ptr<gpu::NcclCommunicator> nccl_;
+
+  Mutex mu_;
+  CondVar cv_;
+  // std::map: a Lane's address stays put while its worker runs.
+  std::map<int, Lane> lanes_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread worker_;
+};
+
+// ---- creation
+// ----------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
+    launch::Job& job, CommunicatorOptions options) {
+  std::vector<int> ranks(job.world_size());
+  for (int r = 0; r < job.world_size(); ++r) ranks[r] = r;
+  if (options.name.empty()) options.name = "world";
+  auto impl = std::make_unique<Impl>(job, std::move(ranks), job.rank(),
+                                     std::move(options));
+  SHOAL_RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::CreateGroup(
+    launch::Job& job, std::vector<int> ranks, CommunicatorOptions options) {
+  std::set<int> unique(ranks.begin(), ranks.end());
+  if (unique.size() != ranks.size() || ranks.empty()) {
+    return absl::InvalidArgumentError(
+        "a group's ranks must be distinct and not empty");
+  }
+  for (int r : ranks) {
+    if (r < 0 || r >= job.world_size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", r, " is not in the job"));
+    }
+  }
+  std::sort(ranks.begin(), ranks.end());
+  auto me = std::find(ranks.begin(), ranks.end(), job.rank());
+  if (me == ranks.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", job.rank(), " is not a member of the group it creates"));
+  }
+  if (options.name.empty()) {
+    // The same members create their groups in the same order: a per-process
+    // count of groups with these members names each one.
+    static Mutex mu;
+    static std::map<std::vector<int>, int>* counts =
+        new std::map<std::vector<int>, int>;
+    MutexLock lock(&mu);
+    options.name = absl::StrCat("group-", absl::StrJoin(ranks, "."), "-",
+                                (*counts)[ranks]++);
+  }
+  const int rank = static_cast<int>(me - ranks.begin());
+  auto impl =
+      std::make_unique<Impl>(job, std::move(ranks), rank, std::move(options));
+  SHOAL_RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
+}
+
+Communicator::Communicator(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+Communicator::~Communicator() = default;
+
+int Communicator::rank() const { return impl_->rank(); }
+int Communicator::size() const { return impl_->size(); }
+int Communicator::job_rank(int rank) const { return impl_->job_rank(rank); }
+
+// ---- ops
+// ---------------------------------------------------------------------------
+
+namespace {
+
+using Op = Communicator::Impl::Op;
+
+Op AllReduceOp(const void* in, void* out, int64_t count, DType dtype,
+               ReduceOp op) {
+  return Op{out,
+            [=](collectives::ShmCommunicator& c, absl::Duration t) {
+              return c.AllReduce(in, out, count, dtype, op, t);
+            },
+            [=](gpu::NcclCommunicator& c, void* s) {
+              return c.AllReduce(in, out, count, dtype, op, s);
+            }};
+}
+
+Op BroadcastOp(const void* in, void* out, int64_t count, DType dtype,
+               int root) {
+  return Op{out,
+            [=](collectives::ShmCommunicator& c, absl::Duration t) {
+              return c.Broadcast(in, out, count, dtype, root, t);
+            },
+            [=](gpu::NcclCommunicator& c, void* s) {
+              return c.Broadcast(in, out, count, dtype, root, s);
+            }};
+}
+
+Op ReduceOpFor(const void* in, void* out, int64_t count, DType dtype,
+               ReduceOp op, int root) {
+  return Op{in,
+            [=](collectives::ShmCommunicator& c, absl::Duration t) {
+              return c.Reduce(in, out, count, dtype, op, root, t);
+            },
+            [=](gpu::NcclCommunicator& c, void* s) {
+              return c.Reduce(in, out, count, dtype, op, root, s);
+            }};
+}
+
+Op AllGatherOp(const void* in, void* out, int64_t count, DType dtype) {
+  return Op{out,
+            [=](collectives::ShmCommunicator& c, absl::Duration t) {
+              return c.AllGather(in, out, count, dtype, t);
+            },
+            [=](gpu::NcclCommunicator& c, void* s) {
+              return c.AllGather(in, out, count, dtype, s);
+            }};
+}
+
+Op ReduceScatterOp(const void* in, void* out, int64_t count, DType dtype,
+                   ReduceOp op) {
+  return Op{out,
+            [=](collectives::ShmCommunicator& c, absl::Duration t) {
+              return c.ReduceScatter(in, out, count, dtype, op, t);
+            },
+            [=](gpu::NcclCommunicator& c, void* s) {
+              return c.ReduceScatter(in, out, count, dtype, op, s);
+            }};
+}
+
+Op AllToAllOp(const void* in, void* out, int64_t count, DType dtype) {
+  return Op{out,
+            [=](collectives::ShmCommunicator& c, absl::Duration t) {
+              return c.AllToAll(in, out, count, dtype, t);
+            },
+            [=](gpu::NcclCommunicator& c, void* s) {
+              return c.AllToAll(in, out, count, dtype, s);
+            }};
+}
+
+Op SendOp(const void* in, int64_t count, DType dtype, int peer) {
+  return Op{in,
+            [=](collectives::ShmCommunicator& c, absl::Duration t) {
+              return c.Send(in, count, dtype, peer, t);
+            },
+            [=](gpu::NcclCommunicator& c, void* s) {
+              return c.Send(in, count, dtype, peer, s);
+            },
+            Communicator::Impl::kSendLane + 2 * peer};
+}
+
+Op RecvOp(void* out, int64_t count, DType dtype, int peer) {
+  return Op{out,
+            [=](collectives::ShmCommunicator& c, absl::Duration t) {
+              return c.Recv(out, count, dtype, peer, t);
+            },
+            [=](gpu::NcclCommunicator& c, void* s) {
+              return c.Recv(out, count, dtype, peer, s);
+            },
+            Communicator::Impl::kRecvLane + 2 * peer};
+}
+
+}  // namespace
+
+absl::Status Communicator::AllReduce(const void* in, void* out, int64_t count,
+                                     DType dtype, ReduceOp op,
+                                     const CallOptions& call) {
+  return impl_->Run(AllReduceOp(in, out, count, dtype, op), call, false)
+      .status();
+}
+absl::Status Communicator::Broadcast(const void* in, void* out, int64_t count,
+                                     DType dtype, int root,
+                                     const CallOptions& call) {
+  return impl_->Run(BroadcastOp(in, out, count, dtype, root), call, false)
+      .status();
+}
+absl::Status Communicator::Reduce(const void* in, void* out, int64_t count,
+                                  DType dtype, ReduceOp op, int root,
+                                  const CallOptions& call) {
+  return impl_->Run(ReduceOpFor(in, out, count, dtype, op, root), call, false)
+      .status();
+}
+absl::Status Communicator::AllGather(const void* in, void* out, int64_t count,
+                                     DType dtype, const CallOptions& call) {
+  return impl_->Run(AllGatherOp(in, out, count, dtype), call, false).status();
+}
+absl::Status Communicator::ReduceScatter(const void* in, void* out,
+                                         int64_t count, DType dtype,
+                                         ReduceOp op, const CallOptions& call) {
+  return impl_->Run(ReduceScatterOp(in, out, count, dtype, op), call, false)
+      .status();
+}
+absl::Status Communicator::AllToAll(const void* in, void* out, int64_t count,
+                                    DType dtype, const CallOptions& call) {
+  return impl_->Run(AllToAllOp(in, out, count, dtype), call, false).status();
+}
+absl::Status Communicator::Send(const void* in, int64_t count, DType dtype,
+                                int peer, const CallOptions& call) {
+  return impl_->Run(SendOp(in, count, dtype, peer), call, false).status();
+}
+absl::Status Communicator::Recv(void* out, int64_t count, DType dtype, int peer,
+                                const CallOptions& call) {
+  return impl_->Run(RecvOp(out, count, dtype, peer), call, false).status();
+}
+absl::Status Communicator::Barrier(const CallOptions& call) {
+  CallOptions c = call;
+  if (c.backend == CollectiveBackend::kAuto)
+    c.backend = CollectiveBackend::kShm;
+  Op op{nullptr,
+        [](collectives::ShmCommunicator& comm, absl::Duration t) {
+          return comm.Barrier(t);
+        },
+        [](gpu::NcclCommunicator& comm, void* s) {
+          // A barrier on NCCL: an all_reduce of nothing, synchronised.
+          return comm.AllReduce(nullptr, nullptr, 0, DType::kF32,
+                                ReduceOp::kSum, s);
+        }};
+  return impl_->Run(std::move(op), c, false).status();
+}
+
+absl::StatusOr<Work> Communicator::AllReduceAsync(const void* in, void* out,
+                                                  int64_t count, DType dtype,
+                                                  ReduceOp op,
+                                                  const CallOptions& call) {
+  return impl_->Run(AllReduceOp(in, out, count, dtype, op), call, true);
+}
+absl::StatusOr<Work> Communicator::BroadcastAsync(const void* in, void* out,
+                                                  int64_t count, DType dtype,
+                                                  int root,
+                                                  const CallOptions& call) {
+  return impl_->Run(BroadcastOp(in, out, count, dtype, root), call, true);
+}
+absl::StatusOr<Work> Communicator::ReduceAsync(const void* in, void* out,
+                                               int64_t count, DType dtype,
+                                               ReduceOp op, int root,
+                                               const CallOptions& call) {
+  return impl_->Run(ReduceOpFor(in, out, count, dtype, op, root), call, true);
+}
+absl::StatusOr<Work> Communicator::AllGatherAsync(const void* in, void* out,
+                                                  int64_t count, DType dtype,
+                                                  const CallOptions& call) {
+  return impl_->Run(AllGatherOp(in, out, count, dtype), call, true);
+}
+absl::StatusOr<Work> Communicator::ReduceScatterAsync(const void* in, void* out,
+                                                      int64_t count,
+                                                      DType dtype, ReduceOp op,
+                                                      const CallOptions& call) {
+  return impl_->Run(ReduceScatterOp(in, out, count, dtype, op), call, true);
+}
+absl::StatusOr<Work> Communicator::AllToAllAsync(const void* in, void* out,
+                                                 int64_t count, DType dtype,
+                                                 const CallOptions& call) {
+  return impl_->Run(AllToAllOp(in, out, count, dtype), call, true);
+}
+absl::StatusOr<Work> Communicator::SendAsync(const void* in, int64_t count,
+                                             DType dtype, int peer,
+                                             const CallOptions& call) {
+  return impl_->Run(SendOp(in, count, dtype, peer), call, true);
+}
+absl::StatusOr<Work> Communicator::RecvAsync(void* out, int64_t count,
+                                             DType dtype, int peer,
+                                             const CallOptions& call) {
+  return impl_->Run(RecvOp(out, count, dtype, peer), call, true);
+}
+
+}  // namespace shoal::collectives

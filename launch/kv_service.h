@@ -1,0 +1,51 @@
+// KvService: a job's key-value store, served by the node-0 launcher on a
+// ZeroMQ ROUTER over TCP: set, get (waiting for a key), add, compare-and-set,
+// delete (a key or a prefix), list by prefix, wait for keys, and barriers.
+// Processes of the job use it through launch::KvClient; launchers use it for
+// rendezvous and to agree on stopping and restarting the group.
+#ifndef SHOAL_COORDINATOR_KV_SERVICE_H_
+#define SHOAL_COORDINATOR_KV_SERVICE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace shoal::launch {
+
+struct KvServiceOptions {
+  // Where to listen: "tcp://HOST:PORT" (PORT 0 or *: any free port).
+  // Default: "tcp://127.0.0.1:*".
+  std::string endpoint = "tcp://127.0.0.1:*";
+  // Largest value accepted. Default 64 MiB.
+  size_t max_value_bytes = size_t{64} << 20;
+  // Most keys held. Default 1,000,000.
+  size_t max_keys = 1000000;
+};
+
+class KvService {
+ public:
+  // Binds the endpoint. Errors: socket errors (AlreadyExists for a port in
+  // use).
+  static absl::StatusOr<std::unique_ptr<KvService>> Create(
+      const KvServiceOptions& options);
+  ~KvService();
+
+  // Serves until Stop(). Run it on a thread of its own.
+  absl::Status Run();
+  // Thread-safe and async-signal-safe.
+  void Stop();
+  // The bound endpoint ("tcp://127.0.0.1:40123").
+  const std::string& endpoint() const;
+
+  class Impl;
+
+ private:
+  explicit KvService(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace shoal::launch
+
+#endif  // SHOAL_COORDINATOR_KV_SERVICE_H_

@@ -1,0 +1,143 @@
+// The task segment's layout: the node's task queue in shared memory.
+//
+//   [TaskSegmentHeader: lock, free lists, resource-class FIFOs, worker and
+//    client slots with their doorbells]
+//   [TaskEntry × max_tasks]
+//   [payload chunks × max_chunks]  (arguments and results too big to be inline)
+//
+// The coordinator creates it; workers and local clients map it and move tasks
+// through it directly, so a task's path on one node is client → worker →
+// client with no process in between (docs/tasks.md explains why). Every change
+// happens under `TaskSegmentHeader::lock` through its undo journal, like the
+// store's table, so a process dying mid-operation is rolled back.
+#ifndef SHOAL_SHM_TASK_LAYOUT_H_
+#define SHOAL_SHM_TASK_LAYOUT_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "shm/futex.h"
+#include "shm/layout.h"
+
+namespace shoal::tasks {
+
+inline constexpr uint64_t kTaskSegmentMagic =
+    0x4b5341544c414f48ULL;  // "HOALTASK"
+inline constexpr uint32_t kTaskLayoutVersion = 1;
+inline constexpr uint32_t kMaxResourceClasses = 16;
+inline constexpr uint32_t kMaxTaskWorkers = 64;
+inline constexpr uint32_t kMaxTaskClients = 64;
+inline constexpr uint32_t kFunctionNameBytes = 96;  // including the NUL
+inline constexpr uint32_t kInlinePayloadBytes = 160;
+
+enum class TaskState : uint32_t {
+  kFree = 0,
+  kQueued = 1,   // in its resource class's FIFO
+  kRunning = 2,  // claimed by a worker
+  kDone = 3,     // result written; waits for its owner to take it
+};
+
+// TaskEntry::flags
+inline constexpr uint32_t kTaskCancelRequested = 1u << 0;
+inline constexpr uint32_t kTaskReleaseWhenDone = 1u
+                                                 << 1;  // owner gone/released
+inline constexpr uint32_t kTaskTimedOut = 1u << 2;  // cancelled by its deadline
+
+// Tasks needing these resources share one FIFO.
+struct ResourceClass {
+  uint32_t cpus;
+  uint32_t gpus;
+  uint32_t head;  // entry index + 1, 0 = empty
+  uint32_t tail;
+  uint32_t depth;
+  uint32_t reserved;
+};
+
+struct alignas(64) TaskWorkerSlot {
+  uint32_t in_use;
+  int32_t pid;
+  uint32_t cpus;
+  uint32_t gpus;
+  uint32_t current;  // entry index + 1 of the task it runs, 0 when idle
+  // bell.rings as the worker saw it when it last armed to sleep: Submit
+  // rings it only if nobody has since (see TaskTable::Submit).
+  std::atomic<uint32_t> armed;
+  uint64_t done;
+  uint64_t failed;
+  shm::Doorbell bell;  // rung when work may be available
+};
+
+struct alignas(64) TaskClientSlot {
+  uint32_t in_use;
+  int32_t pid;
+  uint32_t store_slot;  // its store client slot + 1 (0: none), for outputs
+  uint32_t reserved;
+  uint64_t submitted;
+  uint64_t completed;
+  shm::Doorbell bell;  // rung when one of its tasks finished
+};
+
+struct TaskSegmentHeader {
+  shm::SegmentPrefix prefix;
+
+  uint32_t max_tasks;
+  uint32_t max_chunks;
+  uint32_t chunk_bytes;  // including its 8-byte header
+  uint32_t reserved1;
+  uint64_t entries_offset;
+  uint64_t chunks_offset;
+
+  alignas(64) shm::RobustLock lock;
+  // Guarded by `lock`:
+  uint32_t free_entries;  // stack of free entries, index + 1
+  uint32_t free_chunks;   // stack of free chunks, index + 1
+  uint32_t num_classes;
+  uint32_t queued;  // tasks in all FIFOs
+  uint64_t next_seq;
+  uint64_t submitted;
+  uint64_t completed;
+  ResourceClass classes[kMaxResourceClasses];
+
+  // Bumped on every enqueue, read without the lock by workers spinning for
+  // work, so they need not touch the lock's cache line while idle.
+  alignas(64) std::atomic<uint64_t> enqueues;
+
+  TaskWorkerSlot workers[kMaxTaskWorkers];
+  TaskClientSlot clients[kMaxTaskClients];
+};
+
+struct TaskEntry {
+  std::atomic<uint32_t> state;  // TaskState
+  uint32_t generation;          // bumped at each reuse; part of the task id
+  uint32_t owner;               // client slot + 1
+  uint32_t worker;              // worker slot + 1 while running
+  uint32_t klass;               // resource class index
+  uint32_t next;                // FIFO / free-list link: entry index + 1
+  uint32_t attempts;            // times a worker started it
+  uint32_t max_retries;
+  std::atomic<uint32_t> flags;
+  int32_t result_code;  // absl::StatusCode, when done
+  uint64_t seq;         // submission order
+  int64_t timeout_ns;   // 0: none
+  int64_t started_ns;   // CLOCK_MONOTONIC when the current attempt began
+  uint32_t args_bytes;
+  uint32_t args_chunk;  // first chunk + 1; 0 = inline
+  uint32_t result_bytes;
+  uint32_t result_chunk;
+  char function[kFunctionNameBytes];
+  uint8_t inline_args[kInlinePayloadBytes];
+  uint8_t inline_result[kInlinePayloadBytes];
+};
+
+struct ChunkHeader {
+  uint32_t
+      next;  // next chunk of the same payload (index + 1), or free-list link
+  uint32_t bytes;
+};
+
+static_assert(sizeof(TaskSegmentHeader) < (64 << 10));
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+}  // namespace shoal::tasks
+
+#endif  // SHOAL_SHM_TASK_LAYOUT_H_

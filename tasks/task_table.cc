@@ -1,0 +1,272 @@
+#include "tasks/task_table.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "base/process_info.h"
+#include "base/status_macros.h"
+#include "tasks/task_table_op.h"
+
+namespace shoal::tasks {
+
+using task_table_internal::FaultPoint;
+using task_table_internal::MonotonicNs;
+using task_table_internal::RelaxedLoad;
+
+namespace task_table_internal {
+void (*g_fault_hook)(const char*) = nullptr;
+}  // namespace task_table_internal
+
+// ---- construction
+// ---------------------------------------------------------------
+
+TaskTable::TaskTable(std::unique_ptr<shm::Segment> segment,
+                     absl::Duration lock_timeout)
+    : segment_(std::move(segment)), lock_timeout_(lock_timeout) {}
+
+std::string TaskTable::SegmentNameForJob(absl::string_view job_id) {
+  return absl::StrCat("shoal-", job_id, "-tasks");
+}
+
+absl::StatusOr<std::unique_ptr<TaskTable>> TaskTable::Create(
+    absl::string_view job_id, const TaskTableOptions& o) {
+  SHOAL_RETURN_IF_ERROR(
+      shm::SegmentNameForJob(job_id).status());  // validates the id
+  if (o.max_tasks == 0 || o.max_chunks == 0) {
+    return absl::InvalidArgumentError(
+        "max_tasks and max_chunks must be positive");
+  }
+  const uint64_t entries_offset =
+      shm::AlignUp(sizeof(TaskSegmentHeader), shm::kPageSize);
+  const uint64_t chunks_offset =
+      shm::AlignUp(entries_offset + uint64_t{o.max_tasks} * sizeof(TaskEntry),
+                   shm::kPageSize);
+  const uint64_t bytes = chunks_offset + uint64_t{o.max_chunks} * kChunkBytes;
+  SHOAL_ASSIGN_OR_RETURN(
+      std::unique_ptr<shm::Segment> seg,
+      shm::Segment::Create(SegmentNameForJob(job_id), bytes));
+  seg->InitPrefix(job_id, kTaskLayoutVersion, sizeof(TaskSegmentHeader));
+  auto* h = reinterpret_cast<TaskSegmentHeader*>(seg->base());
+  h->max_tasks = o.max_tasks;
+  h->max_chunks = o.max_chunks;
+  h->chunk_bytes = kChunkBytes;
+  h->entries_offset = entries_offset;
+  h->chunks_offset = chunks_offset;
+  SHOAL_RETURN_IF_ERROR(shm::InitRobustLock(&h->lock));
+  shm::Segment* segment = seg.get();
+  std::unique_ptr<TaskTable> t(new TaskTable(std::move(seg), o.lock_timeout));
+  // Free lists: entries and chunks in index order (low ones first keeps the
+  // touched pages few).
+  for (uint32_t i = 0; i < o.max_tasks; ++i) {
+    t->entry(i)->next = i + 1 < o.max_tasks ? i + 2 : 0;
+  }
+  h->free_entries = 1;
+  for (uint32_t i = 0; i < o.max_chunks; ++i) {
+    reinterpret_cast<ChunkHeader*>(t->chunk(i))->next =
+        i + 1 < o.max_chunks ? i + 2 : 0;
+  }
+  h->free_chunks = 1;
+  segment->Publish(kTaskSegmentMagic);
+  return t;
+}
+
+absl::StatusOr<std::unique_ptr<TaskTable>> TaskTable::Open(
+    const std::string& segment_name, absl::Duration lock_timeout) {
+  SHOAL_ASSIGN_OR_RETURN(
+      std::unique_ptr<shm::Segment> seg,
+      shm::Segment::Open(segment_name, kTaskSegmentMagic, kTaskLayoutVersion));
+  return std::unique_ptr<TaskTable>(
+      new TaskTable(std::move(seg), lock_timeout));
+}
+
+void TaskTable::Close() {
+  segment_->MarkClosed();
+  WakeAllWorkers();
+  for (TaskClientSlot& c : header()->clients) c.bell.Ring();
+}
+
+// ---- coordinator
+// ------------------------------------------------------------------
+
+absl::StatusOr<uint32_t> TaskTable::AddWorker(pid_t pid, uint32_t cpus,
+                                              uint32_t gpus) {
+  SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
+  for (uint32_t w = 0; w < kMaxTaskWorkers; ++w) {
+    TaskWorkerSlot& s = op.h()->workers[w];
+    if (s.in_use) continue;
+    op.W32(reinterpret_cast<uint32_t*>(&s.pid), static_cast<uint32_t>(pid));
+    op.W32(&s.cpus, cpus);
+    op.W32(&s.gpus, gpus);
+    op.W32(&s.current, 0);
+    op.W32(&s.in_use, 1);
+    return w;
+  }
+  return absl::ResourceExhaustedError(
+      absl::StrCat("at most ", kMaxTaskWorkers, " workers"));
+}
+
+absl::Status TaskTable::RemoveWorker(uint32_t worker) {
+  if (worker >= kMaxTaskWorkers)
+    return absl::InvalidArgumentError("bad worker slot");
+  SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
+  TaskWorkerSlot& s = op.h()->workers[worker];
+  op.W32(&s.current, 0);
+  op.W32(&s.in_use, 0);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> TaskTable::AddClient(pid_t pid, int32_t store_slot) {
+  SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
+  for (uint32_t c = 0; c < kMaxTaskClients; ++c) {
+    TaskClientSlot& s = op.h()->clients[c];
+    if (s.in_use) continue;
+    op.W32(reinterpret_cast<uint32_t*>(&s.pid), static_cast<uint32_t>(pid));
+    op.W32(&s.store_slot, static_cast<uint32_t>(store_slot + 1));
+    op.W32(&s.in_use, 1);
+    return c;
+  }
+  return absl::ResourceExhaustedError(
+      absl::StrCat("at most ", kMaxTaskClients, " local clients per node"));
+}
+
+absl::StatusOr<std::vector<std::string>> TaskTable::RemoveClient(
+    uint32_t client) {
+  if (client >= kMaxTaskClients)
+    return absl::InvalidArgumentError("bad client slot");
+  std::vector<std::string> results;
+  SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
+  for (uint32_t i = 0; i < op.h()->max_tasks; ++i) {
+    TaskEntry* x = op.e(i);
+    if (x->owner != client + 1) continue;
+    const auto state =
+        static_cast<TaskState>(x->state.load(std::memory_order_relaxed));
+    if (state == TaskState::kQueued) {
+      op.Unlink(i);
+      op.FreeEntry(i);
+    } else if (state == TaskState::kDone) {
+      results.push_back(
+          op.ReadPayload(x->result_bytes, x->result_chunk, x->inline_result));
+      op.FreeEntry(i);
+    } else if (state == TaskState::kRunning) {
+      op.WA32(&x->flags,
+              x->flags.load() | kTaskCancelRequested | kTaskReleaseWhenDone);
+      op.W32(&x->owner, 0);
+    }
+    op.Checkpoint();
+  }
+  op.W32(&op.h()->clients[client].in_use, 0);
+  return results;
+}
+
+absl::StatusOr<TaskWorkerCounters> TaskTable::WorkerCounters(
+    uint32_t worker) const {
+  if (worker >= kMaxTaskWorkers)
+    return absl::InvalidArgumentError("bad worker slot");
+  const TaskWorkerSlot& s = header()->workers[worker];
+  TaskWorkerCounters c;
+  c.done = __atomic_load_n(&s.done, __ATOMIC_RELAXED);
+  c.failed = __atomic_load_n(&s.failed, __ATOMIC_RELAXED);
+  c.busy = RelaxedLoad(&s.current) != 0;
+  return c;
+}
+
+std::optional<uint64_t> TaskTable::RunningOn(uint32_t worker) const {
+  const uint32_t cur = RelaxedLoad(&header()->workers[worker].current);
+  if (cur == 0) return std::nullopt;
+  return MakeTaskId(entry(cur - 1)->generation, cur - 1);
+}
+
+absl::StatusOr<bool> TaskTable::FailRunning(uint32_t worker, int32_t code,
+                                            absl::string_view result) {
+  uint32_t ring_owner = 0;
+  bool requeued = false;
+  {
+    SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
+    TaskWorkerSlot& s = op.h()->workers[worker];
+    if (s.current == 0)
+      return absl::NotFoundError("the worker was running no task");
+    const uint32_t i = s.current - 1;
+    TaskEntry* x = op.e(i);
+    op.W32(&s.current, 0);
+    op.W64(&s.failed, s.failed + 1);
+    const bool cancelled = x->flags.load() & kTaskCancelRequested;
+    if (!cancelled && x->attempts <= x->max_retries) {
+      op.W32(&x->worker, 0);
+      op.Enqueue(i, /*at_head=*/true);
+      requeued = true;
+    } else {
+      SHOAL_ASSIGN_OR_RETURN(ring_owner, op.Finish(i, code, result));
+    }
+  }
+  if (requeued) WakeAllWorkers();
+  if (ring_owner != 0) ClientBell(ring_owner - 1).Ring();
+  return requeued;
+}
+
+absl::Status TaskTable::CompleteFor(uint32_t worker, int32_t code,
+                                    absl::string_view result) {
+  std::optional<uint64_t> id = RunningOn(worker);
+  if (!id) return absl::NotFoundError("the worker was running no task");
+  return Complete(worker, *id, code, result);
+}
+
+std::vector<ExpiredTask> TaskTable::Expired(int64_t now_ns) const {
+  std::vector<ExpiredTask> out;
+  for (uint32_t w = 0; w < kMaxTaskWorkers; ++w) {
+    const uint32_t cur = RelaxedLoad(&header()->workers[w].current);
+    if (cur == 0) continue;
+    const TaskEntry* x = entry(cur - 1);
+    const int64_t timeout = __atomic_load_n(&x->timeout_ns, __ATOMIC_RELAXED);
+    const int64_t started = __atomic_load_n(&x->started_ns, __ATOMIC_RELAXED);
+    if (timeout > 0 && now_ns - started > timeout &&
+        !(x->flags.load(std::memory_order_relaxed) & kTaskTimedOut)) {
+      out.push_back({MakeTaskId(x->generation, cur - 1), w,
+                     absl::Nanoseconds(now_ns - started - timeout)});
+    }
+  }
+  return out;
+}
+
+absl::Status TaskTable::Expire(uint64_t id) {
+  SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
+  SHOAL_ASSIGN_OR_RETURN(const uint32_t i, op.Live(id));
+  TaskEntry* x = op.e(i);
+  if (static_cast<TaskState>(x->state.load()) != TaskState::kRunning) {
+    return absl::FailedPreconditionError("the task is not running");
+  }
+  op.WA32(&x->flags, x->flags.load() | kTaskCancelRequested | kTaskTimedOut);
+  return absl::OkStatus();
+}
+
+absl::Status TaskTable::SetClientStoreSlot(uint32_t client,
+                                           int32_t store_slot) {
+  if (client >= kMaxTaskClients)
+    return absl::InvalidArgumentError("bad client slot");
+  SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
+  op.W32(&op.h()->clients[client].store_slot,
+         static_cast<uint32_t>(store_slot + 1));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TaskTableStats> TaskTable::Stats() {
+  SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
+  TaskTableStats st;
+  st.submitted = op.h()->submitted;
+  st.completed = op.h()->completed;
+  st.queued = op.h()->queued;
+  for (const TaskWorkerSlot& w : op.h()->workers)
+    st.running += w.in_use && w.current != 0;
+  for (uint32_t k = op.h()->free_entries; k != 0; k = op.e(k - 1)->next)
+    ++st.free_entries;
+  for (uint32_t k = op.h()->free_chunks; k != 0; k = op.c(k - 1)->next)
+    ++st.free_chunks;
+  st.done_untaken =
+      op.h()->max_tasks - st.free_entries - st.queued - st.running;
+  return st;
+}
+
+}  // namespace shoal::tasks

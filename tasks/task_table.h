@@ -1,0 +1,248 @@
+// TaskTable: the node's task queue in shared memory (layout in task_layout.h).
+//
+// Verbs, by who calls them:
+//   coordinator  Create, AddWorker / RemoveWorker, AddClient / RemoveClient,
+//                FailRunning (a worker died), Expired (timeouts), Stats
+//   client       Submit, Poll, Take, Release, Cancel, WaitForCompletion
+//   worker       Claim, Complete, CancelRequested, WaitForWork
+// A task id is (generation << 32 | entry index): a stale id (released, reused)
+// is NotFound, never another task. Payloads (encoded arguments and results)
+// are opaque bytes here; ipc/ defines their encoding.
+//
+// Task lifecycle: Submit → kQueued (FIFO per resource class) → Claim →
+// kRunning → Complete → kDone → Take/Release → free. Cancel: a queued task
+// becomes kDone (Cancelled) at once; a running one gets its cancel flag set
+// for the worker to see. A worker's death requeues its task (at the head of
+// its FIFO) while retries remain, else completes it with the given error.
+#ifndef SHOAL_SHM_TASK_TABLE_H_
+#define SHOAL_SHM_TASK_TABLE_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "shm/segment.h"
+#include "tasks/task_layout.h"
+
+namespace shoal::tasks {
+
+struct TaskTableOptions {
+  // Tasks in flight (queued, running or done and not yet taken). Default 65536.
+  uint32_t max_tasks = 65536;
+  // 64 KiB chunks for payloads over 160 bytes. Default 2048 (128 MiB of
+  // address space; pages are allocated only when used).
+  uint32_t max_chunks = 2048;
+  // Longest wait for the table lock before an operation fails. Default 10 s.
+  absl::Duration lock_timeout = absl::Seconds(10);
+};
+
+// What a client submits.
+struct TaskSubmission {
+  std::string function;  // at most 95 bytes
+  uint32_t cpus = 1;
+  uint32_t gpus = 0;
+  int64_t timeout_ns = 0;  // 0: none
+  uint32_t max_retries = 3;
+  std::string args;  // encoded arguments (opaque here)
+};
+
+// What a worker claims.
+struct TaskClaim {
+  uint64_t id = 0;
+  std::string function;
+  std::string args;
+  uint32_t attempt = 0;  // 1 for the first run
+  int64_t timeout_ns = 0;
+  int32_t owner_store_slot = -1;  // where output objects go; -1: none
+};
+
+// A finished task's outcome, as its owner takes it.
+struct TaskOutcome {
+  uint64_t id = 0;
+  int32_t code = 0;    // absl::StatusCode
+  std::string result;  // encoded result (opaque here)
+  uint32_t attempts = 0;
+  bool timed_out = false;  // stopped by its deadline
+  int64_t timeout_ns = 0;
+};
+
+struct TaskTableStats {
+  uint64_t submitted = 0;
+  uint64_t completed = 0;
+  uint32_t queued = 0;
+  uint32_t running = 0;
+  uint32_t done_untaken = 0;
+  uint32_t free_entries = 0;
+  uint32_t free_chunks = 0;
+};
+
+// A worker slot's counters.
+struct TaskWorkerCounters {
+  uint64_t done = 0;
+  uint64_t failed = 0;
+  bool busy = false;
+};
+
+// A running task whose deadline passed.
+struct ExpiredTask {
+  uint64_t id;
+  uint32_t worker;
+  absl::Duration overdue;
+};
+
+class TaskTable {
+ public:
+  static constexpr uint32_t kChunkBytes = 64 << 10;
+
+  // Coordinator: creates /dev/shm/shoal-<job>-tasks (removing a dead owner's).
+  // Errors: as Segment::Create, InvalidArgument for bad options.
+  static absl::StatusOr<std::unique_ptr<TaskTable>> Create(
+      absl::string_view job_id, const TaskTableOptions& options);
+  // Workers and clients: maps an existing task segment.
+  // Errors: as Segment::Open; FailedPrecondition for a different layout.
+  static absl::StatusOr<std::unique_ptr<TaskTable>> Open(
+      const std::string& segment_name, absl::Duration lock_timeout);
+
+  const std::string& segment_name() const { return segment_->name(); }
+  static std::string SegmentNameForJob(absl::string_view job_id);
+
+  // ---- coordinator ----------------------------------------------------------
+  // Registers a worker slot. Errors: ResourceExhausted (64 workers).
+  absl::StatusOr<uint32_t> AddWorker(pid_t pid, uint32_t cpus, uint32_t gpus);
+  // Frees a worker slot. REQUIRES: its task was handled (FailRunning).
+  absl::Status RemoveWorker(uint32_t worker);
+  // Registers a client slot; `store_slot` is the client's store connection
+  // (workers hand it the outputs they put in the store), or -1 for none.
+  // Errors: ResourceExhausted (64 clients).
+  absl::StatusOr<uint32_t> AddClient(pid_t pid, int32_t store_slot = -1);
+  // Frees a client slot: its queued and finished tasks are freed, its running
+  // ones are cancelled and freed when they end. Returns the encoded results
+  // of the finished tasks it freed (so their output objects can be deleted).
+  absl::StatusOr<std::vector<std::string>> RemoveClient(uint32_t client);
+  // A worker slot's counters (read without the lock).
+  absl::StatusOr<TaskWorkerCounters> WorkerCounters(uint32_t worker) const;
+  // The task worker `worker` is running, if any (as an id).
+  std::optional<uint64_t> RunningOn(uint32_t worker) const;
+  // Handles the task a dead worker was running: requeued at the head of its
+  // FIFO if it has retries left (returns true), else completed with `code`
+  // and `result` (returns false). NotFound if the worker ran nothing.
+  absl::StatusOr<bool> FailRunning(uint32_t worker, int32_t code,
+                                   absl::string_view result);
+  // Completes a task on its worker's behalf (a timeout the worker ignored).
+  absl::Status CompleteFor(uint32_t worker, int32_t code,
+                           absl::string_view result);
+  // Running tasks past their deadline (and not yet marked timed out).
+  std::vector<ExpiredTask> Expired(int64_t now_ns) const;
+  // Marks a running task timed out and cancelled: the worker sees
+  // CancelRequested, and whatever it completes with becomes DeadlineExceeded
+  // with an empty result (TaskOutcome::timed_out tells the owner why).
+  absl::Status Expire(uint64_t id);
+  absl::StatusOr<TaskTableStats> Stats();
+  // Marks the segment closed (waiters give up) at shutdown.
+  void Close();
+
+  // ---- clients --------------------------------------------------------------
+  // Queues tasks (one lock for the batch). Returns their ids in order.
+  // Errors: InvalidArgument (bad function name, cpus = 0), ResourceExhausted
+  // (table or chunks full: too many tasks in flight; payload too large).
+  absl::StatusOr<std::vector<uint64_t>> Submit(
+      uint32_t client, absl::Span<const TaskSubmission> tasks);
+  // A task's state without the lock. NotFound for a stale id.
+  absl::StatusOr<TaskState> Poll(uint64_t id) const;
+  // The outcome of a finished task; with `release`, also frees it.
+  // Errors: NotFound (stale id), FailedPrecondition (not done, not owner).
+  absl::StatusOr<TaskOutcome> Take(uint32_t client, uint64_t id, bool release);
+  // Frees a task: at once if done; a queued one is dropped; a running one is
+  // cancelled and freed when it ends. Errors: NotFound, PermissionDenied.
+  absl::Status Release(uint32_t client, uint64_t id);
+  // Cancels a queued (dropped, completes Cancelled) or running (flagged) task.
+  // Returns the state it was in. Errors: NotFound.
+  absl::StatusOr<TaskState> Cancel(uint64_t id);
+  // Records the client's store slot (outputs of its tasks are handed there).
+  absl::Status SetClientStoreSlot(uint32_t client, int32_t store_slot);
+  // Sleeps until one of `client`'s tasks completes after `Arm`, or timeout.
+  uint32_t ArmClient(uint32_t client) { return ClientBell(client).Arm(); }
+  void SleepClient(uint32_t client, uint32_t armed, absl::Duration timeout) {
+    ClientBell(client).Sleep(armed, timeout);
+  }
+  void DisarmClient(uint32_t client) { ClientBell(client).Disarm(); }
+  // How many times the client's bell rang (changes when a task completes).
+  uint32_t ClientRings(uint32_t client) const {
+    return ClientBell(client).rings.load(std::memory_order_seq_cst);
+  }
+
+  // ---- workers --------------------------------------------------------------
+  // The oldest queued task this worker can run (FIFO per class; across
+  // classes, the lowest submission number), now marked running; nullopt if
+  // none. Errors: lock failures.
+  absl::StatusOr<std::optional<TaskClaim>> Claim(uint32_t worker);
+  // Finishes the worker's running task `id`. Errors: FailedPrecondition if it
+  // is not running on this worker (a timeout or cancel already completed it).
+  absl::Status Complete(uint32_t worker, uint64_t id, int32_t code,
+                        absl::string_view result);
+  // Whether cancellation was requested for `id` (lock-free).
+  bool CancelRequested(uint64_t id) const;
+  // Waits for work: spins (yielding the CPU) for up to `spin`, then sleeps
+  // until a submit rings this worker or `timeout` passes.
+  void WaitForWork(uint32_t worker, absl::Duration spin,
+                   absl::Duration timeout);
+  // Wakes every sleeping worker (shutdown, cancellation).
+  void WakeAllWorkers();
+
+  // Tests only: called at named points inside operations (with the lock held)
+  // so a test can kill the process exactly there. Not thread-safe to change.
+  static void SetFaultHookForTesting(void (*hook)(const char* point));
+
+ private:
+  TaskTable(std::unique_ptr<shm::Segment> segment, absl::Duration lock_timeout);
+
+  TaskSegmentHeader* header() const {
+    return reinterpret_cast<TaskSegmentHeader*>(segment_->base());
+  }
+  TaskEntry* entry(uint32_t i) const {
+    return reinterpret_cast<TaskEntry*>(segment_->base() +
+                                        header()->entries_offset) +
+           i;
+  }
+  uint8_t* chunk(uint32_t i) const {
+    return segment_->base() + header()->chunks_offset +
+           uint64_t{i} * header()->chunk_bytes;
+  }
+  shm::Doorbell& ClientBell(uint32_t client) const {
+    return header()->clients[client].bell;
+  }
+
+  class Op;  // one locked, journaled operation
+
+  // Submit's steps: an allocated entry's fields for `t` (all but the payload),
+  // written through `op`; then, with the lock released, up to `n` sleeping
+  // workers woken, one each.
+  static void InitSubmittedEntry(Op& op, TaskEntry* x, const TaskSubmission& t,
+                                 uint32_t client, uint32_t klass);
+  void WakeSleepingWorkers(size_t n);
+
+  std::unique_ptr<shm::Segment> segment_;
+  absl::Duration lock_timeout_;
+};
+
+// Task ids.
+inline uint64_t MakeTaskId(uint32_t generation, uint32_t index) {
+  return (uint64_t{generation} << 32) | index;
+}
+inline uint32_t TaskIndex(uint64_t id) { return static_cast<uint32_t>(id); }
+inline uint32_t TaskGeneration(uint64_t id) {
+  return static_cast<uint32_t>(id >> 32);
+}
+
+}  // namespace shoal::tasks
+
+#endif  // SHOAL_SHM_TASK_TABLE_H_
