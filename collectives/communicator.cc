@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "base/mutex.h"
 #include "base/status_macros.h"
+#include "collectives/kv_rendezvous.h"
 #include "collectives/shm_communicator.h"
 #include "gpu/device_pointer.h"
 #include "gpu/nccl_communicator.h"
@@ -145,8 +146,9 @@ class Communicator::Impl {
     so.slot_bytes = o_.shm_slot_bytes;
     so.timeout = o_.timeout;
     SHOAL_RETURN_IF_ERROR(ApplyTuningEnv(so));
+    collectives::KvRendezvous rendezvous(job_.kv());
     SHOAL_ASSIGN_OR_RETURN(
-        shm_, collectives::ShmCommunicator::Create(job_.kv(), job_.job_id(),
+        shm_, collectives::ShmCommunicator::Create(rendezvous, job_.job_id(),
                                                    o_.name, rank_, size(), so));
     return absl::OkStatus();
   }

@@ -201,7 +201,7 @@ absl::Status ShmCommunicator::Impl::CheckP2p(int peer) {
 // ----------------------------------------------------------------------
 
 absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Create(
-    launch::KvClient& kv, const std::string& job_id, const std::string& name,
+    Rendezvous& rendezvous, const std::string& job_id, const std::string& name,
     int rank, int world, const ShmCommOptions& o) {
   if (world < 1 || world > kMaxCollRanks || rank < 0 || rank >= world) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -236,9 +236,10 @@ absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Create(
     h->data_offset = data;
     h->p2p_offset = p2p;
     seg->Publish(kCollMagic);
-    SHOAL_RETURN_IF_ERROR(kv.Set(key, seg_name));
+    SHOAL_RETURN_IF_ERROR(rendezvous.Set(key, seg_name));
   } else {
-    SHOAL_ASSIGN_OR_RETURN(std::string seg_name, kv.Get(key, o.timeout));
+    SHOAL_ASSIGN_OR_RETURN(std::string seg_name,
+                           rendezvous.Get(key, o.timeout));
     SHOAL_ASSIGN_OR_RETURN(
         seg, shm::Segment::Open(seg_name, kCollMagic, kCollLayoutVersion));
     const auto* h = reinterpret_cast<const CollHeader*>(seg->base());
@@ -253,11 +254,11 @@ absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Create(
   // Everyone mapped it; rank 0 then unlinks (the mapping lives on, and a
   // crash leaves no segment behind). Its key goes too, so the name can be
   // reused by a later communicator.
-  SHOAL_RETURN_IF_ERROR(kv.Barrier(absl::StrCat(key, "/ready"),
-                                   static_cast<uint32_t>(world), o.timeout));
+  SHOAL_RETURN_IF_ERROR(
+      rendezvous.Barrier(absl::StrCat(key, "/ready"), world, o.timeout));
   if (rank == 0) {
     impl->UnlinkSegment();
-    (void)kv.Delete(key);
+    (void)rendezvous.Delete(key);
   }
   return std::unique_ptr<ShmCommunicator>(
       new ShmCommunicator(std::move(impl), rank, world));

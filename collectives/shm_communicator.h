@@ -11,9 +11,11 @@
 //
 // All ranks must call the same collectives in the same order with matching
 // counts and dtypes; a mismatch is detected and reported (InvalidArgument) by
-// every rank. A rank that dies, stalls past the timeout, or fails makes every
-// other rank's call fail (Unavailable / DeadlineExceeded) instead of hanging,
-// and the communicator is unusable afterwards.
+// every rank. No rank hangs when another goes wrong: a rank that dies makes
+// the others' calls fail with Unavailable; one that stalls past the timeout,
+// with DeadlineExceeded on every waiting rank (naming the stalled rank); a
+// rank that fails otherwise passes its error's code on to the others. The
+// communicator is unusable afterwards.
 // Not thread-safe: one call at a time per communicator.
 #ifndef SHOAL_SHM_SHM_COLLECTIVES_H_
 #define SHOAL_SHM_SHM_COLLECTIVES_H_
@@ -26,8 +28,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "collectives/reduce_op.h"
+#include "collectives/rendezvous.h"
 #include "ipc/tensor_meta.h"
-#include "launch/kv_client.h"
 
 namespace shoal::collectives {
 
@@ -56,14 +58,18 @@ struct ShmCommOptions {
 class ShmCommunicator {
  public:
   // Collective over `world` ranks (all on this node) of the job `job_id`:
-  // rank 0 creates the segment and publishes its name in the key-value store
-  // under "__shoal/coll/<name>"; the others open it; once all have, rank 0
-  // unlinks it (it lives on while mapped, and a crash leaves nothing behind).
+  // rank 0 creates the segment and publishes its name through `rendezvous`
+  // under "__shoal/coll/<name>"; the others open it; once all have (a
+  // rendezvous barrier), rank 0 unlinks it (it lives on while mapped, and a
+  // crash leaves nothing behind) and deletes the key. `rendezvous` is used
+  // only during the call. Ranks may be processes (KvRendezvous) or threads
+  // of one process (InMemoryRendezvous, each thread its own rank).
   // Errors: InvalidArgument (bad rank/world/options), DeadlineExceeded (a rank
-  // did not come), segment errors.
+  // did not come), segment errors, the rendezvous's errors.
   static absl::StatusOr<std::unique_ptr<ShmCommunicator>> Create(
-      launch::KvClient& kv, const std::string& job_id, const std::string& name,
-      int rank, int world, const ShmCommOptions& options = {});
+      Rendezvous& rendezvous, const std::string& job_id,
+      const std::string& name, int rank, int world,
+      const ShmCommOptions& options = {});
   ~ShmCommunicator();
 
   int rank() const { return rank_; }
