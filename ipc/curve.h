@@ -3,8 +3,9 @@
 // allow-listed client keys.
 //
 // Why the ZAP handler is not optional: a CURVE server without a ZAP handler
-// encrypts the connection but accepts ANY client key (see DESIGN.md). Bind a
-// CURVE server only while a ZapAuthenticator is running in this process.
+// encrypts the connection but accepts ANY client key (see docs/architecture.md,
+// "ZeroMQ and the wire"). Bind a CURVE server only while a ZapAuthenticator is
+// running in this process.
 //
 //   auto auth = ZapAuthenticator::Start({client_keys.public_key});
 //   auto server = Socket::Create(ZMQ_ROUTER);

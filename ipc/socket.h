@@ -2,7 +2,8 @@
 // returning absl::Status for every failure. Built on libzmq's C API so that no
 // exception can escape (cppzmq throws).
 //
-// Facts that shape these helpers (see DESIGN.md):
+// Facts that shape these helpers (see docs/architecture.md, "ZeroMQ and the
+// wire"):
 // - a ROUTER silently drops messages to unknown peers unless
 //   ZMQ_ROUTER_MANDATORY is set (we set it: the send fails with Unavailable);
 // - the send high-water mark drops (ROUTER) or blocks (DEALER) when reached, so

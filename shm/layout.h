@@ -7,7 +7,7 @@
 //   [ClientSlot × max_clients]         references each client holds
 //   [arena]                            object data, 64-byte aligned
 //
-// Who writes what (see DESIGN.md, "The store"):
+// Who writes what (see docs/architecture.md, "Crash-safe shared memory"):
 // - The store service alone allocates, frees, inserts into and removes from the
 //   table and index, and changes object states.
 // - Clients change only reference counts, LRU stamps, their own ClientSlot and
