@@ -20,6 +20,15 @@ namespace {
 
 int64_t ElemSize(DType t) { return static_cast<int64_t>(DTypeSize(t)); }
 
+// memcpy and memmove that do nothing for zero bytes: an empty buffer may come
+// as a null pointer, and null is undefined behaviour for memcpy even then.
+void CopyBytes(void* dst, const void* src, uint64_t n) {
+  if (n != 0) std::memcpy(dst, src, n);
+}
+void MoveBytes(void* dst, const void* src, uint64_t n) {
+  if (n != 0) std::memmove(dst, src, n);
+}
+
 // InvalidArgument unless `dtype` can be reduced.
 absl::Status CheckReducible(const char* what, DType dtype) {
   if (IsReducible(dtype)) return absl::OkStatus();
@@ -40,7 +49,7 @@ absl::Status ShmCommunicator::Impl::AllReduce(const void* in, void* out,
   const int64_t elem = ElemSize(dtype);
   const uint64_t bytes = static_cast<uint64_t>(count * elem);
   if (world_ == 1) {
-    if (out != in) std::memcpy(out, in, bytes);
+    if (out != in) CopyBytes(out, in, bytes);
     return absl::OkStatus();
   }
   const auto* src = static_cast<const uint8_t*>(in);
@@ -48,7 +57,7 @@ absl::Status ShmCommunicator::Impl::AllReduce(const void* in, void* out,
   if (bytes <= o_.one_step_bytes && bytes <= slot_bytes()) {
     // One step: everyone posts its data, everyone reduces all of it.
     const int p = NextParity();
-    std::memcpy(slot(p, rank_), src, bytes);
+    CopyBytes(slot(p, rank_), src, bytes);
     SHOAL_RETURN_IF_ERROR(Sync());
     const void* inputs[kMaxCollRanks];
     for (int r = 0; r < world_; ++r) inputs[r] = slot(p, r);
@@ -76,7 +85,7 @@ absl::Status ShmCommunicator::Impl::ReduceChunk(const uint8_t* src, int64_t n,
   for (int r = 0; r < world_; ++r) {
     if (r == rank_) continue;
     const int64_t a = n * r / world_, b = n * (r + 1) / world_;
-    std::memcpy(slot(p, rank_) + a * elem, src + a * elem, (b - a) * elem);
+    CopyBytes(slot(p, rank_) + a * elem, src + a * elem, (b - a) * elem);
   }
   SHOAL_RETURN_IF_ERROR(Sync());
   const int64_t lo = n * rank_ / world_, hi = n * (rank_ + 1) / world_;
@@ -96,7 +105,7 @@ void ShmCommunicator::Impl::GatherChunk(uint8_t* dst, int64_t n, int64_t elem,
     if (stream) {
       shm::StreamCopy(dst + a * elem, slot(p, r) + a * elem, (b - a) * elem);
     } else {
-      std::memcpy(dst + a * elem, slot(p, r) + a * elem, (b - a) * elem);
+      CopyBytes(dst + a * elem, slot(p, r) + a * elem, (b - a) * elem);
     }
   }
 }
@@ -110,7 +119,7 @@ absl::Status ShmCommunicator::Impl::Reduce(const void* in, void* out,
       Begin(CallKind::kReduce, dtype, count, root, op, timeout));
   const int64_t elem = ElemSize(dtype);
   if (world_ == 1) {
-    if (out != in) std::memcpy(out, in, count * elem);
+    if (out != in) CopyBytes(out, in, count * elem);
     return absl::OkStatus();
   }
   const auto* src = static_cast<const uint8_t*>(in);
@@ -138,16 +147,16 @@ absl::Status ShmCommunicator::Impl::Broadcast(const void* in, void* out,
   const int64_t bytes = count * ElemSize(dtype);
   const auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
-  if (rank_ == root && out != in) std::memcpy(dst, src, bytes);
+  if (rank_ == root && out != in) CopyBytes(dst, src, bytes);
   if (world_ == 1) return absl::OkStatus();
   const int64_t chunk = static_cast<int64_t>(slot_bytes());
   for (int64_t begin = 0; begin < bytes || (bytes == 0 && begin == 0);
        begin += chunk) {
     const int64_t n = std::min(chunk, bytes - begin);
     const int p = NextParity();
-    if (rank_ == root) std::memcpy(slot(p, root), src + begin, n);
+    if (rank_ == root) CopyBytes(slot(p, root), src + begin, n);
     SHOAL_RETURN_IF_ERROR(Sync());
-    if (rank_ != root) std::memcpy(dst + begin, slot(p, root), n);
+    if (rank_ != root) CopyBytes(dst + begin, slot(p, root), n);
     if (bytes == 0) break;
   }
   return absl::OkStatus();
@@ -162,7 +171,7 @@ absl::Status ShmCommunicator::Impl::AllGather(const void* in, void* out,
   const auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   if (world_ == 1) {
-    if (out != in) std::memmove(dst, src, bytes);
+    if (out != in) MoveBytes(dst, src, bytes);
     return absl::OkStatus();
   }
   const int64_t chunk = static_cast<int64_t>(slot_bytes());
@@ -170,10 +179,10 @@ absl::Status ShmCommunicator::Impl::AllGather(const void* in, void* out,
        begin += chunk) {
     const int64_t n = std::min(chunk, bytes - begin);
     const int p = NextParity();
-    std::memcpy(slot(p, rank_), src + begin, n);
+    CopyBytes(slot(p, rank_), src + begin, n);
     SHOAL_RETURN_IF_ERROR(Sync());
     for (int r = 0; r < world_; ++r)
-      std::memcpy(dst + r * bytes + begin, slot(p, r), n);
+      CopyBytes(dst + r * bytes + begin, slot(p, r), n);
     if (bytes == 0) break;
   }
   return absl::OkStatus();
@@ -190,7 +199,7 @@ absl::Status ShmCommunicator::Impl::ReduceScatter(const void* in, void* out,
   const auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   if (world_ == 1) {
-    if (out != in) std::memmove(dst, src, count * elem);
+    if (out != in) MoveBytes(dst, src, count * elem);
     return absl::OkStatus();
   }
   return BlockChunks(src, count, elem, [&](int64_t begin, int64_t n, int p) {
@@ -211,7 +220,7 @@ absl::Status ShmCommunicator::Impl::AllToAll(const void* in, void* out,
   const auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   if (world_ == 1) {
-    if (out != in) std::memmove(dst, src, count * elem);
+    if (out != in) MoveBytes(dst, src, count * elem);
     return absl::OkStatus();
   }
   if (out == in) {
@@ -221,8 +230,8 @@ absl::Status ShmCommunicator::Impl::AllToAll(const void* in, void* out,
   }
   return BlockChunks(src, count, elem, [&](int64_t begin, int64_t n, int p) {
     for (int r = 0; r < world_; ++r) {
-      std::memcpy(dst + (r * count + begin) * elem,
-                  slot(p, r) + rank_ * n * elem, n * elem);
+      CopyBytes(dst + (r * count + begin) * elem, slot(p, r) + rank_ * n * elem,
+                n * elem);
     }
     return absl::OkStatus();
   });
@@ -239,8 +248,8 @@ absl::Status ShmCommunicator::Impl::BlockChunks(
     const int64_t n = std::min(chunk_elems, count - begin);
     const int p = NextParity();
     for (int k = 0; k < world_; ++k) {
-      std::memcpy(slot(p, rank_) + k * n * elem,
-                  src + (k * count + begin) * elem, n * elem);
+      CopyBytes(slot(p, rank_) + k * n * elem, src + (k * count + begin) * elem,
+                n * elem);
     }
     SHOAL_RETURN_IF_ERROR(Sync());
     SHOAL_RETURN_IF_ERROR(consume(begin, n, p));
@@ -274,7 +283,7 @@ absl::Status ShmCommunicator::Impl::Send(const void* in, int64_t count,
         call));
     uint8_t* buf = p2p_buffer(rank_, peer, seq);
     *reinterpret_cast<ChunkHeader*>(buf) = ChunkHeader{bytes, n};
-    std::memcpy(buf + sizeof(ChunkHeader), src + off, n);
+    CopyBytes(buf + sizeof(ChunkHeader), src + off, n);
     b.sent.store(seq + 1, std::memory_order_release);
     Ring(peer);
     off += n;
@@ -302,7 +311,7 @@ absl::Status ShmCommunicator::Impl::Recv(void* out, int64_t count, DType dtype,
           absl::StrCat("recv of ", bytes, " bytes from rank ", peer,
                        " matched a send of ", header.message_bytes, " bytes")));
     }
-    std::memcpy(dst + off, buf + sizeof(ChunkHeader), header.chunk_bytes);
+    CopyBytes(dst + off, buf + sizeof(ChunkHeader), header.chunk_bytes);
     b.acked.store(seq + 1, std::memory_order_release);
     Ring(peer);
     off += header.chunk_bytes;
