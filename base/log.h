@@ -4,8 +4,8 @@
 //
 // Lines look like "I1129 21:03:04.123456 12345 store_service.cc:88] text".
 // SHOAL_LOG_LEVEL=debug|info|warning|error picks the threshold (default info).
-#ifndef SHOAL_IPC_LOG_H_
-#define SHOAL_IPC_LOG_H_
+#ifndef SHOAL_BASE_LOG_H_
+#define SHOAL_BASE_LOG_H_
 
 #include <string>
 
@@ -29,4 +29,4 @@ void LogLine(LogLevel level, const char* file, int line,
     }                                                                   \
   } while (0)
 
-#endif  // SHOAL_IPC_LOG_H_
+#endif  // SHOAL_BASE_LOG_H_

@@ -5,8 +5,8 @@
 // edges and every guarded member reads as a race. std::mutex goes through
 // pthread, which TSan intercepts. The annotations are the same ones absl uses,
 // so ABSL_GUARDED_BY and friends work unchanged.
-#ifndef SHOAL_IPC_MUTEX_H_
-#define SHOAL_IPC_MUTEX_H_
+#ifndef SHOAL_BASE_MUTEX_H_
+#define SHOAL_BASE_MUTEX_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -75,4 +75,4 @@ class CondVar {
 
 }  // namespace shoal
 
-#endif  // SHOAL_IPC_MUTEX_H_
+#endif  // SHOAL_BASE_MUTEX_H_

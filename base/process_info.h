@@ -1,7 +1,7 @@
 // Facts about local processes read from /proc, for liveness checks that are
 // safe against pid reuse.
-#ifndef SHOAL_IPC_PROCESS_INFO_H_
-#define SHOAL_IPC_PROCESS_INFO_H_
+#ifndef SHOAL_BASE_PROCESS_INFO_H_
+#define SHOAL_BASE_PROCESS_INFO_H_
 
 #include <sys/types.h>
 
@@ -29,4 +29,4 @@ absl::StatusOr<int> OpenPidFd(pid_t pid);
 
 }  // namespace shoal
 
-#endif  // SHOAL_IPC_PROCESS_INFO_H_
+#endif  // SHOAL_BASE_PROCESS_INFO_H_

@@ -1,8 +1,8 @@
 // Where the `shoal` Python package built beside this binary lives, so that
 // processes shoal starts (workers, and the programs of `shoal launch`) can
 // `import shoal` without an install step.
-#ifndef SHOAL_COORDINATOR_PYTHON_ENV_H_
-#define SHOAL_COORDINATOR_PYTHON_ENV_H_
+#ifndef SHOAL_BASE_PYTHON_ENV_H_
+#define SHOAL_BASE_PYTHON_ENV_H_
 
 #include <string>
 
@@ -19,4 +19,4 @@ std::string PythonPathWithBundledPackage(const std::string& pythonpath);
 
 }  // namespace shoal
 
-#endif  // SHOAL_COORDINATOR_PYTHON_ENV_H_
+#endif  // SHOAL_BASE_PYTHON_ENV_H_

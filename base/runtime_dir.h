@@ -2,8 +2,8 @@
 //
 //   $SHOAL_RUNTIME_DIR, else $XDG_RUNTIME_DIR/shoal, else /tmp/shoal-<uid>;
 //   one folder per job inside it, mode 0700.
-#ifndef SHOAL_IPC_RUNTIME_DIR_H_
-#define SHOAL_IPC_RUNTIME_DIR_H_
+#ifndef SHOAL_BASE_RUNTIME_DIR_H_
+#define SHOAL_BASE_RUNTIME_DIR_H_
 
 #include <string>
 
@@ -26,4 +26,4 @@ std::string NewJobId();
 
 }  // namespace shoal
 
-#endif  // SHOAL_IPC_RUNTIME_DIR_H_
+#endif  // SHOAL_BASE_RUNTIME_DIR_H_

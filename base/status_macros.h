@@ -1,7 +1,7 @@
 // Status helpers shared by every component: early-return macros and the single
 // place where errno, ZeroMQ and exception failures become absl::Status values.
-#ifndef SHOAL_IPC_STATUS_MACROS_H_
-#define SHOAL_IPC_STATUS_MACROS_H_
+#ifndef SHOAL_BASE_STATUS_MACROS_H_
+#define SHOAL_BASE_STATUS_MACROS_H_
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -57,4 +57,4 @@ absl::Status Annotate(const absl::Status& s, absl::string_view context);
       return ::shoal::ErrnoStatus(errno, #call, __FILE__, __LINE__); \
   } while (0)
 
-#endif  // SHOAL_IPC_STATUS_MACROS_H_
+#endif  // SHOAL_BASE_STATUS_MACROS_H_

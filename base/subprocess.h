@@ -1,8 +1,8 @@
 // Subprocess: fork+exec of a child with pipes, used by the CLI, the benchmarks,
 // the supervisor and the tests. The child is exec'd right after fork, so no
 // thread or ZeroMQ context of the parent is ever used in it.
-#ifndef SHOAL_IPC_SUBPROCESS_H_
-#define SHOAL_IPC_SUBPROCESS_H_
+#ifndef SHOAL_BASE_SUBPROCESS_H_
+#define SHOAL_BASE_SUBPROCESS_H_
 
 #include <sys/types.h>
 
@@ -102,4 +102,4 @@ std::string SelfExePath();
 
 }  // namespace shoal
 
-#endif  // SHOAL_IPC_SUBPROCESS_H_
+#endif  // SHOAL_BASE_SUBPROCESS_H_

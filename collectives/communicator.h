@@ -18,8 +18,8 @@
 // timeouts abort the NCCL communicator. Mismatched counts, dtypes or ops
 // across ranks are reported as InvalidArgument by the shm backend. After a
 // failure the communicator is unusable; create a new one.
-#ifndef SHOAL_COORDINATOR_COMMUNICATOR_H_
-#define SHOAL_COORDINATOR_COMMUNICATOR_H_
+#ifndef SHOAL_COLLECTIVES_COMMUNICATOR_H_
+#define SHOAL_COLLECTIVES_COMMUNICATOR_H_
 
 #include <cstdint>
 #include <functional>
@@ -160,4 +160,4 @@ class Communicator {
 
 }  // namespace shoal::collectives
 
-#endif  // SHOAL_COORDINATOR_COMMUNICATOR_H_
+#endif  // SHOAL_COLLECTIVES_COMMUNICATOR_H_

@@ -26,8 +26,8 @@
 //    results are never rounded to 16 bits.
 //  - The kernels assume the default floating-point environment (round to
 //    nearest even; no flush-to-zero or denormals-are-zero).
-#ifndef SHOAL_SHM_REDUCE_KERNELS_H_
-#define SHOAL_SHM_REDUCE_KERNELS_H_
+#ifndef SHOAL_COLLECTIVES_REDUCE_KERNELS_H_
+#define SHOAL_COLLECTIVES_REDUCE_KERNELS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -79,4 +79,4 @@ uint16_t FloatToBF16(float f);
 
 }  // namespace shoal::collectives
 
-#endif  // SHOAL_SHM_REDUCE_KERNELS_H_
+#endif  // SHOAL_COLLECTIVES_REDUCE_KERNELS_H_

@@ -1,8 +1,8 @@
 // Internal to the reduce_kernels library: the multiversioned loops, entered
 // once ReduceN and DivideInPlace (reduce_kernels.cc) have checked the
 // arguments. Not part of the public API.
-#ifndef SHOAL_SHM_REDUCE_LOOPS_H_
-#define SHOAL_SHM_REDUCE_LOOPS_H_
+#ifndef SHOAL_COLLECTIVES_REDUCE_LOOPS_H_
+#define SHOAL_COLLECTIVES_REDUCE_LOOPS_H_
 
 #include <cstdint>
 
@@ -26,4 +26,4 @@ bool DivideChecked(DType dtype, void* data, int64_t count, int divisor);
 }  // namespace reduce_internal
 }  // namespace shoal::collectives
 
-#endif  // SHOAL_SHM_REDUCE_LOOPS_H_
+#endif  // SHOAL_COLLECTIVES_REDUCE_LOOPS_H_

@@ -1,6 +1,6 @@
 // Reduction operators of the collectives (all_reduce, reduce, reduce_scatter).
-#ifndef SHOAL_IPC_REDUCE_OP_H_
-#define SHOAL_IPC_REDUCE_OP_H_
+#ifndef SHOAL_COLLECTIVES_REDUCE_OP_H_
+#define SHOAL_COLLECTIVES_REDUCE_OP_H_
 
 #include <cstdint>
 
@@ -26,4 +26,4 @@ absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name);
 
 }  // namespace shoal::collectives
 
-#endif  // SHOAL_IPC_REDUCE_OP_H_
+#endif  // SHOAL_COLLECTIVES_REDUCE_OP_H_

@@ -17,8 +17,8 @@
 // rank that fails otherwise passes its error's code on to the others. The
 // communicator is unusable afterwards.
 // Not thread-safe: one call at a time per communicator.
-#ifndef SHOAL_SHM_SHM_COLLECTIVES_H_
-#define SHOAL_SHM_SHM_COLLECTIVES_H_
+#ifndef SHOAL_COLLECTIVES_SHM_COMMUNICATOR_H_
+#define SHOAL_COLLECTIVES_SHM_COMMUNICATOR_H_
 
 #include <cstdint>
 #include <memory>
@@ -118,4 +118,4 @@ class ShmCommunicator {
 
 }  // namespace shoal::collectives
 
-#endif  // SHOAL_SHM_SHM_COLLECTIVES_H_
+#endif  // SHOAL_COLLECTIVES_SHM_COMMUNICATOR_H_

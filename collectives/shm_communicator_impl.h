@@ -6,8 +6,8 @@
 // Recv from one peer each may run on their own thread beside them (each
 // direction and peer one at a time), so a program can post a send and a
 // receive at once without deadlocking on full buffers.
-#ifndef SHOAL_SHM_SHM_COMM_IMPL_H_
-#define SHOAL_SHM_SHM_COMM_IMPL_H_
+#ifndef SHOAL_COLLECTIVES_SHM_COMMUNICATOR_IMPL_H_
+#define SHOAL_COLLECTIVES_SHM_COMMUNICATOR_IMPL_H_
 
 #include <algorithm>
 #include <atomic>
@@ -197,4 +197,4 @@ absl::Status ShmCommunicator::Impl::WaitFor(Ready ready, int peer,
 
 }  // namespace shoal::collectives
 
-#endif  // SHOAL_SHM_SHM_COMM_IMPL_H_
+#endif  // SHOAL_COLLECTIVES_SHM_COMMUNICATOR_IMPL_H_

@@ -11,8 +11,8 @@
 // and (as a sender) the `sent` counter and buffers of its outgoing boxes, (as
 // a receiver) the `acked` counter of its incoming ones. Everyone reads
 // everything. Rank 0 initialises the segment before publishing its name.
-#ifndef SHOAL_SHM_COLL_LAYOUT_H_
-#define SHOAL_SHM_COLL_LAYOUT_H_
+#ifndef SHOAL_COLLECTIVES_SHM_LAYOUT_H_
+#define SHOAL_COLLECTIVES_SHM_LAYOUT_H_
 
 #include <atomic>
 #include <cstdint>
@@ -89,4 +89,4 @@ struct CollHeader {
 
 }  // namespace shoal::collectives
 
-#endif  // SHOAL_SHM_COLL_LAYOUT_H_
+#endif  // SHOAL_COLLECTIVES_SHM_LAYOUT_H_

@@ -14,8 +14,8 @@
 // WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
 // MASTER_PORT), so a PyTorch program started by `shoal launch` initialises its
 // process group unchanged.
-#ifndef SHOAL_COORDINATOR_JOB_H_
-#define SHOAL_COORDINATOR_JOB_H_
+#ifndef SHOAL_LAUNCH_JOB_H_
+#define SHOAL_LAUNCH_JOB_H_
 
 #include <memory>
 #include <string>
@@ -69,4 +69,4 @@ absl::StatusOr<std::unique_ptr<Job>> Init();
 
 }  // namespace shoal::launch
 
-#endif  // SHOAL_COORDINATOR_JOB_H_
+#endif  // SHOAL_LAUNCH_JOB_H_

@@ -2,8 +2,8 @@
 // launcher): rendezvous, barriers, NCCL unique ids, user keys. Values are
 // bytes; Add treats them as decimal integers (like torch's TCPStore).
 // Not thread-safe: one KvClient per thread.
-#ifndef SHOAL_IPC_KV_CLIENT_H_
-#define SHOAL_IPC_KV_CLIENT_H_
+#ifndef SHOAL_LAUNCH_KV_CLIENT_H_
+#define SHOAL_LAUNCH_KV_CLIENT_H_
 
 #include <cstdint>
 #include <memory>
@@ -79,4 +79,4 @@ int64_t WireTimeoutMs(absl::Duration d);
 
 }  // namespace shoal::launch
 
-#endif  // SHOAL_IPC_KV_CLIENT_H_
+#endif  // SHOAL_LAUNCH_KV_CLIENT_H_

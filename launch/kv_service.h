@@ -3,8 +3,8 @@
 // delete (a key or a prefix), list by prefix, wait for keys, and barriers.
 // Processes of the job use it through launch::KvClient; launchers use it for
 // rendezvous and to agree on stopping and restarting the group.
-#ifndef SHOAL_COORDINATOR_KV_SERVICE_H_
-#define SHOAL_COORDINATOR_KV_SERVICE_H_
+#ifndef SHOAL_LAUNCH_KV_SERVICE_H_
+#define SHOAL_LAUNCH_KV_SERVICE_H_
 
 #include <memory>
 #include <string>
@@ -48,4 +48,4 @@ class KvService {
 
 }  // namespace shoal::launch
 
-#endif  // SHOAL_COORDINATOR_KV_SERVICE_H_
+#endif  // SHOAL_LAUNCH_KV_SERVICE_H_

@@ -9,8 +9,8 @@
 // every launcher exits with that process's exit code (128 + signal for a
 // signal) after printing the root cause: rank, node, how it ended, and the
 // last lines of its stderr.
-#ifndef SHOAL_COORDINATOR_LAUNCHER_H_
-#define SHOAL_COORDINATOR_LAUNCHER_H_
+#ifndef SHOAL_LAUNCH_LAUNCHER_H_
+#define SHOAL_LAUNCH_LAUNCHER_H_
 
 #include <optional>
 #include <string>
@@ -58,4 +58,4 @@ absl::StatusOr<int> Launch(LaunchOptions options);
 
 }  // namespace shoal::launch
 
-#endif  // SHOAL_COORDINATOR_LAUNCHER_H_
+#endif  // SHOAL_LAUNCH_LAUNCHER_H_

@@ -3,8 +3,8 @@
 // generation) and launcher_nodes.cc (what the launchers agree on through node
 // 0's key-value store: the rendezvous, and after each generation whether the
 // job is done, restarts or exits). Not part of the public API.
-#ifndef SHOAL_COORDINATOR_LAUNCHER_INTERNAL_H_
-#define SHOAL_COORDINATOR_LAUNCHER_INTERNAL_H_
+#ifndef SHOAL_LAUNCH_LAUNCHER_INTERNAL_H_
+#define SHOAL_LAUNCH_LAUNCHER_INTERNAL_H_
 
 #include <memory>
 #include <optional>
@@ -103,4 +103,4 @@ class Launcher {
 }  // namespace launcher_internal
 }  // namespace shoal::launch
 
-#endif  // SHOAL_COORDINATOR_LAUNCHER_INTERNAL_H_
+#endif  // SHOAL_LAUNCH_LAUNCHER_INTERNAL_H_

@@ -3,8 +3,8 @@
 // (optionally prefixed with the rank, optionally to per-rank log files), their
 // exits watched through pidfds, and stopped together (SIGTERM to every group,
 // a grace period, then SIGKILL).
-#ifndef SHOAL_COORDINATOR_LOCAL_GROUP_H_
-#define SHOAL_COORDINATOR_LOCAL_GROUP_H_
+#ifndef SHOAL_LAUNCH_LOCAL_GROUP_H_
+#define SHOAL_LAUNCH_LOCAL_GROUP_H_
 
 #include <zmq.h>
 
@@ -103,4 +103,4 @@ class LocalGroup {
 
 }  // namespace shoal::launch
 
-#endif  // SHOAL_COORDINATOR_LOCAL_GROUP_H_
+#endif  // SHOAL_LAUNCH_LOCAL_GROUP_H_

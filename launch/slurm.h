@@ -2,8 +2,8 @@
 // the node count, this node's rank and the host list come from the
 // environment Slurm sets (SLURM_JOB_ID, SLURM_NNODES, SLURM_NODEID,
 // SLURM_JOB_NODELIST, ...) rather than from flags.
-#ifndef SHOAL_COORDINATOR_SLURM_H_
-#define SHOAL_COORDINATOR_SLURM_H_
+#ifndef SHOAL_LAUNCH_SLURM_H_
+#define SHOAL_LAUNCH_SLURM_H_
 
 #include <cstddef>
 #include <functional>
@@ -86,4 +86,4 @@ absl::StatusOr<std::optional<SlurmJob>> SlurmJobFromEnvironment(
 
 }  // namespace shoal::launch
 
-#endif  // SHOAL_COORDINATOR_SLURM_H_
+#endif  // SHOAL_LAUNCH_SLURM_H_

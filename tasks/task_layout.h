@@ -10,8 +10,8 @@
 // client with no process in between (docs/tasks.md explains why). Every change
 // happens under `TaskSegmentHeader::lock` through its undo journal, like the
 // store's table, so a process dying mid-operation is rolled back.
-#ifndef SHOAL_SHM_TASK_LAYOUT_H_
-#define SHOAL_SHM_TASK_LAYOUT_H_
+#ifndef SHOAL_TASKS_TASK_LAYOUT_H_
+#define SHOAL_TASKS_TASK_LAYOUT_H_
 
 #include <atomic>
 #include <cstdint>
@@ -140,4 +140,4 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
 }  // namespace shoal::tasks
 
-#endif  // SHOAL_SHM_TASK_LAYOUT_H_
+#endif  // SHOAL_TASKS_TASK_LAYOUT_H_

@@ -1,8 +1,8 @@
 // Conversions between the task protocol's structs and the task table's
 // entries, shared by the coordinator (remote clients) and the C++ client
 // (local fast path).
-#ifndef SHOAL_COORDINATOR_TASK_RESULTS_H_
-#define SHOAL_COORDINATOR_TASK_RESULTS_H_
+#ifndef SHOAL_TASKS_TASK_RESULTS_H_
+#define SHOAL_TASKS_TASK_RESULTS_H_
 
 #include <cstdint>
 
@@ -24,4 +24,4 @@ ipc::TaskResult ToResult(uint64_t id,
 
 }  // namespace shoal::tasks
 
-#endif  // SHOAL_COORDINATOR_TASK_RESULTS_H_
+#endif  // SHOAL_TASKS_TASK_RESULTS_H_

@@ -14,8 +14,8 @@
 // becomes kDone (Cancelled) at once; a running one gets its cancel flag set
 // for the worker to see. A worker's death requeues its task (at the head of
 // its FIFO) while retries remain, else completes it with the given error.
-#ifndef SHOAL_SHM_TASK_TABLE_H_
-#define SHOAL_SHM_TASK_TABLE_H_
+#ifndef SHOAL_TASKS_TASK_TABLE_H_
+#define SHOAL_TASKS_TASK_TABLE_H_
 
 #include <sys/types.h>
 
@@ -245,4 +245,4 @@ inline uint32_t TaskGeneration(uint64_t id) {
 
 }  // namespace shoal::tasks
 
-#endif  // SHOAL_SHM_TASK_TABLE_H_
+#endif  // SHOAL_TASKS_TASK_TABLE_H_

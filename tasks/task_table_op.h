@@ -1,8 +1,8 @@
 // Internal to the task table: the journaled operation every verb runs inside,
 // shared by task_table.cc (construction, coordinator verbs) and
 // task_table_verbs.cc (client and worker verbs). Not part of the public API.
-#ifndef SHOAL_SHM_TASK_TABLE_OP_H_
-#define SHOAL_SHM_TASK_TABLE_OP_H_
+#ifndef SHOAL_TASKS_TASK_TABLE_OP_H_
+#define SHOAL_TASKS_TASK_TABLE_OP_H_
 
 #include <time.h>
 
@@ -311,4 +311,4 @@ class TaskTable::Op {
 
 }  // namespace shoal::tasks
 
-#endif  // SHOAL_SHM_TASK_TABLE_OP_H_
+#endif  // SHOAL_TASKS_TASK_TABLE_OP_H_
