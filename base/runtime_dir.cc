@@ -33,7 +33,7 @@ std::string RuntimeRoot() {
   return absl::StrCat("/tmp/shoal-", getuid());
 }
 
-absl::StatusOr<std::string> JobDir(absl::string_view job_id) {
+absl::Status CheckJobId(absl::string_view job_id) {
   if (job_id.empty() || job_id.size() > 48) {
     return absl::InvalidArgumentError(
         absl::StrCat("job id must be 1-48 characters, got '", job_id, "'"));
@@ -46,6 +46,11 @@ absl::StatusOr<std::string> JobDir(absl::string_view job_id) {
                        "' may hold only letters, digits, '_', '-' and '.'"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> JobDir(absl::string_view job_id) {
+  SHOAL_RETURN_IF_ERROR(CheckJobId(job_id));
   const std::string root = RuntimeRoot();
   const std::string dir = absl::StrCat(root, "/", job_id);
   // Leave room for the longest socket name we put there ("/coordinator.sock").

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -14,6 +15,11 @@ namespace shoal {
 
 // The runtime root (not created).
 std::string RuntimeRoot();
+
+// Whether `job_id` may name a job: it becomes part of folder, socket and
+// /dev/shm names, so 1-48 letters, digits, '_', '-' and '.'.
+// Errors: InvalidArgument saying which rule the id breaks.
+absl::Status CheckJobId(absl::string_view job_id);
 
 // RuntimeRoot()/<job_id>, created with mode 0700 if missing.
 // Errors: InvalidArgument (bad job id), PermissionDenied / Internal from mkdir,

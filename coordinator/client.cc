@@ -41,8 +41,6 @@ class Client::Impl {
   ~Impl();
 
   absl::Status Connect();
-  absl::StatusOr<ipc::Message> Call(ipc::Message request,
-                                    absl::Duration timeout);
 
   // Local fast path.
   absl::StatusOr<std::vector<TaskRef>> SubmitLocal(
@@ -69,6 +67,7 @@ absl::Status Client::Impl::Connect() {
   channel.socket.max_msg_bytes = 128 << 20;
   channel.limits.max_frame_bytes = 128 << 20;
   channel.server_key = o_.server_key;
+  channel.peer = "the coordinator";
   if (o_.endpoint.empty()) o_.endpoint = EnvOr("SHOAL_COORDINATOR", "");
   if (o_.endpoint.empty()) {
     SHOAL_ASSIGN_OR_RETURN(Discovery d, ReadDiscovery(o_.job_id));
@@ -94,11 +93,8 @@ absl::Status Client::Impl::Connect() {
                          ipc::RpcChannel::Connect(o_.endpoint, channel));
   ipc::ClientHello hello{static_cast<int32_t>(getpid()), o_.name,
                          o_.force_remote ? "" : BootId()};
-  SHOAL_ASSIGN_OR_RETURN(ipc::Message reply, Call(hello, o_.rpc_timeout));
-  const auto* w = std::get_if<ipc::ClientWelcome>(&reply);
-  if (w == nullptr)
-    return absl::InternalError("unexpected reply to client_hello");
-  welcome_ = *w;
+  SHOAL_ASSIGN_OR_RETURN(
+      welcome_, channel_.Call<ipc::ClientWelcome>(hello, o_.rpc_timeout));
   if (!welcome_.local) return absl::OkStatus();
   shm::StoreClientOptions so;
   so.endpoint = welcome_.store_endpoint;
@@ -118,17 +114,6 @@ Client::Impl::~Impl() {
       for (const ObjectId& id : ids) (void)store_->Release(id);
     }
   }
-}
-
-absl::StatusOr<ipc::Message> Client::Impl::Call(ipc::Message request,
-                                                absl::Duration timeout) {
-  absl::StatusOr<ipc::Message> reply =
-      channel_.Call(std::move(request), timeout);
-  if (absl::IsUnavailable(reply.status())) {
-    return absl::UnavailableError(
-        absl::StrCat("the coordinator at ", reply.status().message()));
-  }
-  return reply;
 }
 
 absl::Status Client::Impl::SpillLargeArgs(ipc::TaskSpec& task,
@@ -279,11 +264,10 @@ absl::StatusOr<std::vector<TaskRef>> Client::Submit(
     ipc::SubmitRequest req;
     req.tasks.assign(std::make_move_iterator(tasks.begin() + begin),
                      std::make_move_iterator(tasks.begin() + end));
-    SHOAL_ASSIGN_OR_RETURN(ipc::Message reply,
-                           impl_->Call(std::move(req), impl_->o_.rpc_timeout));
-    const auto* r = std::get_if<ipc::SubmitReply>(&reply);
-    if (r == nullptr) return absl::InternalError("unexpected reply to submit");
-    for (uint64_t id : r->task_ids) refs.push_back(TaskRef{id});
+    SHOAL_ASSIGN_OR_RETURN(ipc::SubmitReply r,
+                           impl_->channel_.Call<ipc::SubmitReply>(
+                               std::move(req), impl_->o_.rpc_timeout));
+    for (uint64_t id : r.task_ids) refs.push_back(TaskRef{id});
   }
   return refs;
 }
@@ -325,10 +309,9 @@ absl::StatusOr<std::vector<ipc::TaskResult>> Client::Wait(
   const absl::Duration rpc = timeout == absl::InfiniteDuration()
                                  ? absl::InfiniteDuration()
                                  : timeout + impl_->o_.rpc_timeout;
-  SHOAL_ASSIGN_OR_RETURN(ipc::Message reply, impl_->Call(std::move(w), rpc));
-  auto* r = std::get_if<ipc::WaitReply>(&reply);
-  if (r == nullptr) return absl::InternalError("unexpected reply to wait");
-  return std::move(r->results);
+  SHOAL_ASSIGN_OR_RETURN(ipc::WaitReply r, impl_->channel_.Call<ipc::WaitReply>(
+                                               std::move(w), rpc));
+  return std::move(r.results);
 }
 
 absl::StatusOr<ipc::TaskResult> Client::Wait(TaskRef task,
@@ -347,7 +330,8 @@ absl::StatusOr<ipc::TaskResult> Client::Wait(TaskRef task,
 
 absl::Status Client::Cancel(TaskRef task) {
   if (local()) return impl_->table_->Cancel(task.id).status();
-  return impl_->Call(ipc::CancelRequest{{task.id}}, impl_->o_.rpc_timeout)
+  return impl_->channel_
+      .Call<ipc::OkReply>(ipc::CancelRequest{{task.id}}, impl_->o_.rpc_timeout)
       .status();
 }
 
@@ -367,7 +351,9 @@ absl::Status Client::Release(TaskRef task) {
     impl_->ReleaseSpilled(task.id);
     return s;
   }
-  return impl_->Call(ipc::ReleaseTasksRequest{{task.id}}, impl_->o_.rpc_timeout)
+  return impl_->channel_
+      .Call<ipc::OkReply>(ipc::ReleaseTasksRequest{{task.id}},
+                          impl_->o_.rpc_timeout)
       .status();
 }
 
@@ -390,25 +376,21 @@ absl::StatusOr<TensorValue> Client::Fetch(const ObjectId& id) {
     return t;
   }
   SHOAL_ASSIGN_OR_RETURN(
-      ipc::Message reply,
-      impl_->Call(ipc::FetchObjectRequest{id}, impl_->o_.rpc_timeout));
-  auto* r = std::get_if<ipc::FetchObjectReply>(&reply);
-  if (r == nullptr)
-    return absl::InternalError("unexpected reply to fetch_object");
-  return std::move(r->tensor);
+      ipc::FetchObjectReply r,
+      impl_->channel_.Call<ipc::FetchObjectReply>(ipc::FetchObjectRequest{id},
+                                                  impl_->o_.rpc_timeout));
+  return std::move(r.tensor);
 }
 
 absl::StatusOr<ipc::NodeStatus> Client::Status() {
-  SHOAL_ASSIGN_OR_RETURN(
-      ipc::Message reply,
-      impl_->Call(ipc::StatusRequest{}, impl_->o_.rpc_timeout));
-  auto* r = std::get_if<ipc::NodeStatus>(&reply);
-  if (r == nullptr) return absl::InternalError("unexpected reply to status");
-  return std::move(*r);
+  return impl_->channel_.Call<ipc::NodeStatus>(ipc::StatusRequest{},
+                                               impl_->o_.rpc_timeout);
 }
 
 absl::Status Client::StopNode() {
-  return impl_->Call(ipc::StopRequest{}, impl_->o_.rpc_timeout).status();
+  return impl_->channel_
+      .Call<ipc::OkReply>(ipc::StopRequest{}, impl_->o_.rpc_timeout)
+      .status();
 }
 
 }  // namespace shoal::coordinator

@@ -25,6 +25,7 @@
 #include "coordinator/coordinator_impl.h"
 #include "coordinator/discovery.h"
 #include "gpu/device_visibility.h"
+#include "ipc/router.h"
 #include "ipc/task_payload.h"
 #include "shm/segment.h"
 
@@ -335,31 +336,13 @@ absl::Status Coordinator::Impl::Run() {
 void Coordinator::Impl::Stop() { Signal(stop_fd_); }
 
 void Coordinator::Impl::DrainFrontend() {
-  std::vector<std::string> frames;
-  for (int i = 0; i < 256; ++i) {
-    absl::StatusOr<bool> ready = frontend_.Poll(absl::ZeroDuration());
-    if (!ready.ok() || !*ready || !frontend_.Recv(&frames).ok()) return;
-    if (frames.size() != 2) {
-      if (!frames.empty()) {
-        Reply(frames[0], 0,
-              ipc::ErrorReply{absl::InvalidArgumentError(absl::StrCat(
-                  "expected one frame, got ", frames.size() - 1))});
-      }
-      continue;
-    }
-    ipc::DecodeLimits limits;
-    limits.max_frame_bytes = 64 << 20;
-    ipc::DecodeResult decoded = ipc::Decode(frames[1], limits);
-    if (!decoded.envelope.ok()) {
-      Reply(frames[0], decoded.request_id,
-            ipc::ErrorReply{decoded.envelope.status()});
-      continue;
-    }
-    std::optional<ipc::Message> reply =
-        Handle(frames[0], decoded.envelope->request_id, decoded.envelope->body);
-    if (reply)
-      Reply(frames[0], decoded.envelope->request_id, *std::move(reply));
-  }
+  ipc::DecodeLimits limits;
+  limits.max_frame_bytes = 64 << 20;
+  ipc::ServeRequests(frontend_, limits, /*max_requests=*/256,
+                     [&](const std::string& routing_id, uint64_t request_id,
+                         const ipc::Message& body) {
+                       return Handle(routing_id, request_id, body);
+                     });
 }
 
 void Coordinator::Impl::DrainBackend() {
@@ -379,17 +362,6 @@ void Coordinator::Impl::DrainBackend() {
       supervisor_->OnHeartbeat(b->worker_id, supervisor_->Pid(b->worker_id));
     }
   }
-}
-
-void Coordinator::Impl::Reply(const std::string& routing_id,
-                              uint64_t request_id, ipc::Message body) {
-  absl::StatusOr<std::string> frame = ipc::Encode(request_id, std::move(body));
-  const std::string payload =
-      frame.ok() ? *std::move(frame)
-                 : ipc::EncodeError(request_id, frame.status());
-  const absl::string_view parts[] = {routing_id, payload};
-  absl::Status s = frontend_.Send(parts, /*dontwait=*/true);
-  if (!s.ok()) SHOAL_LOG(DEBUG, "reply to a client dropped: %s", s.ToString());
 }
 
 void Coordinator::Impl::OnLocalClientExit(uint32_t client) {

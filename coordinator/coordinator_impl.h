@@ -104,8 +104,6 @@ class Coordinator::Impl {
   absl::Status CheckOwner(const std::string& routing_id, uint64_t id) const;
   ipc::TaskResult ResultOf(uint64_t id, bool release);
   void ReleaseOutputs(const std::vector<Value>& outputs);
-  void Reply(const std::string& routing_id, uint64_t request_id,
-             ipc::Message body);
 
   CoordinatorOptions options_;
   std::string job_dir_;

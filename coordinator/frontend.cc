@@ -11,20 +11,15 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "base/log.h"
+#include "base/overloaded.h"
 #include "base/process_info.h"
 #include "coordinator/coordinator_impl.h"
+#include "ipc/router.h"
 #include "ipc/task_payload.h"
 #include "tasks/task_results.h"
 
 namespace shoal::coordinator {
 namespace {
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-template <class... Ts>
-Overloaded(Ts...) -> Overloaded<Ts...>;
 
 ipc::Message Error(const absl::Status& s) { return ipc::ErrorReply{s}; }
 
@@ -193,7 +188,8 @@ void Coordinator::Impl::OnCompletions() {
     std::optional<ipc::Message> reply =
         TryWait(it->routing_id, it->request, due);
     if (reply) {
-      Reply(it->routing_id, it->request_id, *std::move(reply));
+      ipc::SendReply(frontend_, it->routing_id, it->request_id,
+                     *std::move(reply));
       it = waits_.erase(it);
     } else {
       ++it;

@@ -120,6 +120,13 @@ TEST(CurveKeysTest, IsValidZ85Key) {
   EXPECT_FALSE(IsValidZ85Key("\"q:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"));
   // "#####" is 85^5 - 1 > 2^32 - 1: no 4-byte group encodes to it.
   EXPECT_FALSE(IsValidZ85Key("#####Lns47E1%kR.o@n%FcmmsL/@{H8]yf7rq:rM"));
+  // 40 characters, but a space, a control character, a byte past ASCII or a
+  // NUL (which would end the key for C code) inside.
+  EXPECT_FALSE(IsValidZ85Key("rq:rM>}U?@Lns47E1%kR o@n%FcmmsL/@{H8]yf7"));
+  EXPECT_FALSE(IsValidZ85Key("rq:rM>}U?@Lns47E1%kR\to@n%FcmmsL/@{H8]yf7"));
+  EXPECT_FALSE(IsValidZ85Key("rq:rM>}U?@Lns47E1%kR\xffo@n%FcmmsL/@{H8]yf7"));
+  EXPECT_FALSE(IsValidZ85Key(
+      absl::string_view("rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H\0]yf7", 40)));
 }
 
 TEST(CurveKeysTest, WriteReadRoundTripWithMode0600) {

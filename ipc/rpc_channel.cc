@@ -11,6 +11,7 @@ absl::StatusOr<RpcChannel> RpcChannel::Connect(
     const std::string& endpoint, const RpcChannelOptions& options) {
   RpcChannel c;
   c.endpoint_ = endpoint;
+  c.peer_ = options.peer;
   c.limits_ = options.limits;
   SHOAL_ASSIGN_OR_RETURN(c.socket_, Socket::Create(ZMQ_DEALER, options.socket));
   if (!options.server_key.empty()) {
@@ -21,8 +22,8 @@ absl::StatusOr<RpcChannel> RpcChannel::Connect(
   return c;
 }
 
-absl::StatusOr<Message> RpcChannel::Call(Message request,
-                                         absl::Duration timeout) {
+absl::StatusOr<Message> RpcChannel::Exchange(Message request,
+                                             absl::Duration timeout) {
   const uint64_t id = next_request_++;
   SHOAL_ASSIGN_OR_RETURN(std::string frame, Encode(id, std::move(request)));
   SHOAL_RETURN_IF_ERROR(socket_.Send(frame));
@@ -37,8 +38,9 @@ absl::StatusOr<Message> RpcChannel::Call(Message request,
             : std::max(absl::ZeroDuration(), deadline - absl::Now());
     absl::Status s = socket_.Recv(&frames, left);
     if (absl::IsDeadlineExceeded(s)) {
-      return absl::UnavailableError(absl::StrCat(
-          endpoint_, " did not answer within ", absl::FormatDuration(timeout)));
+      return absl::UnavailableError(
+          absl::StrCat(PeerName(), " did not answer within ",
+                       absl::FormatDuration(timeout)));
     }
     SHOAL_RETURN_IF_ERROR(s);
     if (frames.size() != 1) continue;
@@ -52,6 +54,18 @@ absl::StatusOr<Message> RpcChannel::Call(Message request,
     if (auto* e = std::get_if<ErrorReply>(&d.envelope->body)) return e->status;
     return std::move(d.envelope->body);
   }
+}
+
+absl::Status RpcChannel::UnexpectedReply(absl::string_view asked,
+                                         absl::string_view expected,
+                                         absl::string_view got) const {
+  return absl::InternalError(
+      absl::StrCat(PeerName(), " answered ", asked, " with ", got,
+                   " instead of ", expected, " (a peer of another version?)"));
+}
+
+std::string RpcChannel::PeerName() const {
+  return peer_.empty() ? endpoint_ : absl::StrCat(peer_, " at ", endpoint_);
 }
 
 void RpcChannel::Notify(Message message) {

@@ -4,16 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/overloaded.h"
 
 namespace shoal {
 namespace {
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-template <class... Ts>
-Overloaded(Ts...) -> Overloaded<Ts...>;
 
 // The first few elements of a numeric tensor, for display.
 std::string Preview(const TensorValue& t) {

@@ -1,6 +1,7 @@
 #include "ipc/wire_convert.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/overloaded.h"
 
 namespace shoal::ipc {
 
@@ -52,17 +53,6 @@ absl::StatusOr<TensorMeta> FromWire(const wire::TensorMetaSpec& w) {
   if (!s.ok()) return s;
   return m;
 }
-
-namespace {
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-template <class... Ts>
-Overloaded(Ts...) -> Overloaded<Ts...>;
-
-}  // namespace
 
 void ToWire(const Value& v, wire::Value* out) {
   std::visit(Overloaded{

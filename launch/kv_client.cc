@@ -16,6 +16,8 @@ absl::StatusOr<std::unique_ptr<KvClient>> KvClient::Connect(
     const std::string& endpoint, KvClientOptions options) {
   options.channel.limits.max_frame_bytes = std::max<size_t>(
       options.channel.limits.max_frame_bytes, size_t{64} << 20);
+  if (options.channel.peer.empty())
+    options.channel.peer = "the key-value store";
   SHOAL_ASSIGN_OR_RETURN(ipc::RpcChannel channel,
                          ipc::RpcChannel::Connect(endpoint, options.channel));
   return std::unique_ptr<KvClient>(
@@ -27,20 +29,11 @@ absl::Duration KvClient::RpcTimeoutFor(absl::Duration wait) const {
   return wait + options_.rpc_timeout;
 }
 
-absl::StatusOr<ipc::KvValue> KvClient::CallValue(ipc::Message m,
-                                                 absl::Duration timeout) {
-  SHOAL_ASSIGN_OR_RETURN(ipc::Message reply,
-                         channel_.Call(std::move(m), timeout));
-  auto* v = std::get_if<ipc::KvValue>(&reply);
-  if (v == nullptr)
-    return absl::InternalError("unexpected reply from the key-value store");
-  return std::move(*v);
-}
-
 absl::Status KvClient::Set(absl::string_view key, absl::string_view value) {
   return channel_
-      .Call(ipc::KvSetRequest{std::string(key), std::string(value)},
-            options_.rpc_timeout)
+      .Call<ipc::OkReply>(
+          ipc::KvSetRequest{std::string(key), std::string(value)},
+          options_.rpc_timeout)
       .status();
 }
 
@@ -48,16 +41,18 @@ absl::StatusOr<std::string> KvClient::Get(absl::string_view key,
                                           absl::Duration wait) {
   SHOAL_ASSIGN_OR_RETURN(
       ipc::KvValue v,
-      CallValue(ipc::KvGetRequest{std::string(key), WireTimeoutMs(wait)},
-                RpcTimeoutFor(wait)));
+      channel_.Call<ipc::KvValue>(
+          ipc::KvGetRequest{std::string(key), WireTimeoutMs(wait)},
+          RpcTimeoutFor(wait)));
   if (!v.found) return absl::NotFoundError(absl::StrCat("no key '", key, "'"));
   return std::move(v.value);
 }
 
 absl::StatusOr<int64_t> KvClient::Add(absl::string_view key, int64_t delta) {
-  SHOAL_ASSIGN_OR_RETURN(ipc::KvValue v,
-                         CallValue(ipc::KvAddRequest{std::string(key), delta},
-                                   options_.rpc_timeout));
+  SHOAL_ASSIGN_OR_RETURN(
+      ipc::KvValue v,
+      channel_.Call<ipc::KvValue>(ipc::KvAddRequest{std::string(key), delta},
+                                  options_.rpc_timeout));
   int64_t sum;
   if (!absl::SimpleAtoi(v.value, &sum))
     return absl::InternalError("non-integer add reply");
@@ -69,7 +64,7 @@ absl::StatusOr<bool> KvClient::CompareAndSet(absl::string_view key,
                                              absl::string_view desired) {
   SHOAL_ASSIGN_OR_RETURN(
       ipc::KvValue v,
-      CallValue(
+      channel_.Call<ipc::KvValue>(
           ipc::KvCompareAndSetRequest{std::string(key), std::string(expected),
                                       std::string(desired), false},
           options_.rpc_timeout));
@@ -80,36 +75,37 @@ absl::StatusOr<bool> KvClient::SetIfAbsent(absl::string_view key,
                                            absl::string_view value,
                                            std::string* current) {
   SHOAL_ASSIGN_OR_RETURN(
-      ipc::KvValue v,
-      CallValue(ipc::KvCompareAndSetRequest{std::string(key), "",
-                                            std::string(value), true},
-                options_.rpc_timeout));
+      ipc::KvValue v, channel_.Call<ipc::KvValue>(
+                          ipc::KvCompareAndSetRequest{std::string(key), "",
+                                                      std::string(value), true},
+                          options_.rpc_timeout));
   if (current != nullptr) *current = std::move(v.value);
   return v.found;
 }
 
 absl::StatusOr<bool> KvClient::Delete(absl::string_view key) {
   SHOAL_ASSIGN_OR_RETURN(
-      ipc::KvValue v, CallValue(ipc::KvDeleteRequest{std::string(key), false},
-                                options_.rpc_timeout));
+      ipc::KvValue v,
+      channel_.Call<ipc::KvValue>(ipc::KvDeleteRequest{std::string(key), false},
+                                  options_.rpc_timeout));
   return v.found;
 }
 
 absl::StatusOr<uint64_t> KvClient::DeletePrefix(absl::string_view prefix) {
-  SHOAL_ASSIGN_OR_RETURN(
-      ipc::KvValue v, CallValue(ipc::KvDeleteRequest{std::string(prefix), true},
-                                options_.rpc_timeout));
+  SHOAL_ASSIGN_OR_RETURN(ipc::KvValue v,
+                         channel_.Call<ipc::KvValue>(
+                             ipc::KvDeleteRequest{std::string(prefix), true},
+                             options_.rpc_timeout));
   return v.count;
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> KvClient::List(
     absl::string_view prefix) {
-  SHOAL_ASSIGN_OR_RETURN(ipc::Message reply,
-                         channel_.Call(ipc::KvListRequest{std::string(prefix)},
-                                       options_.rpc_timeout));
-  auto* r = std::get_if<ipc::KvListReply>(&reply);
-  if (r == nullptr) return absl::InternalError("unexpected reply to kv_list");
-  return std::move(r->entries);
+  SHOAL_ASSIGN_OR_RETURN(
+      ipc::KvListReply r,
+      channel_.Call<ipc::KvListReply>(ipc::KvListRequest{std::string(prefix)},
+                                      options_.rpc_timeout));
+  return std::move(r.entries);
 }
 
 absl::Status KvClient::Wait(absl::Span<const std::string> keys,
@@ -117,13 +113,14 @@ absl::Status KvClient::Wait(absl::Span<const std::string> keys,
   ipc::KvWaitRequest w;
   w.keys.assign(keys.begin(), keys.end());
   w.timeout_ms = WireTimeoutMs(timeout);
-  return channel_.Call(std::move(w), RpcTimeoutFor(timeout)).status();
+  return channel_.Call<ipc::OkReply>(std::move(w), RpcTimeoutFor(timeout))
+      .status();
 }
 
 absl::Status KvClient::Barrier(absl::string_view name, uint32_t world,
                                absl::Duration timeout) {
   return channel_
-      .Call(
+      .Call<ipc::OkReply>(
           ipc::BarrierRequest{std::string(name), world, WireTimeoutMs(timeout)},
           RpcTimeoutFor(timeout))
       .status();

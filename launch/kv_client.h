@@ -65,8 +65,6 @@ class KvClient {
  private:
   KvClient(ipc::RpcChannel channel, KvClientOptions options)
       : channel_(std::move(channel)), options_(std::move(options)) {}
-  absl::StatusOr<ipc::KvValue> CallValue(ipc::Message m,
-                                         absl::Duration timeout);
   // The RPC timeout for a call that waits server-side up to `wait`.
   absl::Duration RpcTimeoutFor(absl::Duration wait) const;
 

@@ -15,19 +15,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "base/log.h"
+#include "base/overloaded.h"
 #include "base/status_macros.h"
 #include "ipc/protocol.h"
+#include "ipc/router.h"
 #include "ipc/socket.h"
 
 namespace shoal::launch {
 namespace {
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-template <class... Ts>
-Overloaded(Ts...) -> Overloaded<Ts...>;
 
 std::optional<absl::Time> DeadlineFor(int64_t timeout_ms) {
   if (timeout_ms < 0) return std::nullopt;
@@ -100,7 +95,9 @@ class KvService::Impl {
                                               const std::string& routing_id,
                                               uint64_t request_id);
   void Reply(const std::string& routing_id, uint64_t request_id,
-             ipc::Message body);
+             ipc::Message body) {
+    ipc::SendReply(socket_, routing_id, request_id, std::move(body));
+  }
   absl::Status Put(const std::string& key, std::string value);
   // Replies to waiters whose keys now all exist.
   void WakeWaiters();
@@ -141,38 +138,11 @@ absl::Status KvService::Impl::Run() {
 }
 
 void KvService::Impl::Drain() {
-  std::vector<std::string> frames;
-  for (int i = 0; i < 1024; ++i) {
-    absl::StatusOr<bool> ready = socket_.Poll(absl::ZeroDuration());
-    if (!ready.ok() || !*ready || !socket_.Recv(&frames).ok()) return;
-    if (frames.size() != 2) {
-      if (!frames.empty()) {
-        Reply(
-            frames[0], 0,
-            ipc::ErrorReply{absl::InvalidArgumentError("expected one frame")});
-      }
-      continue;
-    }
-    ipc::DecodeResult d = ipc::Decode(frames[1], limits_);
-    if (!d.envelope.ok()) {
-      Reply(frames[0], d.request_id, ipc::ErrorReply{d.envelope.status()});
-      continue;
-    }
-    std::optional<ipc::Message> reply =
-        Handle(frames[0], d.envelope->request_id, d.envelope->body);
-    if (reply) Reply(frames[0], d.envelope->request_id, *std::move(reply));
-  }
-}
-
-void KvService::Impl::Reply(const std::string& routing_id, uint64_t request_id,
-                            ipc::Message body) {
-  absl::StatusOr<std::string> frame = ipc::Encode(request_id, std::move(body));
-  const std::string payload =
-      frame.ok() ? *std::move(frame)
-                 : ipc::EncodeError(request_id, frame.status());
-  const absl::string_view parts[] = {routing_id, payload};
-  absl::Status s = socket_.Send(parts, /*dontwait=*/true);
-  if (!s.ok()) SHOAL_LOG(DEBUG, "kv: reply dropped: %s", s.ToString());
+  ipc::ServeRequests(socket_, limits_, /*max_requests=*/1024,
+                     [&](const std::string& routing_id, uint64_t request_id,
+                         const ipc::Message& body) {
+                       return Handle(routing_id, request_id, body);
+                     });
 }
 
 absl::Status KvService::Impl::Put(const std::string& key, std::string value) {

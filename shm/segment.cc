@@ -11,11 +11,11 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/process_info.h"
+#include "base/runtime_dir.h"
 #include "base/status_macros.h"
 #include "shm/layout.h"
 
@@ -70,18 +70,7 @@ bool IsStale(int fd) {
 }  // namespace
 
 absl::StatusOr<std::string> SegmentNameForJob(absl::string_view job_id) {
-  if (job_id.empty() || job_id.size() > 48) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("job id must be 1-48 characters, got '", job_id, "'"));
-  }
-  for (char c : job_id) {
-    if (!(absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' ||
-          c == '-' || c == '.')) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("job id '", job_id,
-                       "' may hold only letters, digits, '_', '-' and '.'"));
-    }
-  }
+  SHOAL_RETURN_IF_ERROR(CheckJobId(job_id));
   return absl::StrCat(kPrefix, job_id, kSuffix);
 }
 

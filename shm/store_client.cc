@@ -24,19 +24,19 @@ absl::Status StoreClient::Impl::Connect() {
   if (options_.name.empty()) options_.name = absl::StrCat("pid ", getpid());
   {
     MutexLock lock(&mu_);
-    SHOAL_ASSIGN_OR_RETURN(channel_,
-                           ipc::RpcChannel::Connect(options_.endpoint));
+    ipc::RpcChannelOptions channel;
+    channel.peer = "the store";
+    SHOAL_ASSIGN_OR_RETURN(
+        channel_, ipc::RpcChannel::Connect(options_.endpoint, channel));
   }
-  SHOAL_ASSIGN_OR_RETURN(ipc::Message reply,
-                         Call(ipc::StoreConnectRequest{getpid(), options_.name},
-                              options_.rpc_timeout));
-  const auto* r = std::get_if<ipc::StoreConnectReply>(&reply);
-  if (r == nullptr)
-    return absl::InternalError("unexpected reply to store_connect");
+  SHOAL_ASSIGN_OR_RETURN(ipc::StoreConnectReply r,
+                         Call<ipc::StoreConnectReply>(
+                             ipc::StoreConnectRequest{getpid(), options_.name},
+                             options_.rpc_timeout));
   SHOAL_ASSIGN_OR_RETURN(
-      segment_, Segment::Open(r->segment_name, kSegmentMagic, kLayoutVersion));
+      segment_, Segment::Open(r.segment_name, kSegmentMagic, kLayoutVersion));
   table_ = std::make_unique<ObjectTable>(segment_->base());
-  slot_ = r->client_slot;
+  slot_ = r.client_slot;
   const SegmentHeader* h = table_->header();
   if (slot_ >= h->max_clients) {
     return absl::InternalError("store assigned an out-of-range client slot");
@@ -55,19 +55,7 @@ absl::Status StoreClient::Impl::Connect() {
 void StoreClient::Impl::Disconnect() {
   if (table_ == nullptr) return;
   // Best effort and bounded: if the service is gone there is nothing to free.
-  (void)Call(ipc::StoreDisconnectRequest{}, absl::Seconds(2));
-}
-
-absl::StatusOr<ipc::Message> StoreClient::Impl::Call(ipc::Message request,
-                                                     absl::Duration timeout) {
-  MutexLock lock(&mu_);
-  absl::StatusOr<ipc::Message> reply =
-      channel_.Call(std::move(request), timeout);
-  if (absl::IsUnavailable(reply.status())) {
-    return absl::UnavailableError(
-        absl::StrCat("the store at ", reply.status().message()));
-  }
-  return reply;
+  (void)Call<ipc::OkReply>(ipc::StoreDisconnectRequest{}, absl::Seconds(2));
 }
 
 void StoreClient::Impl::Notify(ipc::Message message) {
@@ -156,9 +144,8 @@ std::vector<absl::StatusOr<ObjectBuffer>> StoreClient::Impl::GetMany(
   const absl::Duration rpc_timeout = timeout == absl::InfiniteDuration()
                                          ? absl::InfiniteDuration()
                                          : timeout + options_.rpc_timeout;
-  absl::StatusOr<ipc::Message> reply =
-      Call(ipc::GetRequest{remote, timeout_ms}, rpc_timeout);
-  const auto* r = reply.ok() ? std::get_if<ipc::GetReply>(&*reply) : nullptr;
+  absl::StatusOr<ipc::GetReply> reply =
+      Call<ipc::GetReply>(ipc::GetRequest{remote, timeout_ms}, rpc_timeout);
   size_t next = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (next >= remote.size() || ids[i] != remote[next] || out[i].ok() ||
@@ -167,13 +154,15 @@ std::vector<absl::StatusOr<ObjectBuffer>> StoreClient::Impl::GetMany(
     }
     if (!reply.ok()) {
       out[i] = reply.status();
-    } else if (r == nullptr || next >= r->objects.size()) {
-      out[i] = absl::InternalError("malformed get reply");
+    } else if (next >= reply->objects.size()) {
+      out[i] = absl::InternalError(
+          absl::StrCat("the store's get reply holds ", reply->objects.size(),
+                       " objects for ", remote.size(), " asked for"));
     } else {
-      out[i] = ViewOf(r->objects[next]);
+      out[i] = ViewOf(reply->objects[next]);
       if (out[i].ok() && !out[i]->meta.device.is_cpu()) {
         absl::Status s =
-            FinishDeviceView(r->objects[next].entry, cuda_stream, &*out[i]);
+            FinishDeviceView(reply->objects[next].entry, cuda_stream, &*out[i]);
         if (!s.ok()) out[i] = s;
       }
     }
@@ -225,21 +214,20 @@ absl::StatusOr<MutableObjectBuffer> StoreClient::Create(
   if (!meta.device.is_cpu()) return impl_->CreateDevice(id, meta);
   const int64_t nbytes = meta.NumBytes();
   SHOAL_ASSIGN_OR_RETURN(
-      ipc::Message reply,
-      impl_->Call(ipc::CreateRequest{id, meta, static_cast<uint64_t>(nbytes)},
-                  impl_->options_.rpc_timeout));
-  const auto* r = std::get_if<ipc::CreateReply>(&reply);
-  if (r == nullptr) return absl::InternalError("unexpected reply to create");
+      const ipc::CreateReply r,
+      impl_->Call<ipc::CreateReply>(
+          ipc::CreateRequest{id, meta, static_cast<uint64_t>(nbytes)},
+          impl_->options_.rpc_timeout));
   Segment& seg = *impl_->segment_;
-  if (r->offset > seg.size() ||
-      static_cast<uint64_t>(nbytes) > seg.size() - r->offset) {
+  if (r.offset > seg.size() ||
+      static_cast<uint64_t>(nbytes) > seg.size() - r.offset) {
     return absl::InternalError("store allocated outside its segment");
   }
   if (static_cast<uint64_t>(nbytes) >=
       impl_->options_.populate_threshold_bytes) {
-    seg.Populate(r->offset, static_cast<uint64_t>(nbytes));
+    seg.Populate(r.offset, static_cast<uint64_t>(nbytes));
   }
-  return MutableObjectBuffer{id, seg.base() + r->offset,
+  return MutableObjectBuffer{id, seg.base() + r.offset,
                              static_cast<uint64_t>(nbytes), meta};
 }
 
@@ -274,7 +262,8 @@ absl::Status StoreClient::Seal(const ObjectId& id, void* cuda_stream) {
 
 absl::Status StoreClient::Abort(const ObjectId& id) {
   if (impl_->HoldsDevice(id)) return impl_->AbortDevice(id);
-  return impl_->Call(ipc::AbortRequest{id}, impl_->options_.rpc_timeout)
+  return impl_
+      ->Call<ipc::OkReply>(ipc::AbortRequest{id}, impl_->options_.rpc_timeout)
       .status();
 }
 
@@ -362,7 +351,8 @@ absl::Status StoreClient::Transfer(const ObjectId& id,
 }
 
 absl::Status StoreClient::Delete(const ObjectId& id) {
-  return impl_->Call(ipc::DeleteRequest{id}, impl_->options_.rpc_timeout)
+  return impl_
+      ->Call<ipc::OkReply>(ipc::DeleteRequest{id}, impl_->options_.rpc_timeout)
       .status();
 }
 
@@ -376,13 +366,8 @@ absl::StatusOr<bool> StoreClient::Contains(const ObjectId& id) {
 }
 
 absl::StatusOr<StoreStats> StoreClient::Stats() {
-  SHOAL_ASSIGN_OR_RETURN(
-      ipc::Message reply,
-      impl_->Call(ipc::StoreStatsRequest{}, impl_->options_.rpc_timeout));
-  auto* st = std::get_if<ipc::StoreStats>(&reply);
-  if (st == nullptr)
-    return absl::InternalError("unexpected reply to store_stats");
-  return *st;
+  return impl_->Call<ipc::StoreStats>(ipc::StoreStatsRequest{},
+                                      impl_->options_.rpc_timeout);
 }
 
 const uint8_t* StoreClient::segment_base() const {

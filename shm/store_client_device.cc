@@ -62,16 +62,18 @@ absl::StatusOr<MutableObjectBuffer> StoreClient::Impl::CreateDevice(
   ipc::CreateRequest request{id, meta, nbytes, ""};
   request.device_uuid.assign(reinterpret_cast<const char*>(uuid.bytes.data()),
                              uuid.bytes.size());
-  SHOAL_ASSIGN_OR_RETURN(ipc::Message reply,
-                         Call(std::move(request), options_.rpc_timeout));
-  const auto* r = std::get_if<ipc::CreateReply>(&reply);
-  if (r == nullptr || r->entry >= table_->header()->max_objects) {
-    return absl::InternalError("unexpected reply to create");
+  SHOAL_ASSIGN_OR_RETURN(
+      const ipc::CreateReply r,
+      Call<ipc::CreateReply>(std::move(request), options_.rpc_timeout));
+  if (r.entry >= table_->header()->max_objects) {
+    return absl::InternalError(absl::StrCat("the store created device object ",
+                                            id.ToHex(), " at entry ", r.entry,
+                                            ", past its table's end"));
   }
-  const CudaLocation loc = table_->entry(r->entry)->cuda;
+  const CudaLocation loc = table_->entry(r.entry)->cuda;
   absl::StatusOr<DeviceClient::Mapped> m = dev.Use(loc);
   if (!m.ok()) {
-    (void)Call(ipc::AbortRequest{id}, options_.rpc_timeout);
+    (void)Call<ipc::OkReply>(ipc::AbortRequest{id}, options_.rpc_timeout);
     return m.status();
   }
   {
@@ -127,7 +129,8 @@ absl::Status StoreClient::Impl::AbortDevice(const ObjectId& id) {
     MutexLock lock(&device_mu_);
     auto it = holds_.find(id);
     if (it == holds_.end()) {
-      return Call(ipc::AbortRequest{id}, options_.rpc_timeout).status();
+      return Call<ipc::OkReply>(ipc::AbortRequest{id}, options_.rpc_timeout)
+          .status();
     }
     loc = it->second.loc;
     stream = it->second.stream;
@@ -137,7 +140,8 @@ absl::Status StoreClient::Impl::AbortDevice(const ObjectId& id) {
   DeviceClient& dev = device();
   dev.DeferRelease(loc, stream, [] {});
   dev.Collect(/*wait=*/true);
-  absl::Status s = Call(ipc::AbortRequest{id}, options_.rpc_timeout).status();
+  absl::Status s =
+      Call<ipc::OkReply>(ipc::AbortRequest{id}, options_.rpc_timeout).status();
   if (s.ok()) {
     {
       MutexLock lock(&device_mu_);

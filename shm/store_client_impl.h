@@ -27,10 +27,13 @@ class StoreClient::Impl {
   absl::Status Connect();
   void Disconnect();
 
-  // Sends `request` and waits for its reply; an ErrorReply becomes its status.
-  absl::StatusOr<ipc::Message> Call(ipc::Message request,
-                                    absl::Duration timeout)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // Sends `request` and waits for its reply, a `Reply` (RpcChannel::Call).
+  template <typename Reply>
+  absl::StatusOr<Reply> Call(ipc::Message request, absl::Duration timeout)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
+    return channel_.Call<Reply>(std::move(request), timeout);
+  }
   // Sends without waiting for a reply.
   void Notify(ipc::Message message) ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -169,9 +169,8 @@ StoreService::Impl::Reply StoreService::Impl::OnAbort(
     uint32_t slot, const ipc::AbortRequest& m) {
   auto lock = Lock();
   if (!lock.ok()) return Error(lock.status());
-  auto e = table_->Find(m.id);
-  if (!e)
-    return Error(absl::NotFoundError(absl::StrCat("no object ", Hex(m.id))));
+  absl::StatusOr<uint32_t> e = FindEntry(m.id);
+  if (!e.ok()) return Error(e.status());
   ObjectEntry* x = table_->entry(*e);
   if (static_cast<ObjectState>(x->state) != ObjectState::kCreated) {
     return Error(absl::FailedPreconditionError(absl::StrCat(
@@ -300,9 +299,8 @@ StoreService::Impl::Reply StoreService::Impl::OnRelease(
     uint32_t slot, const ipc::ReleaseRequest& m) {
   auto lock = Lock();
   if (!lock.ok()) return Error(lock.status());
-  auto e = table_->Find(m.id);
-  if (!e)
-    return Error(absl::NotFoundError(absl::StrCat("no object ", Hex(m.id))));
+  absl::StatusOr<uint32_t> e = FindEntry(m.id);
+  if (!e.ok()) return Error(e.status());
   absl::StatusOr<uint32_t> left = table_->DropRef(slot, *e, nullptr);
   if (!left.ok()) return Error(left.status());
   const ObjectEntry* x = table_->entry(*e);
@@ -314,9 +312,8 @@ StoreService::Impl::Reply StoreService::Impl::OnDelete(
     const ipc::DeleteRequest& m) {
   auto lock = Lock();
   if (!lock.ok()) return Error(lock.status());
-  auto e = table_->Find(m.id);
-  if (!e)
-    return Error(absl::NotFoundError(absl::StrCat("no object ", Hex(m.id))));
+  absl::StatusOr<uint32_t> e = FindEntry(m.id);
+  if (!e.ok()) return Error(e.status());
   ObjectEntry* x = table_->entry(*e);
   if (static_cast<ObjectState>(x->state) != ObjectState::kSealed) {
     return Error(absl::FailedPreconditionError(
@@ -374,6 +371,12 @@ void StoreService::Impl::OnReclaimHint(const ipc::ReclaimHint& m) {
 
 // ---- table operations (segment lock held)
 // -------------------------------------
+
+absl::StatusOr<uint32_t> StoreService::Impl::FindEntry(const ObjectId& id) {
+  std::optional<uint32_t> e = table_->Find(id);
+  if (!e) return absl::NotFoundError(absl::StrCat("no object ", Hex(id)));
+  return *e;
+}
 
 absl::StatusOr<uint32_t> StoreService::Impl::TakeFreeEntry() {
   if (free_entries_.empty()) Evict(0);

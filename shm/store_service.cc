@@ -17,9 +17,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
+#include "base/overloaded.h"
 #include "base/process_info.h"
 #include "base/runtime_dir.h"
 #include "base/status_macros.h"
+#include "ipc/router.h"
 #include "ipc/socket.h"
 #include "shm/allocator.h"
 #include "shm/layout.h"
@@ -31,13 +33,6 @@
 
 namespace shoal::shm {
 namespace {
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-template <class... Ts>
-Overloaded(Ts...) -> Overloaded<Ts...>;
 
 uint32_t DefaultMaxObjects(uint64_t bytes) {
   return static_cast<uint32_t>(
@@ -193,52 +188,12 @@ absl::Status StoreService::Impl::Run() {
 }
 
 void StoreService::Impl::DrainSocket() {
-  std::vector<std::string> frames;
-  // Bounded batch so pidfd events and deadlines are not starved.
-  for (int i = 0; i < 256; ++i) {
-    absl::StatusOr<bool> ready = socket_.Poll(absl::ZeroDuration());
-    if (!ready.ok() || !*ready) return;
-    if (!socket_.Recv(&frames).ok()) return;
-    if (frames.size() != 2) {
-      // A DEALER sends exactly one frame; anything else is not our protocol.
-      if (!frames.empty()) {
-        SendError(
-            frames[0], 0,
-            absl::InvalidArgumentError(absl::StrCat(
-                "expected a single-frame message, got ", frames.size() - 1)));
-      }
-      continue;
-    }
-    ipc::DecodeResult decoded = ipc::Decode(frames[1], options_.limits);
-    if (!decoded.envelope.ok()) {
-      SendError(frames[0], decoded.request_id, decoded.envelope.status());
-      continue;
-    }
-    Reply reply = Dispatch(frames[0], decoded.envelope->request_id,
-                           decoded.envelope->body);
-    if (reply.has_value()) {
-      Send(frames[0], decoded.envelope->request_id, *std::move(reply));
-    }
-  }
-}
-
-void StoreService::Impl::Send(const std::string& routing_id,
-                              uint64_t request_id, ipc::Message body) {
-  absl::StatusOr<std::string> frame = ipc::Encode(request_id, std::move(body));
-  const std::string payload =
-      frame.ok() ? *std::move(frame)
-                 : ipc::EncodeError(request_id, frame.status());
-  const absl::string_view parts[] = {routing_id, payload};
-  // Never block the service on one slow client: a reply that cannot be queued
-  // is dropped, and that client's call times out.
-  absl::Status s = socket_.Send(parts, /*dontwait=*/true);
-  if (!s.ok()) SHOAL_LOG(DEBUG, "store: reply dropped: %s", s.ToString());
-}
-
-void StoreService::Impl::SendError(const std::string& routing_id,
-                                   uint64_t request_id,
-                                   const absl::Status& status) {
-  Send(routing_id, request_id, ipc::ErrorReply{status});
+  // A bounded batch, so that pidfd events and deadlines are not starved.
+  ipc::ServeRequests(socket_, options_.limits, /*max_requests=*/256,
+                     [&](const std::string& routing_id, uint64_t request_id,
+                         const ipc::Message& body) {
+                       return Dispatch(routing_id, request_id, body);
+                     });
 }
 
 StoreService::Impl::Reply StoreService::Impl::Dispatch(

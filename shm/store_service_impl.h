@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "ipc/messages.h"
+#include "ipc/router.h"
 #include "ipc/socket.h"
 #include "shm/allocator.h"
 #include "shm/layout.h"
@@ -72,9 +73,9 @@ class StoreService::Impl {
   // Socket plumbing.
   void DrainSocket();
   void Send(const std::string& routing_id, uint64_t request_id,
-            ipc::Message body);
-  void SendError(const std::string& routing_id, uint64_t request_id,
-                 const absl::Status& status);
+            ipc::Message body) {
+    ipc::SendReply(socket_, routing_id, request_id, std::move(body));
+  }
 
   // Request handlers. `slot` is the sender's client slot.
   Reply Dispatch(const std::string& routing_id, uint64_t request_id,
@@ -94,6 +95,8 @@ class StoreService::Impl {
   void OnReclaimHint(const ipc::ReclaimHint& m);
 
   // Table operations; REQUIRE the segment lock.
+  // The entry of object `id`. Errors: NotFound ("no object <hex>").
+  absl::StatusOr<uint32_t> FindEntry(const ObjectId& id);
   absl::StatusOr<uint32_t> TakeFreeEntry();
   absl::StatusOr<uint64_t> AllocateWithEviction(uint64_t bytes);
   // Evicts sealed, unreferenced objects in LRU order until `bytes` fit (and
