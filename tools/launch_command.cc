@@ -39,10 +39,12 @@ int LaunchCommand(int argc, char** argv) {
   bool& tee = p.Bool("tee", false, "prefix each output line with [rank]");
   std::string& log_dir =
       p.String("log-dir", "", "also write rank<R>.stdout/.stderr here");
-  double& start_timeout =
-      p.Double("start-timeout", 300, "seconds to wait for all nodes to join");
-  double& grace =
-      p.Double("stop-grace", 5, "seconds between SIGTERM and SIGKILL on stop");
+  absl::Duration& start_timeout =
+      p.Duration("start-timeout", absl::Minutes(5),
+                 "how long to wait for all nodes to join (300, 5m, ...)");
+  absl::Duration& grace =
+      p.Duration("stop-grace", absl::Seconds(5),
+                 "time between SIGTERM and SIGKILL on stop");
   uint64_t& store_bytes =
       p.Bytes("store-bytes", 0, "each node's store (default: 30% RAM)");
   std::string& job_id = p.String("job-id", "", "job id (default: a fresh one)");
@@ -63,8 +65,8 @@ int LaunchCommand(int argc, char** argv) {
   o.max_restarts = static_cast<int>(max_restarts);
   o.tee = tee;
   o.log_dir = log_dir;
-  o.start_timeout = absl::Seconds(start_timeout);
-  o.stop_grace = absl::Seconds(grace);
+  o.start_timeout = start_timeout;
+  o.stop_grace = grace;
   o.store_bytes = store_bytes;
   o.job_id = job_id;
   if (standalone && (nnodes != 1 || !coordinator.empty())) {

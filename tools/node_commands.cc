@@ -17,8 +17,10 @@
 #include "coordinator/client.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/discovery.h"
+#include "proto/cli.pb.h"
 #include "tools/bench/bench_util.h"
 #include "tools/cli/args.h"
+#include "tools/cli/json.h"
 #include "tools/commands.h"
 #include "worker/worker_main.h"
 
@@ -192,37 +194,33 @@ int StartDaemon(coordinator::CoordinatorOptions o) {
   return 1;
 }
 
-void PrintStatusJson(const ipc::NodeStatus& st) {
-  std::string workers;
+absl::Status PrintStatusJson(const ipc::NodeStatus& st) {
+  NodeStatusJson j;
+  j.set_job_id(st.job_id);
+  j.set_coordinator_pid(st.coordinator_pid);
+  j.set_uptime_ms(st.uptime_ms);
+  j.set_frontend(st.frontend);
+  j.set_queued(st.queued);
+  j.set_running(st.running);
+  j.set_submitted(st.submitted);
+  j.set_completed(st.completed);
+  j.set_store_capacity_bytes(st.store.capacity_bytes);
+  j.set_store_used_bytes(st.store.used_bytes);
+  j.set_store_objects(st.store.objects);
+  j.set_store_evictions(st.store.evictions);
   for (const ipc::WorkerStatus& w : st.workers) {
-    bench::JsonRow r;
-    r.Add("id", static_cast<int64_t>(w.id))
-        .Add("pid", static_cast<int64_t>(w.pid))
-        .Add("gpus", w.gpus)
-        .Add("state", w.state)
-        .Add("tasks_done", w.tasks_done)
-        .Add("tasks_failed", w.tasks_failed)
-        .Add("restarts", static_cast<int64_t>(w.restarts))
-        .Add("rss_bytes", w.rss_bytes)
-        .Add("last_exit", w.last_exit);
-    absl::StrAppend(&workers, workers.empty() ? "" : ", ", r.str());
+    WorkerStatusJson* o = j.add_workers();
+    o->set_id(w.id);
+    o->set_pid(w.pid);
+    o->set_gpus(w.gpus);
+    o->set_state(w.state);
+    o->set_tasks_done(w.tasks_done);
+    o->set_tasks_failed(w.tasks_failed);
+    o->set_restarts(w.restarts);
+    o->set_rss_bytes(w.rss_bytes);
+    o->set_last_exit(w.last_exit);
   }
-  bench::JsonRow r;
-  r.Add("job_id", st.job_id)
-      .Add("coordinator_pid", static_cast<int64_t>(st.coordinator_pid))
-      .Add("uptime_ms", st.uptime_ms)
-      .Add("frontend", st.frontend)
-      .Add("queued", static_cast<int64_t>(st.queued))
-      .Add("running", static_cast<int64_t>(st.running))
-      .Add("submitted", st.submitted)
-      .Add("completed", st.completed)
-      .Add("store_capacity_bytes", st.store.capacity_bytes)
-      .Add("store_used_bytes", st.store.used_bytes)
-      .Add("store_objects", st.store.objects)
-      .Add("store_evictions", st.store.evictions);
-  std::string body = r.str();
-  body.insert(body.size() - 1, absl::StrCat(", \"workers\": [", workers, "]"));
-  std::printf("%s\n", body.c_str());
+  return PrintJson(j);
 }
 
 void PrintStatusText(const ipc::NodeStatus& st) {
@@ -290,7 +288,7 @@ int StatusCommand(int argc, char** argv) {
   absl::StatusOr<ipc::NodeStatus> st = (*client)->Status();
   if (!st.ok()) return Fail(st.status());
   if (json) {
-    PrintStatusJson(*st);
+    if (absl::Status s = PrintStatusJson(*st); !s.ok()) return Fail(s);
   } else {
     PrintStatusText(*st);
   }

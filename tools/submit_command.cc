@@ -8,11 +8,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "coordinator/client.h"
-#include "tools/bench/bench_util.h"
+#include "proto/cli.pb.h"
 #include "tools/cli/args.h"
+#include "tools/cli/json.h"
 #include "tools/commands.h"
 
 namespace shoal::cli {
@@ -75,8 +75,8 @@ absl::StatusOr<Value> ParseArg(absl::string_view a,
 struct SubmitFlags {
   bool wait = true;
   bool json = false;
-  double timeout = 0;
-  double wait_for = 0;
+  absl::Duration timeout;   // zero: none
+  absl::Duration wait_for;  // zero: wait forever
   int64_t cpus = 1;
   int64_t gpus = 0;
   int64_t retries = -1;
@@ -99,9 +99,12 @@ absl::StatusOr<SubmitFlags> ParseSubmitFlags(int argc, char** argv) {
       "kept for 10 minutes).");
   bool& wait = p.Bool("wait", true, "wait for the result (default)");
   bool& json = p.Bool("json", false, "print the result as JSON");
-  double& timeout = p.Double("timeout", 0, "task timeout in seconds (0: none)");
-  double& wait_for = p.Double(
-      "wait-timeout", 0, "give up waiting after this many seconds (0: never)");
+  absl::Duration& timeout =
+      p.Duration("timeout", absl::ZeroDuration(),
+                 "task timeout: 30 (seconds), 1.5s, 100ms, 2m (0: none)");
+  absl::Duration& wait_for =
+      p.Duration("wait-timeout", absl::ZeroDuration(),
+                 "give up waiting after this long (0: never)");
   int64_t& cpus = p.Int("cpus", 1, "CPUs the task needs");
   int64_t& gpus = p.Int("gpus", 0, "GPUs the task needs");
   int64_t& retries =
@@ -132,29 +135,21 @@ absl::StatusOr<ipc::TaskSpec> TaskSpecFromFlags(const SubmitFlags& f,
   }
   spec.resources.cpus = static_cast<uint32_t>(f.cpus);
   spec.resources.gpus = static_cast<uint32_t>(f.gpus);
-  spec.timeout_ms = static_cast<int64_t>(f.timeout * 1000);
+  spec.timeout_ms = absl::ToInt64Milliseconds(f.timeout);
   spec.max_retries = static_cast<int32_t>(f.retries);
   return spec;
 }
 
 // One JSON object: the task's id, status, attempts and outputs (as text).
-void PrintResultJson(const ipc::TaskResult& r,
-                     const std::vector<std::string>& outs) {
-  bench::JsonRow j;
-  j.Add("task_id", r.task_id)
-      .Add("code", static_cast<int64_t>(r.status.code()))
-      .Add("message", std::string(r.status.message()))
-      .Add("attempts", static_cast<int64_t>(r.attempts));
-  std::string body = j.str();
-  std::vector<std::string> quoted;
-  for (const std::string& o : outs) {
-    bench::JsonRow q;
-    q.Add("v", o);
-    quoted.push_back(q.str().substr(6, q.str().size() - 7));
-  }
-  body.insert(body.size() - 1, absl::StrCat(", \"outputs\": [",
-                                            absl::StrJoin(quoted, ", "), "]"));
-  std::printf("%s\n", body.c_str());
+absl::Status PrintResultJson(const ipc::TaskResult& r,
+                             const std::vector<std::string>& outs) {
+  TaskResultJson j;
+  j.set_task_id(r.task_id);
+  j.set_code(static_cast<int32_t>(r.status.code()));
+  j.set_message(std::string(r.status.message()));
+  j.set_attempts(r.attempts);
+  for (const std::string& o : outs) j.add_outputs(o);
+  return PrintJson(j);
 }
 
 // Prints the result (JSON, or the outputs one a line when it succeeded),
@@ -164,7 +159,10 @@ int ReportResult(coordinator::Client& client, const ipc::TaskResult& r,
   std::vector<std::string> outs;
   for (const Value& v : r.outputs) outs.push_back(ValueToString(v));
   if (json) {
-    PrintResultJson(r, outs);
+    if (absl::Status s = PrintResultJson(r, outs); !s.ok()) {
+      client.ReleaseOutputs(r);
+      return Fail(s);
+    }
   } else if (r.status.ok()) {
     for (const std::string& o : outs) std::printf("%s\n", o.c_str());
   }
@@ -198,9 +196,9 @@ int SubmitCommand(int argc, char** argv) {
     std::printf("%llu\n", static_cast<unsigned long long>(task->id));
     return 0;
   }
-  absl::StatusOr<ipc::TaskResult> r =
-      (*client)->Wait(*task, f->wait_for > 0 ? absl::Seconds(f->wait_for)
-                                             : absl::InfiniteDuration());
+  absl::StatusOr<ipc::TaskResult> r = (*client)->Wait(
+      *task, f->wait_for > absl::ZeroDuration() ? f->wait_for
+                                                : absl::InfiniteDuration());
   if (!r.ok()) return Fail(r.status());
   return ReportResult(**client, *r, f->json);
 }

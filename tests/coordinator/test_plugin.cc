@@ -63,6 +63,13 @@ absl::Status SignalMe(shoal::worker::TaskContext& ctx) {
   return absl::OkStatus();
 }
 
+// fail_with(message): fails with Internal and `message` as it is (the CLI
+// tests print it, newlines and quotes included).
+absl::Status FailWith(shoal::worker::TaskContext& ctx) {
+  SHOAL_ASSIGN_OR_RETURN(std::string message, ctx.StringArg(0));
+  return absl::InternalError(message);
+}
+
 }  // namespace
 
 SHOAL_TASK("getenv", GetEnv);
@@ -70,3 +77,4 @@ SHOAL_TASK("pid", Pid);
 SHOAL_TASK("hang", Hang);
 SHOAL_TASK("crash_once", CrashOnce);
 SHOAL_TASK("signal_me", SignalMe);
+SHOAL_TASK("fail_with", FailWith);

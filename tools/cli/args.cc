@@ -1,5 +1,6 @@
 #include "tools/cli/args.h"
 
+#include <cmath>
 #include <cstdio>
 #include <variant>
 
@@ -8,21 +9,25 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "base/overloaded.h"
 
 namespace shoal::cli {
+namespace {
+
+constexpr absl::string_view kDurationExamples =
+    "a duration such as 30 (seconds), 1.5s, 100ms or 2m";
+
+}  // namespace
 
 struct ArgParser::Flag {
   std::string name;
   std::string help;
   std::string def_text;
-  std::variant<std::string*, int64_t*, double*, bool*, uint64_t*> target;
+  // The value; the caller holds a reference to the alternative it declared,
+  // which stays valid as Parse only ever assigns that same alternative.
+  std::variant<std::string, int64_t, double, bool, uint64_t, absl::Duration>
+      value;
   bool seen = false;
-  // Storage for the value the caller's reference points at.
-  std::string s;
-  int64_t i = 0;
-  double d = 0;
-  bool b = false;
-  uint64_t u = 0;
 };
 
 absl::StatusOr<uint64_t> ParseBytes(absl::string_view text) {
@@ -69,28 +74,28 @@ std::string FormatBytes(uint64_t b) {
     const uint64_t one = uint64_t{1} << u.shift;
     if (b < one) continue;
     if (b % one == 0) return absl::StrCat(b >> u.shift, " ", u.unit);
-    return absl::StrFormat("%.1f %s", static_cast<double>(b) / static_cast<double>(one), u.unit);
+    return absl::StrFormat(
+        "%.1f %s", static_cast<double>(b) / static_cast<double>(one), u.unit);
   }
   return absl::StrCat(b, " B");
 }
 
-absl::StatusOr<double> ParseSeconds(absl::string_view text) {
-  absl::string_view v = absl::StripAsciiWhitespace(text);
-  double scale = 1;
-  if (absl::ConsumeSuffix(&v, "ms")) {
-    scale = 1e-3;
-  } else if (absl::ConsumeSuffix(&v, "us")) {
-    scale = 1e-6;
-  } else if (absl::ConsumeSuffix(&v, "s")) {
-  } else if (absl::ConsumeSuffix(&v, "m")) {
-    scale = 60;
+absl::StatusOr<absl::Duration> ParseSeconds(absl::string_view text) {
+  const std::string v(absl::StripAsciiWhitespace(text));
+  absl::Duration d;
+  bool parsed = false;
+  if (double seconds = 0; absl::SimpleAtod(v, &seconds)) {
+    // A plain number is seconds, as these flags took before units.
+    parsed = std::isfinite(seconds);
+    d = absl::Seconds(seconds);
+  } else {
+    parsed = absl::ParseDuration(v, &d);
   }
-  double value;
-  if (!absl::SimpleAtod(v, &value) || value < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", text, "' is not a duration (examples: 30, 1.5s, 200ms)"));
+  if (!parsed || d < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' is not ", kDurationExamples));
   }
-  return value * scale;
+  return d;
 }
 
 ArgParser::ArgParser(std::string usage, std::string summary)
@@ -100,63 +105,48 @@ ArgParser::ArgParser(std::string usage, std::string summary)
 
 ArgParser::~ArgParser() = default;
 
-std::string& ArgParser::String(const std::string& name, std::string def,
-                               std::string help) {
+template <typename T>
+T& ArgParser::Add(const std::string& name, T def, std::string def_text,
+                  std::string help) {
   auto f = std::make_unique<Flag>();
   f->name = name;
   f->help = std::move(help);
-  f->def_text = def.empty() ? "" : def;
-  f->s = std::move(def);
-  f->target = &f->s;
+  f->def_text = std::move(def_text);
+  f->value = std::move(def);
   flags_.push_back(std::move(f));
-  return flags_.back()->s;
+  return std::get<T>(flags_.back()->value);
+}
+
+std::string& ArgParser::String(const std::string& name, std::string def,
+                               std::string help) {
+  std::string def_text = def;
+  return Add(name, std::move(def), std::move(def_text), std::move(help));
 }
 
 int64_t& ArgParser::Int(const std::string& name, int64_t def,
                         std::string help) {
-  auto f = std::make_unique<Flag>();
-  f->name = name;
-  f->help = std::move(help);
-  f->def_text = absl::StrCat(def);
-  f->i = def;
-  f->target = &f->i;
-  flags_.push_back(std::move(f));
-  return flags_.back()->i;
+  return Add(name, def, absl::StrCat(def), std::move(help));
 }
 
 double& ArgParser::Double(const std::string& name, double def,
                           std::string help) {
-  auto f = std::make_unique<Flag>();
-  f->name = name;
-  f->help = std::move(help);
-  f->def_text = absl::StrCat(def);
-  f->d = def;
-  f->target = &f->d;
-  flags_.push_back(std::move(f));
-  return flags_.back()->d;
+  return Add(name, def, absl::StrCat(def), std::move(help));
 }
 
 bool& ArgParser::Bool(const std::string& name, bool def, std::string help) {
-  auto f = std::make_unique<Flag>();
-  f->name = name;
-  f->help = std::move(help);
-  f->def_text = def ? "true" : "";
-  f->b = def;
-  f->target = &f->b;
-  flags_.push_back(std::move(f));
-  return flags_.back()->b;
+  return Add(name, def, def ? "true" : "", std::move(help));
 }
 
 uint64_t& ArgParser::Bytes(const std::string& name, uint64_t def,
                            std::string help) {
-  auto f = std::make_unique<Flag>();
-  f->name = name;
-  f->help = std::move(help);
-  f->def_text = def == 0 ? "" : FormatBytes(def);
-  f->u = def;
-  f->target = &f->u;
-  flags_.push_back(std::move(f));
-  return flags_.back()->u;
+  return Add(name, def, def == 0 ? "" : FormatBytes(def), std::move(help));
+}
+
+absl::Duration& ArgParser::Duration(const std::string& name, absl::Duration def,
+                                    std::string help) {
+  return Add(name, def,
+             def == absl::ZeroDuration() ? "" : absl::FormatDuration(def),
+             std::move(help));
 }
 
 void ArgParser::Alias(char letter, const std::string& name) {
@@ -188,20 +178,38 @@ absl::Status ArgParser::Set(Flag* f, absl::string_view value) {
     return absl::InvalidArgumentError(
         absl::StrCat("--", f->name, "=", value, ": expected ", what));
   };
-  if (auto* s = std::get_if<std::string*>(&f->target)) {
-    **s = std::string(value);
-  } else if (auto* i = std::get_if<int64_t*>(&f->target)) {
-    if (!absl::SimpleAtoi(value, *i)) return bad("an integer");
-  } else if (auto* d = std::get_if<double*>(&f->target)) {
-    if (!absl::SimpleAtod(value, *d)) return bad("a number");
-  } else if (auto* b = std::get_if<bool*>(&f->target)) {
-    if (!absl::SimpleAtob(value, *b)) return bad("true or false");
-  } else if (auto* u = std::get_if<uint64_t*>(&f->target)) {
-    absl::StatusOr<uint64_t> bytes = ParseBytes(value);
-    if (!bytes.ok()) return bad("a byte size such as 64M or 1G");
-    **u = *bytes;
-  }
-  return absl::OkStatus();
+  return std::visit(
+      Overloaded{
+          [&](std::string& s) {
+            s = std::string(value);
+            return absl::OkStatus();
+          },
+          [&](int64_t& i) {
+            return absl::SimpleAtoi(value, &i) ? absl::OkStatus()
+                                               : bad("an integer");
+          },
+          [&](double& d) {
+            return absl::SimpleAtod(value, &d) ? absl::OkStatus()
+                                               : bad("a number");
+          },
+          [&](bool& b) {
+            return absl::SimpleAtob(value, &b) ? absl::OkStatus()
+                                               : bad("true or false");
+          },
+          [&](uint64_t& u) {
+            absl::StatusOr<uint64_t> bytes = ParseBytes(value);
+            if (!bytes.ok()) return bad("a byte size such as 64M or 1G");
+            u = *bytes;
+            return absl::OkStatus();
+          },
+          [&](absl::Duration& d) {
+            absl::StatusOr<absl::Duration> parsed = ParseSeconds(value);
+            if (!parsed.ok()) return bad(kDurationExamples);
+            d = *parsed;
+            return absl::OkStatus();
+          },
+      },
+      f->value);
 }
 
 absl::Status ArgParser::Parse(int argc, char** argv) {
@@ -226,10 +234,10 @@ absl::Status ArgParser::Parse(int argc, char** argv) {
     Flag* f = Find(name);
     if (f == nullptr && absl::StartsWith(name, "no-")) {
       Flag* neg = Find(name.substr(3));
-      if (neg != nullptr && std::holds_alternative<bool*>(neg->target) &&
+      if (neg != nullptr && std::holds_alternative<bool>(neg->value) &&
           !has_value) {
         neg->seen = true;
-        neg->b = false;
+        std::get<bool>(neg->value) = false;
         continue;
       }
     }
@@ -238,9 +246,9 @@ absl::Status ArgParser::Parse(int argc, char** argv) {
           absl::StrCat("unknown flag '", arg, "' for `",
                        usage_.substr(0, usage_.find(' ', 6)), "`; see --help"));
     }
-    if (std::holds_alternative<bool*>(f->target) && !has_value) {
+    if (std::holds_alternative<bool>(f->value) && !has_value) {
       f->seen = true;
-      f->b = true;
+      std::get<bool>(f->value) = true;
     } else {
       if (!has_value) {
         if (i + 1 >= argc) {
@@ -251,7 +259,7 @@ absl::Status ArgParser::Parse(int argc, char** argv) {
       }
       if (absl::Status s = Set(f, value); !s.ok()) return s;
     }
-    if (f->name == "help" && f->b) {
+    if (f->name == "help" && std::get<bool>(f->value)) {
       std::fputs(Help().c_str(), stdout);
       return absl::CancelledError("help shown");
     }

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace shoal::cli {
 
@@ -26,8 +27,10 @@ namespace shoal::cli {
 absl::StatusOr<uint64_t> ParseBytes(absl::string_view text);
 // "64 MiB", "1 GiB", "512 B".
 std::string FormatBytes(uint64_t bytes);
-// Parses "1.5s", "200ms", "3" (seconds) into seconds.
-absl::StatusOr<double> ParseSeconds(absl::string_view text);
+// Parses a duration: a plain number is seconds ("30", "0.5"); anything else
+// goes to absl::ParseDuration ("1.5s", "100ms", "2m", "1h30m").
+// Errors: InvalidArgument naming the bad text (also for negative ones).
+absl::StatusOr<absl::Duration> ParseSeconds(absl::string_view text);
 
 class ArgParser {
  public:
@@ -41,6 +44,9 @@ class ArgParser {
   double& Double(const std::string& name, double def, std::string help);
   bool& Bool(const std::string& name, bool def, std::string help);
   uint64_t& Bytes(const std::string& name, uint64_t def, std::string help);
+  // Parsed by ParseSeconds.
+  absl::Duration& Duration(const std::string& name, absl::Duration def,
+                           std::string help);
   // A one-letter alias ("-n" for "--iters").
   void Alias(char letter, const std::string& name);
 
@@ -57,6 +63,9 @@ class ArgParser {
 
  private:
   struct Flag;
+  template <typename T>
+  T& Add(const std::string& name, T def, std::string def_text,
+         std::string help);
   Flag* Find(absl::string_view name);
   absl::Status Set(Flag* f, absl::string_view value);
 

@@ -16,6 +16,41 @@ TEST(ParseBytesTest, Units) {
   EXPECT_EQ(FormatBytes(uint64_t{64} << 20), "64 MiB");
 }
 
+TEST(ParseSecondsTest, PlainNumbersAreSecondsOthersAbslDurations) {
+  EXPECT_EQ(*ParseSeconds("30"), absl::Seconds(30));
+  EXPECT_EQ(*ParseSeconds(" 0.5 "), absl::Milliseconds(500));
+  EXPECT_EQ(*ParseSeconds("0"), absl::ZeroDuration());
+  EXPECT_EQ(*ParseSeconds("1.5s"), absl::Milliseconds(1500));
+  EXPECT_EQ(*ParseSeconds("100ms"), absl::Milliseconds(100));
+  EXPECT_EQ(*ParseSeconds("2m"), absl::Minutes(2));
+  EXPECT_EQ(*ParseSeconds("1h30m"), absl::Minutes(90));
+  EXPECT_EQ(*ParseSeconds("250us"), absl::Microseconds(250));
+  for (const char* bad : {"", "soon", "5 s", "-1", "-2s", "1x", "nan", "s"}) {
+    absl::StatusOr<absl::Duration> d = ParseSeconds(bad);
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(d.status().message().find("1.5s"), std::string::npos) << bad;
+  }
+}
+
+TEST(ArgParserTest, DurationFlags) {
+  ArgParser p("shoal test", "testing");
+  absl::Duration& timeout = p.Duration("timeout", absl::Seconds(5), "t");
+  absl::Duration& grace = p.Duration("grace", absl::ZeroDuration(), "g");
+  const char* argv[] = {"test", "--timeout=250ms", "--grace", "3"};
+  ASSERT_TRUE(p.Parse(4, const_cast<char**>(argv)).ok());
+  EXPECT_EQ(timeout, absl::Milliseconds(250));
+  EXPECT_EQ(grace, absl::Seconds(3));
+  EXPECT_NE(p.Help().find("(default: 5s)"), std::string::npos) << p.Help();
+
+  ArgParser q("shoal test", "testing");
+  q.Duration("wait-timeout", absl::ZeroDuration(), "w");
+  const char* bad[] = {"test", "--wait-timeout=forever"};
+  absl::Status s = q.Parse(2, const_cast<char**>(bad));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--wait-timeout=forever"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("a duration"), std::string::npos) << s;
+}
+
 TEST(ArgParserTest, FlagsPositionalsAndRest) {
   ArgParser p("shoal test", "testing");
   std::string& name = p.String("name", "x", "a name");
