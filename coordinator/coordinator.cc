@@ -241,6 +241,9 @@ absl::Status Coordinator::Impl::StartWorkers() {
   }
   python_path = PythonPathWithBundledPackage(python_path);
   if (!python_path.empty()) so.env["PYTHONPATH"] = python_path;
+  // Workers number GPUs in the order of the driver's entries, as the
+  // CUDA_VISIBLE_DEVICES values handed to them do.
+  so.env["CUDA_DEVICE_ORDER"] = gpu::ChildCudaDeviceOrder();
   std::vector<WorkerSpec> specs;
   for (int i = 0; i < options_.num_workers; ++i) {
     specs.push_back({static_cast<uint32_t>(i),

@@ -1,7 +1,9 @@
 // CudaIpc over the CUDA runtime.
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstring>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
@@ -36,17 +38,27 @@ class DeviceScope {
   int previous_, current_;
 };
 
-// Pinned host buffers for staged copies: two, so that one is being filled
-// (or drained) by the CPU while the other's DMA runs.
+// Pinned host buffers for staged copies: two per device, so that one is being
+// filled (or drained) by the CPU while the other's DMA runs. Per device
+// because an event belongs to the device current at its creation and may
+// only be recorded on that device's streams; the memory is allocated
+// portable (pinned for every device's context) all the same.
 constexpr uint64_t kStagingBytes = 8 << 20;
 
 class RealCudaIpc : public CudaIpc {
  public:
   ~RealCudaIpc() override {
-    for (Staging& s : staging_) {
-      if (s.event != nullptr) cudaEventDestroy(s.event);
-      if (s.host != nullptr) cudaFreeHost(s.host);
+    MutexLock lock(&mu_);
+    int previous = -1;
+    if (!staging_.empty()) cudaGetDevice(&previous);
+    for (auto& [ordinal, pair] : staging_) {
+      cudaSetDevice(ordinal);
+      for (Staging& s : pair) {
+        if (s.event != nullptr) cudaEventDestroy(s.event);
+        if (s.host != nullptr) cudaFreeHost(s.host);
+      }
     }
+    if (previous >= 0) cudaSetDevice(previous);
   }
 
   absl::StatusOr<int> DeviceCount() override {
@@ -202,15 +214,16 @@ class RealCudaIpc : public CudaIpc {
   }
 
   absl::Status CopyToDevice(int ordinal, void* dst, const void* src,
-                            uint64_t bytes, void* stream) override {
+                            uint64_t bytes, void* stream)
+      ABSL_LOCKS_EXCLUDED(mu_) override {
     SHOAL_ASSIGN_OR_RETURN(DeviceScope scope, DeviceScope::Enter(ordinal));
     MutexLock lock(&mu_);
-    SHOAL_RETURN_IF_ERROR(EnsureStaging());
+    SHOAL_ASSIGN_OR_RETURN(StagingPair * staging, EnsureStaging(ordinal));
     auto* d = static_cast<uint8_t*>(dst);
     const auto* s = static_cast<const uint8_t*>(src);
     const auto st = static_cast<cudaStream_t>(stream);
     for (uint64_t off = 0, k = 0; off < bytes; off += kStagingBytes, ++k) {
-      Staging& buf = staging_[k % 2];
+      Staging& buf = (*staging)[k % 2];
       const uint64_t n = std::min(kStagingBytes, bytes - off);
       // The buffer's previous DMA must be done before it is refilled.
       SHOAL_CUDA_CHECK(cudaEventSynchronize(buf.event));
@@ -219,17 +232,18 @@ class RealCudaIpc : public CudaIpc {
           cudaMemcpyAsync(d + off, buf.host, n, cudaMemcpyHostToDevice, st));
       SHOAL_CUDA_CHECK(cudaEventRecord(buf.event, st));
     }
-    for (Staging& buf : staging_) {
+    for (Staging& buf : *staging) {
       SHOAL_CUDA_CHECK(cudaEventSynchronize(buf.event));
     }
     return absl::OkStatus();
   }
 
   absl::Status CopyToHost(int ordinal, void* dst, const void* src,
-                          uint64_t bytes, void* stream) override {
+                          uint64_t bytes, void* stream)
+      ABSL_LOCKS_EXCLUDED(mu_) override {
     SHOAL_ASSIGN_OR_RETURN(DeviceScope scope, DeviceScope::Enter(ordinal));
     MutexLock lock(&mu_);
-    SHOAL_RETURN_IF_ERROR(EnsureStaging());
+    SHOAL_ASSIGN_OR_RETURN(StagingPair * staging, EnsureStaging(ordinal));
     auto* d = static_cast<uint8_t*>(dst);
     const auto* s = static_cast<const uint8_t*>(src);
     const auto st = static_cast<cudaStream_t>(stream);
@@ -237,20 +251,22 @@ class RealCudaIpc : public CudaIpc {
     uint64_t pending_off = 0, pending_n = 0;
     int pending = -1;
     for (uint64_t off = 0, k = 0; off < bytes; off += kStagingBytes, ++k) {
-      Staging& buf = staging_[k % 2];
+      Staging& buf = (*staging)[k % 2];
       const uint64_t n = std::min(kStagingBytes, bytes - off);
       SHOAL_CUDA_CHECK(
           cudaMemcpyAsync(buf.host, s + off, n, cudaMemcpyDeviceToHost, st));
       SHOAL_CUDA_CHECK(cudaEventRecord(buf.event, st));
       if (pending >= 0) {
-        SHOAL_RETURN_IF_ERROR(Drain(pending, d + pending_off, pending_n));
+        SHOAL_RETURN_IF_ERROR(
+            Drain((*staging)[pending], d + pending_off, pending_n));
       }
       pending = static_cast<int>(k % 2);
       pending_off = off;
       pending_n = n;
     }
     if (pending >= 0) {
-      SHOAL_RETURN_IF_ERROR(Drain(pending, d + pending_off, pending_n));
+      SHOAL_RETURN_IF_ERROR(
+          Drain((*staging)[pending], d + pending_off, pending_n));
     }
     return absl::OkStatus();
   }
@@ -261,28 +277,36 @@ class RealCudaIpc : public CudaIpc {
     cudaEvent_t event = nullptr;
   };
 
-  absl::Status EnsureStaging() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (Staging& s : staging_) {
+  using StagingPair = std::array<Staging, 2>;
+
+  // The staging pair of device `ordinal`, made on first use.
+  // REQUIRES: `ordinal` is the current device (its events are made there).
+  absl::StatusOr<StagingPair*> EnsureStaging(int ordinal)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    StagingPair& pair = staging_[ordinal];
+    for (Staging& s : pair) {
       if (s.host != nullptr) continue;
       SHOAL_CUDA_CHECK(
-          cudaHostAlloc(&s.host, kStagingBytes, cudaHostAllocDefault));
+          cudaHostAlloc(&s.host, kStagingBytes, cudaHostAllocPortable));
       SHOAL_CUDA_CHECK(
           cudaEventCreateWithFlags(&s.event, cudaEventDisableTiming));
       // Recorded once, so the first wait on it returns at once.
       SHOAL_CUDA_CHECK(cudaEventRecord(s.event, nullptr));
     }
-    return absl::OkStatus();
+    return &pair;
   }
 
-  absl::Status Drain(int which, uint8_t* dst, uint64_t n)
+  absl::Status Drain(Staging& buf, uint8_t* dst, uint64_t n)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    SHOAL_CUDA_CHECK(cudaEventSynchronize(staging_[which].event));
-    std::memcpy(dst, staging_[which].host, n);
+    SHOAL_CUDA_CHECK(cudaEventSynchronize(buf.event));
+    std::memcpy(dst, buf.host, n);
     return absl::OkStatus();
   }
 
   Mutex mu_;
-  Staging staging_[2] ABSL_GUARDED_BY(mu_);
+  // By device ordinal; std::map keeps a pair's address while others are
+  // added.
+  std::map<int, StagingPair> staging_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -17,7 +17,8 @@ namespace shoal::gpu {
 class DeviceBuffer {
  public:
   // `bytes` of memory on CUDA device `device` (an ordinal among the visible
-  // devices), zero-filled. Makes `device` current on the calling thread.
+  // devices), zero-filled (finished before it returns, for every stream).
+  // Makes `device` current on the calling thread.
   // Errors: FailedPrecondition (no CUDA build, no GPU), InvalidArgument (bad
   // device), ResourceExhausted (out of device memory).
   static absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(uint64_t bytes,
@@ -30,7 +31,10 @@ class DeviceBuffer {
   uint64_t size() const { return size_; }
   int device() const { return device_; }
 
-  // Synchronous copies of `bytes` at `offset`.
+  // Copies of `bytes` at `offset`, synchronous with the host and with every
+  // stream of the buffer's device (they wait for all its queued work, and work
+  // queued afterwards on any stream sees the copied bytes). Make `device()`
+  // current on the calling thread.
   // REQUIRES: offset + bytes <= size().
   absl::Status CopyFromHost(const void* src, uint64_t bytes,
                             uint64_t offset = 0);

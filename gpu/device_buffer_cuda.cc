@@ -30,21 +30,34 @@ absl::StatusOr<std::unique_ptr<DeviceBuffer>> DeviceBuffer::Allocate(
                      ": out of device memory"));
   }
   SHOAL_CUDA_CHECK(err);
+  // cudaMemset is asynchronous on the legacy default stream, which work on a
+  // non-blocking stream (NCCL's, a benchmark's) does not wait for: finish it
+  // here.
   SHOAL_CUDA_CHECK(cudaMemset(p, 0, bytes));
+  SHOAL_CUDA_CHECK(cudaDeviceSynchronize());
   return std::unique_ptr<DeviceBuffer>(new DeviceBuffer(p, bytes, device));
 }
 
 DeviceBuffer::~DeviceBuffer() { cudaFree(data_); }
 
+// Both copies are synchronous with every stream of the buffer's device, not
+// only with the legacy default stream cudaMemcpy runs on: from pageable host
+// memory cudaMemcpy may return before its DMA reaches the device, and
+// non-blocking streams (NCCL's) neither wait for it nor are waited for.
 absl::Status DeviceBuffer::CopyFromHost(const void* src, uint64_t bytes,
                                         uint64_t offset) {
+  SHOAL_CUDA_CHECK(cudaSetDevice(device_));
   SHOAL_CUDA_CHECK(cudaMemcpy(static_cast<char*>(data_) + offset, src, bytes,
                               cudaMemcpyHostToDevice));
+  SHOAL_CUDA_CHECK(cudaDeviceSynchronize());
   return absl::OkStatus();
 }
 
 absl::Status DeviceBuffer::CopyToHost(void* dst, uint64_t bytes,
                                       uint64_t offset) const {
+  SHOAL_CUDA_CHECK(cudaSetDevice(device_));
+  // Work queued on other streams (a collective's) finishes first.
+  SHOAL_CUDA_CHECK(cudaDeviceSynchronize());
   SHOAL_CUDA_CHECK(cudaMemcpy(dst, static_cast<const char*>(data_) + offset,
                               bytes, cudaMemcpyDeviceToHost));
   return absl::OkStatus();

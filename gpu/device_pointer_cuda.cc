@@ -8,7 +8,8 @@
 
 namespace shoal::gpu {
 
-int DeviceOfPointer(const void* ptr) {
+// DeviceOfPointer without the test override (device_pointer_common.cc).
+int RealDeviceOfPointer(const void* ptr) {
   // No GPU listed by the driver, or none visible: host memory, and CUDA is
   // never touched.
   static const bool gpus = [] {

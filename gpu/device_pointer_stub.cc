@@ -2,6 +2,7 @@
 
 namespace shoal::gpu {
 
-int DeviceOfPointer(const void*) { return -1; }
+// DeviceOfPointer without the test override (device_pointer_common.cc).
+int RealDeviceOfPointer(const void*) { return -1; }
 
 }  // namespace shoal::gpu

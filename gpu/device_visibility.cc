@@ -19,8 +19,6 @@
 namespace shoal::gpu {
 namespace {
 
-constexpr absl::string_view kDriverGpuDir = "/proc/driver/nvidia/gpus";
-
 bool IsAllDigits(absl::string_view s) {
   if (s.empty()) return false;
   for (char c : s) {
@@ -70,6 +68,19 @@ EntryKind Classify(absl::string_view entry) {
   return EntryKind::kInvalid;
 }
 
+// Entries of `dir` whose names `counts` accepts; 0 when `dir` cannot be read.
+template <typename Pred>
+int CountEntries(const std::string& dir_name, Pred counts) {
+  DIR* dir = opendir(dir_name.c_str());
+  if (dir == nullptr) return 0;
+  int n = 0;
+  while (dirent* e = readdir(dir)) {
+    if (counts(absl::string_view(e->d_name))) ++n;
+  }
+  closedir(dir);
+  return n;
+}
+
 absl::Status WithSource(absl::string_view source, const absl::Status& s) {
   if (s.ok()) return s;
   return absl::Status(s.code(), absl::StrCat(source, ": ", s.message()));
@@ -77,16 +88,20 @@ absl::Status WithSource(absl::string_view source, const absl::Status& s) {
 
 }  // namespace
 
-int DriverGpuCount() {
-  std::string dir_name(kDriverGpuDir);
-  DIR* dir = opendir(dir_name.c_str());
-  if (dir == nullptr) return 0;
-  int n = 0;
-  while (dirent* e = readdir(dir)) {
-    if (e->d_name[0] != '.') ++n;
-  }
-  closedir(dir);
-  return n;
+int DriverGpuCount() { return DriverGpuCountAt("/proc", "/dev"); }
+
+int DriverGpuCountAt(absl::string_view proc_root, absl::string_view dev_root) {
+  // One entry per GPU (named by PCI address) in the driver's folder.
+  const int from_proc =
+      CountEntries(absl::StrCat(proc_root, "/driver/nvidia/gpus"),
+                   [](absl::string_view name) { return name[0] != '.'; });
+  if (from_proc > 0) return from_proc;
+  // One node per GPU: nvidia0, nvidia1 ...; not nvidiactl, nvidia-uvm,
+  // nvidia-modeset or the nvidia-caps folder.
+  return CountEntries(std::string(dev_root), [](absl::string_view name) {
+    absl::string_view rest = name;
+    return absl::ConsumePrefix(&rest, "nvidia") && IsAllDigits(rest);
+  });
 }
 
 absl::StatusOr<std::vector<std::string>> ParseVisibleDevices(
@@ -167,6 +182,11 @@ absl::StatusOr<std::vector<std::string>> DiscoverGpusFromEnvironment(
     driver_gpus = DriverGpuCount();
   }
   return DiscoverGpus(env, gpus_flag, driver_gpus);
+}
+
+std::string ChildCudaDeviceOrder() {
+  const char* own = std::getenv("CUDA_DEVICE_ORDER");
+  return own != nullptr && *own != '\0' ? own : "PCI_BUS_ID";
 }
 
 absl::StatusOr<std::vector<std::vector<int>>> AssignGpus(int workers,

@@ -45,10 +45,6 @@ namespace shoal::gpu {
 // entry of none of the accepted forms (including an empty entry, as in "0,,1"
 // or "0,"), an index too large for an int, or a duplicate entry (indices
 // compared by value, UUID and MIG entries case-insensitively).
-// GPUs the NVIDIA driver lists in /proc/driver/nvidia/gpus (0 without a
-// driver). Never initialises CUDA; safe in the coordinator.
-int DriverGpuCount();
-
 absl::StatusOr<std::vector<std::string>> ParseVisibleDevices(
     absl::string_view value);
 
@@ -67,9 +63,16 @@ absl::StatusOr<std::vector<std::string>> DiscoverGpus(
     const std::optional<std::string>& cuda_visible_devices,
     const std::optional<std::string>& gpus_flag, int driver_gpu_count);
 
+// GPUs the NVIDIA driver shows on this machine, never initialising CUDA (safe
+// in the coordinator): the entries of /proc/driver/nvidia/gpus, or, where that
+// folder is missing or empty (some sandboxed kernels hide /proc/driver while
+// the GPUs work), the /dev/nvidia<N> device nodes. 0 without a driver.
+int DriverGpuCount();
+// The same under other roots ("/proc" and "/dev" above), for tests.
+int DriverGpuCountAt(absl::string_view proc_root, absl::string_view dev_root);
+
 // DiscoverGpus with this process's getenv("CUDA_VISIBLE_DEVICES") and the
-// number of entries in /proc/driver/nvidia/gpus (0 when that directory is
-// missing or unreadable, e.g. no NVIDIA driver). Never initialises CUDA; safe
+// DriverGpuCount() (0 without an NVIDIA driver). Never initialises CUDA; safe
 // in the coordinator. Reads the environment, so it must not race with
 // setenv/unsetenv in another thread.
 //
@@ -103,6 +106,14 @@ absl::StatusOr<std::vector<std::vector<int>>> AssignGpus(int workers,
 // names the index and the parent's list).
 absl::StatusOr<std::string> ChildVisibleDevices(
     const std::vector<std::string>& parent, absl::Span<const int> logical);
+
+// The CUDA_DEVICE_ORDER for a process the launcher or coordinator starts:
+// this process's own value when it has one, else "PCI_BUS_ID". CUDA's default
+// (FASTEST_FIRST) may number GPUs differently from the driver's /proc and
+// /dev entries and from nvidia-smi, which the indices handed out here follow;
+// in PCI bus order they agree. (On a machine of identical GPUs the two orders
+// are the same.) Reads the environment: must not race with setenv.
+std::string ChildCudaDeviceOrder();
 
 }  // namespace shoal::gpu
 

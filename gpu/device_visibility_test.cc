@@ -1,5 +1,6 @@
 #include "gpu/device_visibility.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -178,15 +179,61 @@ class ScopedCudaVisibleDevices {
   std::optional<std::string> saved_;
 };
 
-int CountProcDriverGpus() {
-  std::error_code ec;
-  std::filesystem::directory_iterator it("/proc/driver/nvidia/gpus", ec);
-  if (ec) return 0;
-  int n = 0;
-  for (const auto& entry : it) {
-    if (entry.path().filename().string()[0] != '.') ++n;
+// A fake /proc and /dev under the test's temporary folder.
+class DriverGpuCountTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    root_ = std::filesystem::path(tmp != nullptr ? tmp : "/tmp") /
+            ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(root_);
+    std::filesystem::create_directories(proc() + "/driver");
+    std::filesystem::create_directories(dev());
   }
-  return n;
+  void TearDown() override { std::filesystem::remove_all(root_); }
+
+  std::string proc() const { return (root_ / "proc").string(); }
+  std::string dev() const { return (root_ / "dev").string(); }
+  void Touch(const std::string& path) {
+    std::filesystem::create_directories(
+        std::filesystem::path(path).parent_path());
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr) << path;
+    std::fclose(f);
+  }
+  int Count() { return DriverGpuCountAt(proc(), dev()); }
+
+  std::filesystem::path root_;
+};
+
+TEST_F(DriverGpuCountTest, NoDriverMeansNoGpu) {
+  EXPECT_EQ(Count(), 0);
+  EXPECT_EQ(DriverGpuCountAt(proc() + "/missing", dev() + "/missing"), 0);
+}
+
+TEST_F(DriverGpuCountTest, ProcListsOneFolderPerGpu) {
+  std::filesystem::create_directories(proc() +
+                                      "/driver/nvidia/gpus/0000:18:00.0");
+  std::filesystem::create_directories(proc() +
+                                      "/driver/nvidia/gpus/0000:3b:00.0");
+  Touch(dev() + "/nvidia0");  // /proc wins: /dev is not read
+  EXPECT_EQ(Count(), 2);
+}
+
+TEST_F(DriverGpuCountTest, FallsBackToDeviceNodesWithoutProc) {
+  for (const char* name :
+       {"nvidia0", "nvidia1", "nvidia7", "nvidiactl", "nvidia-uvm",
+        "nvidia-uvm-tools", "nvidia-modeset", "nvidia", "nvidiax1", "null"}) {
+    Touch(dev() + "/" + name);
+  }
+  std::filesystem::create_directories(dev() + "/nvidia-caps");
+  EXPECT_EQ(Count(), 3);
+}
+
+TEST_F(DriverGpuCountTest, AnEmptyProcFolderFallsBackToo) {
+  std::filesystem::create_directories(proc() + "/driver/nvidia/gpus");
+  Touch(dev() + "/nvidia0");
+  EXPECT_EQ(Count(), 1);
 }
 
 TEST(DiscoverGpusFromEnvironmentTest, ReadsTheEnvironment) {
@@ -216,12 +263,27 @@ TEST(DiscoverGpusFromEnvironmentTest, ReadsTheEnvironment) {
     absl::StatusOr<std::vector<std::string>> gpus =
         DiscoverGpusFromEnvironment(std::nullopt);
     ASSERT_TRUE(gpus.ok()) << gpus.status();
-    const int driver = CountProcDriverGpus();
+    const int driver = DriverGpuCount();
     ASSERT_EQ(gpus->size(), static_cast<size_t>(driver));
     for (int i = 0; i < driver; ++i) EXPECT_EQ((*gpus)[i], std::to_string(i));
   }
   const char* after = std::getenv("CUDA_VISIBLE_DEVICES");
   EXPECT_EQ(after ? std::optional<std::string>(after) : std::nullopt, original);
+}
+
+TEST(ChildCudaDeviceOrderTest, PciBusIdUnlessTheParentChose) {
+  const char* before = std::getenv("CUDA_DEVICE_ORDER");
+  const std::optional<std::string> saved =
+      before ? std::optional<std::string>(before) : std::nullopt;
+  unsetenv("CUDA_DEVICE_ORDER");
+  EXPECT_EQ(ChildCudaDeviceOrder(), "PCI_BUS_ID");
+  setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST", 1);
+  EXPECT_EQ(ChildCudaDeviceOrder(), "FASTEST_FIRST");
+  if (saved.has_value()) {
+    setenv("CUDA_DEVICE_ORDER", saved->c_str(), 1);
+  } else {
+    unsetenv("CUDA_DEVICE_ORDER");
+  }
 }
 
 TEST(AssignGpusTest, ContiguousBlocks) {

@@ -21,9 +21,11 @@ struct BuildInfo {
   bool cuda = false;         // compiled and linked against CUDA
   std::string cuda_runtime;  // "13.0" (the runtime linked), or ""
   std::string nccl;          // "2.28.3" (the NCCL loaded), or ""
+  std::string nccl_error;    // why NCCL did not load, when `nccl` is ""
 };
 
-// Never initialises CUDA.
+// Never initialises CUDA. In a CUDA build it loads NCCL (see nccl_api.h) to
+// read its version; a missing NCCL leaves `nccl` empty, never fails.
 BuildInfo GetBuildInfo();
 
 // The status returned by every CUDA entry point in a build without CUDA.

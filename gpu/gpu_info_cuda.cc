@@ -1,12 +1,12 @@
 // gpu_info.h with CUDA.
 #include <cuda_runtime_api.h>
-#include <nccl.h>
 
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "gpu/cuda_check.h"
 #include "gpu/gpu_info.h"
+#include "gpu/nccl_api.h"
 
 namespace shoal::gpu {
 
@@ -36,9 +36,13 @@ absl::Status NcclStatus(ncclResult_t res, const char* call, const char* file,
           ? absl::StatusCode::kUnavailable
       : res == ncclInProgress ? absl::StatusCode::kUnavailable
                               : absl::StatusCode::kInternal;
-  return absl::Status(code,
-                      absl::StrCat(call, ": ", ncclGetErrorString(res), " [",
-                                   base ? base + 1 : file, ":", line, "]"));
+  // NCCL's own text when it is loaded (it is, wherever an NCCL call ran).
+  absl::StatusOr<const NcclApi*> api = LoadNccl();
+  const std::string text = api.ok() ? (*api)->GetErrorString(res)
+                                    : absl::StrCat("ncclResult_t ", res);
+  return absl::Status(
+      code, absl::StrCat(call, ": ", text, " [", base ? base + 1 : file, ":",
+                         line, "]"));
 }
 
 BuildInfo GetBuildInfo() {
@@ -46,8 +50,15 @@ BuildInfo GetBuildInfo() {
   info.cuda = true;
   info.cuda_runtime =
       absl::StrCat(CUDART_VERSION / 1000, ".", (CUDART_VERSION % 1000) / 10);
+  // Loads NCCL (dlopen) if it is not loaded yet; "" with the reason when it
+  // cannot be.
+  absl::StatusOr<const NcclApi*> api = LoadNccl();
+  if (!api.ok()) {
+    info.nccl_error = std::string(api.status().message());
+    return info;
+  }
   int v = 0;
-  if (ncclGetVersion(&v) == ncclSuccess) {
+  if ((*api)->GetVersion(&v) == ncclSuccess) {
     // NCCL ≥ 2.9 encodes major*10000 + minor*100 + patch.
     info.nccl = absl::StrCat(v / 10000, ".", (v / 100) % 100, ".", v % 100);
   }

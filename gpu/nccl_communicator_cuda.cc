@@ -20,6 +20,7 @@
 #include "base/status_macros.h"
 #include "gpu/cuda_check.h"
 #include "gpu/gpu_info.h"
+#include "gpu/nccl_api.h"
 #include "gpu/nccl_communicator.h"
 
 namespace shoal::gpu {
@@ -128,9 +129,13 @@ class ScopedDevice {
   int previous_ = -1;
 };
 
+// NCCL's entry points. REQUIRES: LoadNccl() succeeded (CheckCreateArgs checks
+// it before anything else calls NCCL).
+const NcclApi& Nccl() { return **LoadNccl(); }
+
 std::string NcclErrorText(ncclResult_t res, ncclComm_t comm) {
-  std::string text = ncclGetErrorString(res);
-  const char* last = ncclGetLastError(comm);
+  std::string text = Nccl().GetErrorString(res);
+  const char* last = Nccl().GetLastError(comm);
   if (last != nullptr && last[0] != '\0') absl::StrAppend(&text, ": ", last);
   return text;
 }
@@ -145,6 +150,10 @@ absl::Status CheckCreateArgs(const std::string& comm_name, int rank, int world,
   if (comm_name.empty()) {
     return absl::InvalidArgumentError(
         "NcclCommunicator::Create: empty comm_name");
+  }
+  // NCCL is loaded here, at the first communicator, not at program start.
+  if (absl::StatusOr<const NcclApi*> api = LoadNccl(); !api.ok()) {
+    return api.status();
   }
   absl::StatusOr<int> devices = CudaDeviceCount();
   if (!devices.ok()) return devices.status();
@@ -168,7 +177,7 @@ absl::StatusOr<ncclUniqueId> ShareUniqueId(
     int rank, int world, absl::Time deadline, absl::Duration timeout) {
   ncclUniqueId id;
   if (rank == 0) {
-    SHOAL_NCCL_CHECK(ncclGetUniqueId(&id));
+    SHOAL_NCCL_CHECK(Nccl().GetUniqueId(&id));
     if (world > 1) {
       absl::Status s = kv.Set(
           key,
@@ -222,7 +231,7 @@ struct NcclCommunicator::Impl {
   // synchronously even for non-blocking communicators) and returns `status`.
   absl::Status Abort(absl::Status status) {
     if (comm != nullptr) {
-      ncclCommAbort(comm);
+      Nccl().CommAbort(comm);
       comm = nullptr;
     }
     abort_reason = std::string(status.message());
@@ -235,7 +244,7 @@ struct NcclCommunicator::Impl {
   absl::StatusOr<ncclResult_t> PollState(absl::Time deadline) {
     for (int i = 0;; ++i) {
       ncclResult_t state = ncclSuccess;
-      SHOAL_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
+      SHOAL_NCCL_CHECK(Nccl().CommGetAsyncError(comm, &state));
       if (state != ncclInProgress) return state;
       if (absl::Now() >= deadline) {
         return absl::DeadlineExceededError("still in progress");
@@ -286,7 +295,7 @@ struct NcclCommunicator::Impl {
   // Checks for an asynchronous NCCL error without waiting; aborts on one.
   absl::Status CheckAsync(const char* what) {
     ncclResult_t state = ncclSuccess;
-    const ncclResult_t res = ncclCommGetAsyncError(comm, &state);
+    const ncclResult_t res = Nccl().CommGetAsyncError(comm, &state);
     if (res != ncclSuccess) state = res;
     if (state != ncclSuccess && state != ncclInProgress) {
       return Abort(absl::UnavailableError(
@@ -331,7 +340,7 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   config.blocking = 0;
   config.commName = comm_name.c_str();
   const ncclResult_t res =
-      ncclCommInitRankConfig(&impl.comm, world, *id, rank, &config);
+      Nccl().CommInitRankConfig(&impl.comm, world, *id, rank, &config);
   if (impl.comm == nullptr) {
     return NcclStatus(res == ncclSuccess ? ncclInternalError : res,
                       "ncclCommInitRankConfig", __FILE__, __LINE__);
@@ -366,16 +375,16 @@ NcclCommunicator::~NcclCommunicator() {
   if (impl_->comm != nullptr && !aborted()) {
     const absl::Time deadline = absl::Now() + options_.timeout;
     absl::Status s =
-        SHOAL_NCCL_FINISH(*impl_, ncclCommFinalize(impl_->comm), deadline);
+        SHOAL_NCCL_FINISH(*impl_, Nccl().CommFinalize(impl_->comm), deadline);
     if (s.ok()) {
-      ncclCommDestroy(impl_->comm);
+      Nccl().CommDestroy(impl_->comm);
       impl_->comm = nullptr;
     } else if (!aborted()) {
       impl_->Abort(s).IgnoreError();
     }
   }
   if (impl_->comm != nullptr) {
-    ncclCommAbort(impl_->comm);
+    Nccl().CommAbort(impl_->comm);
     impl_->comm = nullptr;
   }
   if (impl_->event != nullptr) cudaEventDestroy(impl_->event);
@@ -396,7 +405,8 @@ absl::Status NcclCommunicator::AllReduce(const void* in, void* out,
   SHOAL_RETURN_IF_ERROR(CheckBuffer(kWhat, "out", out, count));
   return impl_->Run(kWhat, device_, stream, options_.timeout,
                     [&](ncclComm_t comm, cudaStream_t s) {
-                      return ncclAllReduce(in, out, count, type, red, comm, s);
+                      return Nccl().AllReduce(in, out, count, type, red, comm,
+                                              s);
                     });
 }
 
@@ -411,7 +421,8 @@ absl::Status NcclCommunicator::Broadcast(const void* in, void* out,
   SHOAL_RETURN_IF_ERROR(CheckBuffer(kWhat, "out", out, count));
   return impl_->Run(kWhat, device_, stream, options_.timeout,
                     [&](ncclComm_t comm, cudaStream_t s) {
-                      return ncclBroadcast(in, out, count, type, root, comm, s);
+                      return Nccl().Broadcast(in, out, count, type, root, comm,
+                                              s);
                     });
 }
 
@@ -429,8 +440,8 @@ absl::Status NcclCommunicator::Reduce(const void* in, void* out, int64_t count,
   }
   return impl_->Run(kWhat, device_, stream, options_.timeout,
                     [&](ncclComm_t comm, cudaStream_t s) {
-                      return ncclReduce(in, out, count, type, red, root, comm,
-                                        s);
+                      return Nccl().Reduce(in, out, count, type, red, root,
+                                           comm, s);
                     });
 }
 
@@ -444,8 +455,8 @@ absl::Status NcclCommunicator::AllGather(const void* in, void* out,
   SHOAL_RETURN_IF_ERROR(CheckBuffer(kWhat, "out", out, count_per_rank));
   return impl_->Run(kWhat, device_, stream, options_.timeout,
                     [&](ncclComm_t comm, cudaStream_t s) {
-                      return ncclAllGather(in, out, count_per_rank, type, comm,
-                                           s);
+                      return Nccl().AllGather(in, out, count_per_rank, type,
+                                              comm, s);
                     });
 }
 
@@ -462,8 +473,8 @@ absl::Status NcclCommunicator::ReduceScatter(const void* in, void* out,
   SHOAL_RETURN_IF_ERROR(CheckBuffer(kWhat, "out", out, count_per_rank));
   return impl_->Run(kWhat, device_, stream, options_.timeout,
                     [&](ncclComm_t comm, cudaStream_t s) {
-                      return ncclReduceScatter(in, out, count_per_rank, type,
-                                               red, comm, s);
+                      return Nccl().ReduceScatter(in, out, count_per_rank, type,
+                                                  red, comm, s);
                     });
 }
 
@@ -489,17 +500,17 @@ absl::Status NcclCommunicator::AllToAll(const void* in, void* out,
   return impl_->Run(
       kWhat, device_, stream, options_.timeout,
       [&](ncclComm_t comm, cudaStream_t s) {
-        ncclResult_t first = ncclGroupStart();
+        ncclResult_t first = Nccl().GroupStart();
         if (first != ncclSuccess) return first;
         for (int r = 0; r < size; ++r) {
           ncclResult_t res =
-              ncclSend(src + r * block, count_per_rank, type, r, comm, s);
+              Nccl().Send(src + r * block, count_per_rank, type, r, comm, s);
           if (first == ncclSuccess) first = res;
-          res = ncclRecv(dst + r * block, count_per_rank, type, r, comm, s);
+          res = Nccl().Recv(dst + r * block, count_per_rank, type, r, comm, s);
           if (first == ncclSuccess) first = res;
         }
         // Always closes the group, even after a failed call.
-        const ncclResult_t end = ncclGroupEnd();
+        const ncclResult_t end = Nccl().GroupEnd();
         return first != ncclSuccess && first != ncclInProgress ? first : end;
       });
 }
@@ -513,7 +524,7 @@ absl::Status NcclCommunicator::Send(const void* buf, int64_t count, DType dtype,
   SHOAL_RETURN_IF_ERROR(CheckBuffer(kWhat, "buf", buf, count));
   return impl_->Run(kWhat, device_, stream, options_.timeout,
                     [&](ncclComm_t comm, cudaStream_t s) {
-                      return ncclSend(buf, count, type, peer, comm, s);
+                      return Nccl().Send(buf, count, type, peer, comm, s);
                     });
 }
 
@@ -526,7 +537,7 @@ absl::Status NcclCommunicator::Recv(void* buf, int64_t count, DType dtype,
   SHOAL_RETURN_IF_ERROR(CheckBuffer(kWhat, "buf", buf, count));
   return impl_->Run(kWhat, device_, stream, options_.timeout,
                     [&](ncclComm_t comm, cudaStream_t s) {
-                      return ncclRecv(buf, count, type, peer, comm, s);
+                      return Nccl().Recv(buf, count, type, peer, comm, s);
                     });
 }
 

@@ -175,6 +175,9 @@ TEST_P(OneRankTest, CollectivesAreTheIdentity) {
   ASSERT_NE(out.ptr, nullptr);
   ASSERT_CUDA(
       cudaMemcpy(in.ptr, host.data(), host.size(), cudaMemcpyHostToDevice));
+  // From pageable memory the copy may still be in flight, and the
+  // communicator's stream is non-blocking: it would not wait for it.
+  ASSERT_CUDA(cudaDeviceSynchronize());
   NcclCommunicator& c = *comm_;
   const void* src = in.ptr;
   void* dst = out.ptr;

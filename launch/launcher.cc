@@ -261,6 +261,8 @@ std::vector<RankSpec> Launcher::Specs(int generation) const {
     if (!gpus_[i].empty() || o_.nproc_per_node == "gpu") {
       s.env["CUDA_VISIBLE_DEVICES"] = gpus_[i];
     }
+    // Ordinals in the order of the driver's entries, which gpus_ follows.
+    s.env["CUDA_DEVICE_ORDER"] = gpu::ChildCudaDeviceOrder();
     if (!python_path.empty()) s.env["PYTHONPATH"] = python_path;
     specs.push_back(std::move(s));
   }

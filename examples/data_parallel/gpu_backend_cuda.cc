@@ -100,6 +100,11 @@ class GpuBackend : public Backend {
                          data.rows + int64_t{shard_.rank} * m * ld,
                          int64_t{shard_.world} * m * row_bytes, m * row_bytes,
                          shard_.batches_per_epoch, cudaMemcpyHostToDevice));
+    // The copies and memsets above ran on the legacy default stream (from
+    // pageable memory a copy may return before its DMA lands), and the
+    // compute and communication streams are non-blocking: they do not wait
+    // for it. Finish everything before the first kernel or collective.
+    DP_CUDA(cudaDeviceSynchronize());
     return absl::OkStatus();
   }
 

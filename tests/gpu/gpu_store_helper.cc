@@ -5,15 +5,21 @@
 //   slow SIZE         Create on cuda:0, queue 40 memsets of the whole object
 //                     on a stream (the last one to 0x5A), Seal on that stream
 //                     without waiting → "slow ID"
-//   read ID           CopyToHost → "read CHECKSUM ALL_5A(0|1)"
+//   read ID           CopyToHost (a fresh Get: NotFound once the object is
+//                     deleted) → "read CHECKSUM ALL_5A(0|1)"
+//   readheld ID       Copies through the buffer `hold ID` took, which stays
+//                     valid after a Delete until its Release → "read CHECKSUM
+//                     ALL_5A(0|1)"
 //   twice ID          Get, Get again while holding → "twice FIRST_US SECOND_US"
 //                     (holds both references until "release ID ID")
-//   hold ID           Get and keep it → "held"
+//   hold ID           Get and keep the buffer → "held"
 //   release ID        Release once → "released"
 //   delete ID         → "deleted"
+//   contains ID       → "contains 0|1" (a sealed, not deleted object)
 //   stats             → "stats OBJECTS REFERENCED"
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,12 +49,20 @@ TensorMeta OnGpu(uint64_t bytes) {
                                 shoal::Device::Cuda(0));
 }
 
+std::string ReadReply(const uint8_t* host, uint64_t n) {
+  bool all5a = true;
+  for (uint64_t i = 0; i < n; ++i) all5a = all5a && host[i] == 0x5A;
+  return "read " + std::to_string(shoal::bench::Checksum(host, n)) + " " +
+         (all5a ? "1" : "0");
+}
+
 }  // namespace
 
 int main() {
   auto client = shoal::shm::StoreClient::Connect();
   if (!client.ok()) return Fail(client.status());
   shoal::shm::StoreClient& c = **client;
+  std::map<std::string, shoal::shm::ObjectBuffer> held;  // by `hold`
   std::string line;
   while (std::getline(std::cin, line)) {
     std::vector<std::string> w = absl::StrSplit(line, ' ');
@@ -89,12 +103,26 @@ int main() {
       (void)c.Release(*id);
       std::vector<uint8_t> host(n);
       if (auto s = c.CopyToHost(*id, host.data(), n); !s.ok()) return Fail(s);
-      bool all5a = true;
-      for (uint8_t b : host) all5a = all5a && b == 0x5A;
-      std::printf("read %llu %d\n",
-                  static_cast<unsigned long long>(
-                      shoal::bench::Checksum(host.data(), n)),
-                  all5a ? 1 : 0);
+      std::printf("%s\n", ReadReply(host.data(), n).c_str());
+    } else if (w[0] == "readheld" && w.size() == 2) {
+      auto it = held.find(w[1]);
+      if (it == held.end()) {
+        return Fail(absl::FailedPreconditionError("readheld: not held"));
+      }
+#ifdef SHOAL_WITH_CUDA
+      // Get made the legacy default stream wait for the producer's writes; a
+      // synchronous copy on it sees them.
+      std::vector<uint8_t> host(it->second.nbytes);
+      if (cudaMemcpy(host.data(), it->second.data, host.size(),
+                     cudaMemcpyDeviceToHost) != cudaSuccess) {
+        return Fail(
+            absl::InternalError(std::string("cudaMemcpy: ") +
+                                cudaGetErrorString(cudaGetLastError())));
+      }
+      std::printf("%s\n", ReadReply(host.data(), host.size()).c_str());
+#else
+      return Fail(absl::FailedPreconditionError("built without CUDA"));
+#endif
     } else if (w[0] == "twice" && w.size() == 2) {
       auto id = ObjectId::FromHex(w[1]);
       if (!id.ok()) return Fail(id.status());
@@ -112,17 +140,25 @@ int main() {
       if (!id.ok()) return Fail(id.status());
       auto v = c.Get(*id);
       if (!v.ok()) return Fail(v.status());
+      held[w[1]] = *v;
       std::printf("held\n");
     } else if (w[0] == "release" && w.size() == 2) {
       auto id = ObjectId::FromHex(w[1]);
       if (!id.ok()) return Fail(id.status());
       if (auto s = c.Release(*id); !s.ok()) return Fail(s);
+      held.erase(w[1]);
       std::printf("released\n");
     } else if (w[0] == "delete" && w.size() == 2) {
       auto id = ObjectId::FromHex(w[1]);
       if (!id.ok()) return Fail(id.status());
       if (auto s = c.Delete(*id); !s.ok()) return Fail(s);
       std::printf("deleted\n");
+    } else if (w[0] == "contains" && w.size() == 2) {
+      auto id = ObjectId::FromHex(w[1]);
+      if (!id.ok()) return Fail(id.status());
+      auto has = c.Contains(*id);
+      if (!has.ok()) return Fail(has.status());
+      std::printf("contains %d\n", *has ? 1 : 0);
     } else if (w[0] == "stats") {
       auto st = c.Stats();
       if (!st.ok()) return Fail(st.status());
