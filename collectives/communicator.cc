@@ -96,8 +96,10 @@ class Communicator::Impl {
  public:
   // What one collective does on each backend.
   struct Op {
-    const void* locate =
-        nullptr;  // the buffer whose location picks the backend
+    // The buffer whose location picks the backend, and the op's other one
+    // (null if it has none); the shm backend refuses either on a GPU.
+    const void* locate = nullptr;
+    const void* other = nullptr;
     std::function<absl::Status(collectives::ShmCommunicator&, absl::Duration)>
         shm;
     std::function<absl::Status(gpu::NcclCommunicator&, void*)> nccl;
@@ -167,6 +169,11 @@ class Communicator::Impl {
     if (backend == CollectiveBackend::kNccl)
       return RunNccl(op, call, timeout, async);
     if (shm_ == nullptr) return shm_error_;
+    // The shm backend reads and writes with the CPU: a device pointer (asked
+    // for explicitly, or missed by the automatic choice) is refused, never
+    // touched.
+    SHOAL_RETURN_IF_ERROR(gpu::CheckHostMemory("collective on the shm backend",
+                                               {op.locate, op.other}));
     auto state = std::make_shared<internal::WorkState>();
     {
       MutexLock lock(&mu_);
@@ -332,7 +339,7 @@ using Op = Communicator::Impl::Op;
 
 Op AllReduceOp(const void* in, void* out, int64_t count, DType dtype,
                ReduceOp op) {
-  return Op{out,
+  return Op{out, in,
             [=](collectives::ShmCommunicator& c, absl::Duration t) {
               return c.AllReduce(in, out, count, dtype, op, t);
             },
@@ -343,7 +350,7 @@ Op AllReduceOp(const void* in, void* out, int64_t count, DType dtype,
 
 Op BroadcastOp(const void* in, void* out, int64_t count, DType dtype,
                int root) {
-  return Op{out,
+  return Op{out, in,
             [=](collectives::ShmCommunicator& c, absl::Duration t) {
               return c.Broadcast(in, out, count, dtype, root, t);
             },
@@ -354,7 +361,7 @@ Op BroadcastOp(const void* in, void* out, int64_t count, DType dtype,
 
 Op ReduceOpFor(const void* in, void* out, int64_t count, DType dtype,
                ReduceOp op, int root) {
-  return Op{in,
+  return Op{in, out,
             [=](collectives::ShmCommunicator& c, absl::Duration t) {
               return c.Reduce(in, out, count, dtype, op, root, t);
             },
@@ -364,7 +371,7 @@ Op ReduceOpFor(const void* in, void* out, int64_t count, DType dtype,
 }
 
 Op AllGatherOp(const void* in, void* out, int64_t count, DType dtype) {
-  return Op{out,
+  return Op{out, in,
             [=](collectives::ShmCommunicator& c, absl::Duration t) {
               return c.AllGather(in, out, count, dtype, t);
             },
@@ -375,7 +382,7 @@ Op AllGatherOp(const void* in, void* out, int64_t count, DType dtype) {
 
 Op ReduceScatterOp(const void* in, void* out, int64_t count, DType dtype,
                    ReduceOp op) {
-  return Op{out,
+  return Op{out, in,
             [=](collectives::ShmCommunicator& c, absl::Duration t) {
               return c.ReduceScatter(in, out, count, dtype, op, t);
             },
@@ -385,7 +392,7 @@ Op ReduceScatterOp(const void* in, void* out, int64_t count, DType dtype,
 }
 
 Op AllToAllOp(const void* in, void* out, int64_t count, DType dtype) {
-  return Op{out,
+  return Op{out, in,
             [=](collectives::ShmCommunicator& c, absl::Duration t) {
               return c.AllToAll(in, out, count, dtype, t);
             },
@@ -395,7 +402,7 @@ Op AllToAllOp(const void* in, void* out, int64_t count, DType dtype) {
 }
 
 Op SendOp(const void* in, int64_t count, DType dtype, int peer) {
-  return Op{in,
+  return Op{in, nullptr,
             [=](collectives::ShmCommunicator& c, absl::Duration t) {
               return c.Send(in, count, dtype, peer, t);
             },
@@ -406,7 +413,7 @@ Op SendOp(const void* in, int64_t count, DType dtype, int peer) {
 }
 
 Op RecvOp(void* out, int64_t count, DType dtype, int peer) {
-  return Op{out,
+  return Op{out, nullptr,
             [=](collectives::ShmCommunicator& c, absl::Duration t) {
               return c.Recv(out, count, dtype, peer, t);
             },
@@ -462,7 +469,7 @@ absl::Status Communicator::Barrier(const CallOptions& call) {
   CallOptions c = call;
   if (c.backend == CollectiveBackend::kAuto)
     c.backend = CollectiveBackend::kShm;
-  Op op{nullptr,
+  Op op{nullptr, nullptr,
         [](collectives::ShmCommunicator& comm, absl::Duration t) {
           return comm.Barrier(t);
         },
