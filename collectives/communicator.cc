@@ -54,7 +54,7 @@ struct WorkState {
   std::function<absl::Status(absl::Duration)> wait_device;
   std::function<absl::StatusOr<bool>()> test_device;
 
-  void Finish(absl::Status s) {
+  void Finish(absl::Status s) ABSL_LOCKS_EXCLUDED(mu) {
     MutexLock lock(&mu);
     done = true;
     status = std::move(s);
@@ -159,7 +159,8 @@ class Communicator::Impl {
   int size() const { return static_cast<int>(ranks_.size()); }
   int job_rank(int r) const { return ranks_.at(r); }
 
-  absl::StatusOr<Work> Run(Op op, const CallOptions& call, bool async) {
+  absl::StatusOr<Work> Run(Op op, const CallOptions& call, bool async)
+      ABSL_LOCKS_EXCLUDED(mu_) {
     CollectiveBackend backend = call.backend;
     if (backend == CollectiveBackend::kAuto) {
       backend = gpu::DeviceOfPointer(op.locate) >= 0 ? CollectiveBackend::kNccl
@@ -213,7 +214,8 @@ class Communicator::Impl {
     std::thread worker;
   };
 
-  void Worker(Lane& lane) {
+  // `lane` is one of lanes_: its fields are read and written under mu_.
+  void Worker(Lane& lane) ABSL_LOCKS_EXCLUDED(mu_) {
     while (true) {
       Queued q;
       {
@@ -309,7 +311,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::CreateGroup(
     // The same members create their groups in the same order: a per-process
     // count of groups with these members names each one.
     static Mutex mu;
-    static std::map<std::vector<int>, int>* counts =
+    static std::map<std::vector<int>, int>* counts ABSL_PT_GUARDED_BY(mu) =
         new std::map<std::vector<int>, int>;
     MutexLock lock(&mu);
     options.name = absl::StrCat("group-", absl::StrJoin(ranks, "."), "-",

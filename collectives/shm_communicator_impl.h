@@ -121,14 +121,15 @@ class ShmCommunicator::Impl {
   // bell, checking `call`'s deadline and the other ranks' health.
   template <typename Ready>
   absl::Status WaitFor(Ready ready, int peer, const Call& call);
-  // Unavailable naming a peer that died or gave up; OK otherwise.
+  // Unavailable naming a peer that died; for a peer that gave up, its
+  // failure's code with its reason; OK otherwise.
   absl::Status PeerFailure(const Call& call) const;
   absl::Status TimedOut(const Call& call, int peer) const;
   // Marks the communicator failed here (the first failure wins) and tells
   // the other ranks; returns `s`.
-  absl::Status Fail(absl::Status s);
+  absl::Status Fail(absl::Status s) ABSL_LOCKS_EXCLUDED(broken_mu_);
   // OK, or FailedPrecondition carrying the earlier failure.
-  absl::Status Usable();
+  absl::Status Usable() ABSL_LOCKS_EXCLUDED(broken_mu_);
   void Ring(int r);
   void RingAll();
   absl::Status CheckP2p(int peer);

@@ -27,22 +27,31 @@ class FakeCudaIpc : public CudaIpc {
   // ---- CudaIpc ----
   absl::StatusOr<int> DeviceCount() override;
   absl::StatusOr<GpuUuid> DeviceUuid(int ordinal) override;
-  absl::StatusOr<ExportedAllocation> Allocate(int ordinal,
-                                              uint64_t bytes) override;
-  absl::Status Free(int ordinal, void* base) override;
-  absl::StatusOr<ExportedEvent> CreateEvent(int ordinal) override;
+  absl::StatusOr<ExportedAllocation> Allocate(int ordinal, uint64_t bytes)
+      ABSL_LOCKS_EXCLUDED(mu_) override;
+  absl::Status Free(int ordinal, void* base) ABSL_LOCKS_EXCLUDED(mu_) override;
+  absl::StatusOr<ExportedEvent> CreateEvent(int ordinal)
+      ABSL_LOCKS_EXCLUDED(mu_) override;
   absl::Status DestroyEvent(int ordinal, void* event) override;
-  absl::StatusOr<void*> OpenMemHandle(int ordinal,
-                                      const IpcMemHandle& handle) override;
-  absl::Status CloseMemHandle(int ordinal, void* base) override;
+  absl::StatusOr<void*> OpenMemHandle(int ordinal, const IpcMemHandle& handle)
+      ABSL_LOCKS_EXCLUDED(mu_) override;
+  absl::Status CloseMemHandle(int ordinal, void* base)
+      ABSL_LOCKS_EXCLUDED(mu_) override;
   absl::StatusOr<void*> OpenEventHandle(int ordinal,
-                                        const IpcEventHandle& handle) override;
-  absl::Status CloseEvent(int ordinal, void* event) override;
-  absl::Status RecordEvent(int ordinal, void* event, void* stream) override;
-  absl::Status StreamWaitEvent(int ordinal, void* stream, void* event) override;
-  absl::StatusOr<void*> MarkStream(int ordinal, void* stream) override;
-  absl::StatusOr<bool> EventDone(int ordinal, void* event) override;
-  absl::Status WaitEvent(int ordinal, void* event) override;
+                                        const IpcEventHandle& handle)
+      ABSL_LOCKS_EXCLUDED(mu_) override;
+  absl::Status CloseEvent(int ordinal, void* event)
+      ABSL_LOCKS_EXCLUDED(mu_) override;
+  absl::Status RecordEvent(int ordinal, void* event, void* stream)
+      ABSL_LOCKS_EXCLUDED(mu_) override;
+  absl::Status StreamWaitEvent(int ordinal, void* stream, void* event)
+      ABSL_LOCKS_EXCLUDED(mu_) override;
+  absl::StatusOr<void*> MarkStream(int ordinal, void* stream)
+      ABSL_LOCKS_EXCLUDED(mu_) override;
+  absl::StatusOr<bool> EventDone(int ordinal, void* event)
+      ABSL_LOCKS_EXCLUDED(mu_) override;
+  absl::Status WaitEvent(int ordinal, void* event)
+      ABSL_LOCKS_EXCLUDED(mu_) override;
   absl::Status CopyToDevice(int ordinal, void* dst, const void* src,
                             uint64_t bytes, void* stream) override;
   absl::Status CopyToHost(int ordinal, void* dst, const void* src,
@@ -51,16 +60,20 @@ class FakeCudaIpc : public CudaIpc {
   // ---- what a test looks at ----
   // While busy, stream marks made from now on stay unfinished (until the
   // streams are idle again, or WaitEvent waits on one).
-  void SetStreamsBusy(bool busy);
-  int allocations() const;           // live Allocate()s
-  uint64_t allocated_bytes() const;  // their total size
-  int mem_opens() const;             // OpenMemHandle calls
-  int mem_closes() const;
-  int open_mappings() const;  // opened and not closed
-  int events_created() const;
-  int records() const;        // RecordEvent calls
-  int stream_waits() const;   // StreamWaitEvent calls
-  int pending_marks() const;  // unfinished stream marks alive
+  void SetStreamsBusy(bool busy) ABSL_LOCKS_EXCLUDED(mu_);
+  // Live Allocate()s, and their total size.
+  int allocations() const ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t allocated_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
+  // OpenMemHandle and CloseMemHandle calls; mappings opened and not closed.
+  int mem_opens() const ABSL_LOCKS_EXCLUDED(mu_);
+  int mem_closes() const ABSL_LOCKS_EXCLUDED(mu_);
+  int open_mappings() const ABSL_LOCKS_EXCLUDED(mu_);
+  // CreateEvent, RecordEvent and StreamWaitEvent calls.
+  int events_created() const ABSL_LOCKS_EXCLUDED(mu_);
+  int records() const ABSL_LOCKS_EXCLUDED(mu_);
+  int stream_waits() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Unfinished stream marks alive.
+  int pending_marks() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Allocation {

@@ -126,10 +126,10 @@ class ZapAuthenticator {
   // Adds a Z85 client public key to the allow-list; connections whose
   // handshake starts afterwards are admitted (including background reconnects
   // of a client denied earlier). An invalid key never matches. Thread-safe.
-  void Allow(const std::string& key);
+  void Allow(const std::string& key) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Whether `key` is in the allow-list. Thread-safe.
-  bool IsAllowed(const std::string& key) const;
+  bool IsAllowed(const std::string& key) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   explicit ZapAuthenticator(const std::vector<std::string>& keys);
@@ -139,7 +139,8 @@ class ZapAuthenticator {
   absl::Status Run(Socket& zap, Socket& stop);
   // Builds the reply frames (status code, text, user id) for one request.
   void Decide(const std::vector<std::string>& request, std::string* code,
-              std::string* text, std::string* user_id) const;
+              std::string* text, std::string* user_id) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   mutable Mutex mu_;
   absl::flat_hash_set<std::string> allowed_ ABSL_GUARDED_BY(mu_);

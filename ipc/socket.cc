@@ -6,9 +6,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "base/mutex.h"
 
 namespace shoal::ipc {
 namespace {
@@ -58,10 +58,10 @@ absl::Status ZmqStatus(absl::string_view what, const char* file, int line) {
 }
 
 void* ProcessContext() {
-  static std::mutex mu;
-  static void* context = nullptr;
-  static pid_t owner = 0;
-  std::lock_guard<std::mutex> lock(mu);
+  static Mutex mu;
+  static void* context ABSL_GUARDED_BY(mu) = nullptr;
+  static pid_t owner ABSL_GUARDED_BY(mu) = 0;
+  MutexLock lock(&mu);
   const pid_t pid = getpid();
   if (context == nullptr || owner != pid) {
     // In a forked child the parent's context (and its I/O threads) is not

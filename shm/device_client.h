@@ -45,27 +45,30 @@ class DeviceClient {
   // Maps the chunk `loc` is in (if this process has not) and takes one use of
   // it. Errors: FailedPrecondition (this process does not see the GPU), the
   // CUDA error of opening the handle.
-  absl::StatusOr<Mapped> Use(const CudaLocation& loc);
+  absl::StatusOr<Mapped> Use(const CudaLocation& loc) ABSL_LOCKS_EXCLUDED(mu_);
   // Drops one use; the chunk is closed when none is left.
-  void Unuse(const CudaLocation& loc);
+  void Unuse(const CudaLocation& loc) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Records the object's event on `stream` (nullptr: the legacy default
   // stream): the object is complete once the work queued there so far is.
-  absl::Status RecordWritten(const CudaLocation& loc, void* stream);
+  absl::Status RecordWritten(const CudaLocation& loc, void* stream)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Makes `stream` wait until the producer's recorded writes are done.
-  absl::Status WaitWritten(const CudaLocation& loc, void* stream);
+  absl::Status WaitWritten(const CudaLocation& loc, void* stream)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Runs `release` once the work queued on `stream` (on `loc`'s GPU) so far
   // has finished — at once if that cannot be known (then it waits first).
   void DeferRelease(const CudaLocation& loc, void* stream,
-                    std::function<void()> release);
+                    std::function<void()> release) ABSL_LOCKS_EXCLUDED(mu_);
   // Runs the releases whose work finished; with `wait`, all of them.
-  void Collect(bool wait);
-  bool has_pending() const;
+  void Collect(bool wait) ABSL_LOCKS_EXCLUDED(mu_);
+  bool has_pending() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // This process's ordinal of a GPU, and the UUID of an ordinal.
-  absl::StatusOr<int> OrdinalOf(const gpu::GpuUuid& uuid);
-  absl::StatusOr<gpu::GpuUuid> UuidOf(int ordinal);
+  absl::StatusOr<int> OrdinalOf(const gpu::GpuUuid& uuid)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<gpu::GpuUuid> UuidOf(int ordinal) ABSL_LOCKS_EXCLUDED(mu_);
   gpu::CudaIpc& cuda() { return *cuda_; }
 
  private:

@@ -29,7 +29,7 @@ class Prefaulter {
 
   // Tells the prefaulter that allocations now reach `frontier` bytes into the
   // arena. Cheap; never blocks.
-  void Advance(uint64_t frontier);
+  void Advance(uint64_t frontier) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Bytes of the arena known to be allocated.
   uint64_t prefaulted_bytes() const {
@@ -37,11 +37,11 @@ class Prefaulter {
   }
 
   // Blocks until everything up to the current target is done (tests, bench).
-  void WaitIdle();
+  void WaitIdle() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   static constexpr uint64_t kChunk = uint64_t{16} << 20;
-  void Run();
+  void Run() ABSL_LOCKS_EXCLUDED(mu_);
 
   const int fd_;
   const uint64_t arena_offset_;

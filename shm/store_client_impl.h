@@ -24,8 +24,8 @@ class StoreClient::Impl {
  public:
   Impl(StoreClientOptions options) : options_(std::move(options)) {}
 
-  absl::Status Connect();
-  void Disconnect();
+  absl::Status Connect() ABSL_LOCKS_EXCLUDED(mu_);
+  void Disconnect() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Sends `request` and waits for its reply, a `Reply` (RpcChannel::Call).
   template <typename Reply>
@@ -45,11 +45,11 @@ class StoreClient::Impl {
   // Local fast path, then one request to the service for the rest, waiting
   // up to `timeout`; device objects are mapped with `cuda_stream`.
   std::vector<absl::StatusOr<ObjectBuffer>> GetMany(
-      absl::Span<const ObjectId> ids, absl::Duration timeout,
-      void* cuda_stream);
+      absl::Span<const ObjectId> ids, absl::Duration timeout, void* cuda_stream)
+      ABSL_LOCKS_EXCLUDED(mu_, device_mu_);
   // Drops one reference now (the table update, and the service's reclaim
   // hint when it was the last of a deleted object).
-  absl::Status ReleaseNow(const ObjectId& id);
+  absl::Status ReleaseNow(const ObjectId& id) ABSL_LOCKS_EXCLUDED(mu_);
 
   // ---- device objects (store_client_device.cc) ----
   struct DeviceHold {
@@ -57,27 +57,31 @@ class StoreClient::Impl {
     int count = 0;           // references this client holds
     void* stream = nullptr;  // the stream of the last Get / Seal
   };
-  DeviceClient& device();
+  DeviceClient& device() ABSL_LOCKS_EXCLUDED(device_mu_);
   // Whether device releases wait to be collected (cheap; no lock).
   bool device_pending() const {
     return device_made_.load(std::memory_order_acquire) &&
            device_->has_pending();
   }
   // Whether `id` is a device object this client holds.
-  bool HoldsDevice(const ObjectId& id);
+  bool HoldsDevice(const ObjectId& id) ABSL_LOCKS_EXCLUDED(device_mu_);
   // After a reference to device object `entry` was taken: maps it, makes
   // `stream` wait for its writes, fixes `view` up (device pointer, this
   // process's ordinal). On failure the reference is dropped again.
   absl::Status FinishDeviceView(uint32_t entry, void* stream,
-                                ObjectBuffer* view);
+                                ObjectBuffer* view)
+      ABSL_LOCKS_EXCLUDED(mu_, device_mu_);
   absl::StatusOr<MutableObjectBuffer> CreateDevice(const ObjectId& id,
-                                                   const TensorMeta& meta);
-  absl::Status SealDevice(const ObjectId& id, void* stream);
+                                                   const TensorMeta& meta)
+      ABSL_LOCKS_EXCLUDED(device_mu_);
+  absl::Status SealDevice(const ObjectId& id, void* stream)
+      ABSL_LOCKS_EXCLUDED(device_mu_);
   // Releases one device reference, deferred until its stream's work is done.
-  absl::Status ReleaseDevice(const ObjectId& id);
-  absl::Status AbortDevice(const ObjectId& id);
+  absl::Status ReleaseDevice(const ObjectId& id)
+      ABSL_LOCKS_EXCLUDED(device_mu_);
+  absl::Status AbortDevice(const ObjectId& id) ABSL_LOCKS_EXCLUDED(device_mu_);
   // After Transfer handed a device reference away: unmaps once safe.
-  void TransferredDevice(const ObjectId& id);
+  void TransferredDevice(const ObjectId& id) ABSL_LOCKS_EXCLUDED(device_mu_);
 
   StoreClientOptions options_;
   std::unique_ptr<Segment> segment_;

@@ -12,7 +12,9 @@
 
 namespace shoal::worker {
 
-// The function registered under `name`, or nullptr.
+// The function registered under `name`, or nullptr. The pointer stays valid
+// for the life of the process, even if the name is registered again (a later
+// FindTask then returns the new function).
 const TaskFunction* FindTask(absl::string_view name);
 
 // Registered names, sorted.

@@ -62,7 +62,7 @@ class Heartbeat {
   }
 
  private:
-  void Run() {
+  void Run() ABSL_LOCKS_EXCLUDED(mu_) {
     auto socket = ipc::Socket::Create(ZMQ_DEALER);
     if (!socket.ok() || !socket->Connect(o_.backend).ok()) {
       SHOAL_LOG(ERROR, "worker %d: cannot reach the coordinator at %s",

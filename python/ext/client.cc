@@ -33,9 +33,10 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
       c = coordinator::Client::Connect(o);
     }
     auto h = std::make_shared<ClientHandle>();
-    h->client_ = Unwrap(std::move(c));
-    h->local_ = h->client_->local();
-    h->job_id_ = h->client_->job_id();
+    std::unique_ptr<coordinator::Client> client = Unwrap(std::move(c));
+    h->local_ = client->local();
+    h->job_id_ = client->job_id();
+    h->client_ = std::move(client);
     return h;
   }
 
@@ -43,7 +44,7 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
   const std::string& job_id() const { return job_id_; }
 
   // The store as an ObjectRef owner (local clients); nullptr when remote.
-  std::shared_ptr<StoreHandle> store() {
+  std::shared_ptr<StoreHandle> store() ABSL_LOCKS_EXCLUDED(mu_) {
     if (!local_) return nullptr;
     MutexLock lock(&mu_);
     std::shared_ptr<StoreHandle> s = store_.lock();
@@ -68,7 +69,8 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
   // Returns (task id, the ObjectRefs its arguments were put into, or None).
   py::tuple Submit(const std::string& function, py::sequence args,
                    const std::string& python_path, double timeout_s,
-                   int max_retries, int cpus, int gpus) {
+                   int max_retries, int cpus, int gpus)
+      ABSL_LOCKS_EXCLUDED(mu_) {
     ipc::TaskSpec spec;
     spec.function = function;
     spec.python_path = python_path;
@@ -102,7 +104,7 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
   // (id, status code, message bytes, outputs list, attempts); finished tasks
   // are released from the table (their outputs now belong to the tuples).
   py::list Wait(const std::vector<uint64_t>& ids, py::object timeout,
-                size_t min_done) {
+                size_t min_done) ABSL_LOCKS_EXCLUDED(mu_) {
     const absl::Duration t = TimeoutFromPython(timeout);
     const absl::Time deadline = t == absl::InfiniteDuration()
                                     ? absl::InfiniteFuture()
@@ -125,7 +127,11 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
                             /*release=*/true);
       }
       if (!got.ok()) {
-        for (const ipc::TaskResult& r : finished) client_->ReleaseOutputs(r);
+        {
+          py::gil_scoped_release release;
+          MutexLock lock(&mu_);
+          for (const ipc::TaskResult& r : finished) client_->ReleaseOutputs(r);
+        }
         ThrowStatus(got.status());
       }
       if (!got->empty()) {
@@ -146,7 +152,7 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
     return ResultsToPython(finished);
   }
 
-  bool Cancel(uint64_t id) {
+  bool Cancel(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::Status s;
     {
       py::gil_scoped_release release;
@@ -158,13 +164,13 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
     return true;
   }
 
-  void Release(const std::vector<uint64_t>& ids) {
+  void Release(const std::vector<uint64_t>& ids) ABSL_LOCKS_EXCLUDED(mu_) {
     py::gil_scoped_release release;
     MutexLock lock(&mu_);
     for (uint64_t id : ids) (void)client_->Release({id});
   }
 
-  py::dict Status() {
+  py::dict Status() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::StatusOr<ipc::NodeStatus> st;
     {
       py::gil_scoped_release release;
@@ -199,14 +205,14 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
 
   // The node is known to have stopped (shoal.Node.stop saw it exit): drops
   // of this client's refs send its store no more requests.
-  void NodeStopped() {
+  void NodeStopped() ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(&mu_);
     node_stopped_ = true;
     if (std::shared_ptr<StoreHandle> s = store_.lock())
       s->service_gone.store(true);
   }
 
-  void StopNode() {
+  void StopNode() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::Status s;
     {
       py::gil_scoped_release release;
@@ -217,7 +223,8 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
   }
 
  private:
-  py::list ResultsToPython(std::vector<ipc::TaskResult>& results) {
+  py::list ResultsToPython(std::vector<ipc::TaskResult>& results)
+      ABSL_LOCKS_EXCLUDED(mu_) {
     std::shared_ptr<StoreHandle> s = store();
     FetchFn fetch = [this](const ObjectId& id) {
       py::gil_scoped_release release;
@@ -232,8 +239,12 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
         for (Value& v : r.outputs) outputs.append(OutputToPython(v, s, fetch));
       } catch (...) {
         // The rest would never be released otherwise.
-        for (size_t j = i + 1; j < results.size(); ++j)
-          client_->ReleaseOutputs(results[j]);
+        {
+          py::gil_scoped_release release;
+          MutexLock lock(&mu_);
+          for (size_t j = i + 1; j < results.size(); ++j)
+            client_->ReleaseOutputs(results[j]);
+        }
         throw;
       }
       out.append(py::make_tuple(r.task_id, static_cast<int>(r.status.code()),
@@ -245,7 +256,7 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
 
   Mutex mu_;
   // Calls into the client are serialised (it is thread-compatible).
-  std::unique_ptr<coordinator::Client> client_;
+  std::unique_ptr<coordinator::Client> client_ ABSL_PT_GUARDED_BY(mu_);
   bool local_ = false;
   std::string job_id_;
   std::weak_ptr<StoreHandle> store_ ABSL_GUARDED_BY(mu_);

@@ -139,8 +139,9 @@ class CommHandle {
     Check(RunInterruptibly([job, ranks, o, c] {
       MutexLock lock(&job->mu());
       *c = ranks.has_value()
-               ? collectives::Communicator::CreateGroup(job->job(), *ranks, o)
-               : collectives::Communicator::Create(job->job(), o);
+               ? collectives::Communicator::CreateGroup(job->locked_job(),
+                                                        *ranks, o)
+               : collectives::Communicator::Create(job->locked_job(), o);
       return c->status();
     }));
     auto h = std::make_shared<CommHandle>();

@@ -15,7 +15,7 @@ using KvFn = std::function<absl::Status(launch::KvClient&)>;
 absl::Status RunKvWait(const std::shared_ptr<JobHandle>& h, KvFn fn) {
   return RunInterruptibly([h, fn = std::move(fn)] {
     MutexLock lock(&h->mu());
-    return fn(h->job().kv());
+    return fn(h->locked_job().kv());
   });
 }
 
@@ -23,7 +23,7 @@ absl::Status RunKvWait(const std::shared_ptr<JobHandle>& h, KvFn fn) {
 absl::Status RunKv(JobHandle& h, const KvFn& fn) {
   py::gil_scoped_release release;
   MutexLock lock(&h.mu());
-  return fn(h.job().kv());
+  return fn(h.locked_job().kv());
 }
 
 }  // namespace
@@ -142,7 +142,7 @@ void AddBarrierAndStore(JobClass& cls) {
             const absl::Duration t = TimeoutFromPython(timeout);
             Check(RunInterruptibly([h, t] {
               MutexLock lock(&h->mu());
-              return h->job().Barrier(t);
+              return h->locked_job().Barrier(t);
             }));
           })
       .def(

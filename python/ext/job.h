@@ -19,9 +19,11 @@ class JobHandle : public std::enable_shared_from_this<JobHandle> {
 
   // The job's key-value client is not thread-safe: every use (the KV calls,
   // barriers, and collectives, which exchange ids through it) holds this.
-  Mutex& mu() { return mu_; }
-  // REQUIRES: mu() is held for kv() and Barrier().
-  launch::Job& job() { return *job_; }
+  Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
+  // The job, for kv(), Barrier() and creating communicators.
+  launch::Job& locked_job() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return *job_; }
+  // The job's fixed facts (rank, sizes, id), which need no lock.
+  const launch::Job& job() const { return *job_; }
 
   std::shared_ptr<StoreHandle> store();
 
