@@ -1,9 +1,11 @@
 // Which GPUs a process may use, and which of them each worker gets, expressed
 // as CUDA_VISIBLE_DEVICES strings.
 //
-// The coordinator never initialises CUDA (see gpu_info.h): it learns its GPUs
-// from its own CUDA_VISIBLE_DEVICES (or --gpus, or the driver's entries in
-// /proc/driver/nvidia/gpus), splits them between workers by logical index, and
+// The coordinator's and the launcher's own code never initialise CUDA (see
+// gpu_info.h; the store service inside them does, at its first device
+// object): they learn their GPUs from their own CUDA_VISIBLE_DEVICES (or
+// --gpus, or the driver's entries: /proc/driver/nvidia/gpus, else
+// /dev/nvidia<N>), split them between workers by logical index, and
 // gives each worker process its share by setting CUDA_VISIBLE_DEVICES in the
 // child's environment, translated through the parent's own list: a parent with
 // "3,5" that gives a worker its logical GPU 1 sets "5" for the child.

@@ -1,9 +1,19 @@
 // What this build and this machine know about GPUs.
 //
-// Nothing here is called by the coordinator on a path that would initialise
-// CUDA in it (a forked child cannot re-initialise CUDA, and a context in the
-// parent wastes memory on every GPU): BuildInfo() and the /proc reading never
-// touch the driver; CudaDeviceCount() does, and is for workers and tests.
+// Who owns a CUDA context (docs/architecture.md has the table):
+//   - the coordinator's and the launcher's own code: none. They count GPUs
+//     from CUDA_VISIBLE_DEVICES, --gpus or the driver's /proc and /dev entries
+//     (device_visibility.h), never through the driver, because a context
+//     there costs device memory on every GPU and its children are exec'd
+//     with their own;
+//   - the store service running inside the coordinator or the launcher (or
+//     `shoal store`): one per GPU, created at the first device object's
+//     Create on that GPU (it owns the device memory) and kept while the store
+//     runs; a CPU-only job never creates one. Keeping even that out of the
+//     launcher would take a store in its own process;
+//   - workers and launched ranks: their own, on their CUDA_VISIBLE_DEVICES.
+// Here, GetBuildInfo() never touches the driver; CudaDeviceCount() does, and
+// is for workers, tests and `shoal info --devices`.
 //
 // In a build without CUDA (no toolkit found, or --config=nocuda) every CUDA
 // call returns FailedPrecondition("shoal was built without CUDA ...").
