@@ -64,19 +64,19 @@ absl::Status ShmCommunicator::Impl::Usable() {
 }
 
 absl::Status ShmCommunicator::Impl::Fail(absl::Status s) {
-  bool first = false;
+  RankControl& me = ctl(rank_);
   {
+    // The reason is written under the lock: a second thread of this rank
+    // failing at once publishes `aborted` only after it, so a peer that sees
+    // `aborted` reads a whole reason.
     MutexLock lock(&broken_mu_);
     if (broken_.ok()) {
       broken_ = s;
-      first = true;
+      const std::string why(s.message().substr(0, sizeof(me.reason) - 1));
+      std::memcpy(me.reason, why.data(), why.size());
+      me.reason[why.size()] = '\0';
+      me.code = static_cast<uint32_t>(s.code());
     }
-  }
-  RankControl& me = ctl(rank_);
-  if (first) {
-    const std::string why(s.message().substr(0, sizeof(me.reason) - 1));
-    std::memcpy(me.reason, why.data(), why.size());
-    me.reason[why.size()] = '\0';
   }
   failed_.store(true, std::memory_order_release);
   me.aborted.store(1, std::memory_order_release);
@@ -101,13 +101,21 @@ absl::Status ShmCommunicator::Impl::PeerFailure(const Call& call) const {
                                                  " (pid ", c.pid, ") died"));
     }
   }
+  // A peer that gave up passes on its error's code with its reason. When a
+  // third rank stalls, every waiting rank times out at about the same moment,
+  // and which of them notices first that another gave up is a race: with the
+  // code passed on, each reports DeadlineExceeded naming the stalled rank
+  // either way (and a mismatch InvalidArgument), not a race-dependent
+  // Unavailable.
   for (int r = 0; r < world_; ++r) {
     const RankControl& c = ctl(r);
     if (r != rank_ && c.aborted.load(std::memory_order_acquire)) {
       const std::string why(c.reason, strnlen(c.reason, sizeof(c.reason)));
-      return absl::UnavailableError(absl::StrCat(CallKindName(call.kind), " #",
-                                                 call.seq, ": rank ", r,
-                                                 " gave up (", why, ")"));
+      absl::StatusCode code = static_cast<absl::StatusCode>(c.code);
+      if (code == absl::StatusCode::kOk) code = absl::StatusCode::kUnavailable;
+      return absl::Status(
+          code, absl::StrCat(CallKindName(call.kind), " #", call.seq, ": rank ",
+                             r, " gave up (", why, ")"));
     }
   }
   return absl::OkStatus();

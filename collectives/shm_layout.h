@@ -24,7 +24,7 @@
 namespace shoal::collectives {
 
 inline constexpr uint64_t kCollMagic = 0x4c4c4f434c414f48ULL;  // "HOALCOLL"
-inline constexpr uint32_t kCollLayoutVersion = 1;
+inline constexpr uint32_t kCollLayoutVersion = 2;  // 2: RankControl::code
 inline constexpr int kMaxCollRanks = 64;
 
 enum class CallKind : uint32_t {
@@ -60,7 +60,10 @@ struct alignas(64) RankControl {
   int32_t pid;
   uint64_t start_ticks;
   CallDesc desc[2];  // by call parity
-  char reason[200];  // why this rank gave up (set before `aborted`)
+  // Why this rank gave up: the absl::StatusCode and message of its failure
+  // (both set before `aborted`), which the others pass on.
+  uint32_t code;
+  char reason[200];
 };
 
 struct alignas(64) P2pBox {

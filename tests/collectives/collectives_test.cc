@@ -113,12 +113,15 @@ INSTANTIATE_TEST_SUITE_P(Ranks, CollectivesTest, ::testing::Values(2, 3, 4),
                          });
 
 // Rank 1 never joins the all_reduce: the others give up at their 1 s timeout.
+// Both report DeadlineExceeded naming rank 1, also the one that first sees
+// the other give up (a peer's failure code travels with its reason).
 TEST(CollectivesFailureTest, AStalledRankMakesTheOthersFailWithinTheTimeout) {
   Result r = Launch(3, "stall");
   int timed_out = 0;
   for (const std::string& line : r.out) {
     if (!absl::StrContains(line, "stall after")) continue;
     EXPECT_TRUE(absl::StrContains(line, "DEADLINE_EXCEEDED")) << line;
+    EXPECT_TRUE(absl::StrContains(line, "rank 1 did not arrive")) << line;
     const size_t at = line.find("after ");
     int64_t ms = 0;
     ASSERT_TRUE(
