@@ -5,6 +5,7 @@
 #define SHOAL_IPC_MESSAGES_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -142,11 +143,28 @@ struct TaskSpec {
   std::string python_path;
 };
 
+// The Python exception that failed a task, caught by the worker
+// (worker/python_runner.cc). Carried beside the task's status (whose message
+// stays a readable "<type>: <message>\n<traceback>" for C++ callers) so that
+// clients rebuild the exception from fields, never by parsing text.
+struct TaskException {
+  std::string type;       // qualified: "builtins.ValueError", "mymod.MyError"
+  std::string message;    // str(exception); may hold anything, newlines too
+  std::string traceback;  // the worker's formatted traceback
+
+  bool operator==(const TaskException& o) const {
+    return type == o.type && message == o.message && traceback == o.traceback;
+  }
+};
+
 struct TaskResult {
   uint64_t task_id = 0;
   absl::Status status;
   std::vector<Value> outputs;
   uint32_t attempts = 0;
+  // Set when a Python task raised (status is then Unknown); absent for C++
+  // tasks and failures of the runtime itself.
+  std::optional<TaskException> exception;
 };
 
 struct ClientHello {

@@ -167,7 +167,13 @@ TEST(ProtocolTaskTest, WaitReplyRoundTrip) {
   TaskResult not_found;
   not_found.task_id = 14;
   not_found.status = absl::UnauthenticatedError("the highest code");
-  m.results = {ok, failed, timed_out, not_found};
+  TaskResult raised;  // a Python exception: its fields beside the status
+  raised.task_id = 15;
+  raised.status = absl::UnknownError("ValueError: bad\nTraceback ...");
+  raised.exception = TaskException{
+      "builtins.ValueError", "bad\nTraceback (most recent call last):\n",
+      "Traceback (most recent call last):\n  File \"t.py\", line 3\n"};
+  m.results = {ok, failed, timed_out, not_found, raised};
 
   WaitReply got = RoundTrip(m, "wait_reply");
   ASSERT_EQ(got.results.size(), m.results.size());
@@ -176,8 +182,13 @@ TEST(ProtocolTaskTest, WaitReplyRoundTrip) {
     EXPECT_EQ(got.results[i].task_id, m.results[i].task_id);
     EXPECT_EQ(got.results[i].status, m.results[i].status);
     EXPECT_EQ(got.results[i].attempts, m.results[i].attempts);
+    EXPECT_EQ(got.results[i].exception, m.results[i].exception);
     ExpectSameValues(m.results[i].outputs, got.results[i].outputs);
   }
+  EXPECT_FALSE(got.results[1].exception.has_value());
+  ASSERT_TRUE(got.results[4].exception.has_value());
+  EXPECT_EQ(got.results[4].exception->message,
+            "bad\nTraceback (most recent call last):\n");
   EXPECT_TRUE(got.results[0].status.ok());
   EXPECT_EQ(got.results[1].status.code(), absl::StatusCode::kInternal);
   EXPECT_EQ(got.results[1].status.message(), "worker 3 died: signal 9");

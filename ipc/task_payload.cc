@@ -37,12 +37,22 @@ absl::StatusOr<std::vector<Value>> DecodeTaskArgs(absl::string_view bytes) {
   return std::move(body->args);
 }
 
+namespace {
+
+// The status payload's type URL (absl::Status::SetPayload).
+constexpr char kTaskExceptionUrl[] =
+    "type.googleapis.com/shoal.wire.TaskException";
+
+}  // namespace
+
 std::string EncodeTaskOutcome(absl::string_view message,
-                              absl::Span<const Value> outputs) {
-  if (message.empty() && outputs.empty()) return "";
+                              absl::Span<const Value> outputs,
+                              const std::optional<TaskException>& exception) {
+  if (message.empty() && outputs.empty() && !exception) return "";
   wire::TaskOutcomeBody w;
   w.set_message(std::string(message));
   for (const Value& v : outputs) ToWire(v, w.add_outputs());
+  if (exception) ToWire(*exception, w.mutable_exception());
   return w.SerializeAsString();
 }
 
@@ -60,7 +70,24 @@ absl::StatusOr<TaskOutcomeBody> DecodeTaskOutcome(absl::string_view bytes) {
     if (!v.ok()) return v.status();
     out.outputs.push_back(*std::move(v));
   }
+  if (w.has_exception()) out.exception = FromWire(w.exception());
   return out;
+}
+
+absl::Status WithTaskException(absl::Status status,
+                               const TaskException& exception) {
+  wire::TaskException w;
+  ToWire(exception, &w);
+  status.SetPayload(kTaskExceptionUrl, absl::Cord(w.SerializeAsString()));
+  return status;
+}
+
+std::optional<TaskException> TaskExceptionOf(const absl::Status& status) {
+  auto payload = status.GetPayload(kTaskExceptionUrl);  // absl::optional
+  if (!payload) return std::nullopt;
+  wire::TaskException w;
+  if (!w.ParseFromString(std::string(*payload))) return std::nullopt;
+  return FromWire(w);
 }
 
 }  // namespace shoal::ipc

@@ -1,9 +1,10 @@
 // Encodings of a task's arguments and outcome as they sit in the node's task
 // table (tasks/task_table.h stores them as opaque bytes). Defined by the schema
-// (TaskArgs, TaskOutcomeBody in proto/shoal.proto).
+// (TaskArgs, TaskOutcomeBody, TaskException in proto/shoal.proto).
 #ifndef SHOAL_IPC_TASK_PAYLOAD_H_
 #define SHOAL_IPC_TASK_PAYLOAD_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "ipc/messages.h"
 #include "ipc/value.h"
 
 namespace shoal::ipc {
@@ -30,14 +32,25 @@ struct TaskArgsBody {
 // Errors: InvalidArgument for bytes that are not TaskArgs.
 absl::StatusOr<TaskArgsBody> DecodeTaskArgsBody(absl::string_view bytes);
 
-// A task's message (for errors) and outputs → bytes ("" for none).
-std::string EncodeTaskOutcome(absl::string_view message,
-                              absl::Span<const Value> outputs);
+// A task's message (for errors), outputs, and the Python exception that
+// failed it (if one did) → bytes ("" for none).
+std::string EncodeTaskOutcome(
+    absl::string_view message, absl::Span<const Value> outputs,
+    const std::optional<TaskException>& exception = std::nullopt);
 struct TaskOutcomeBody {
   std::string message;
   std::vector<Value> outputs;
+  std::optional<TaskException> exception;
 };
 absl::StatusOr<TaskOutcomeBody> DecodeTaskOutcome(absl::string_view bytes);
+
+// A task runner returns a plain absl::Status (worker/executor.h); a Python
+// exception rides on it as a status payload, from the runner that caught it
+// to the executor that stores it in the outcome.
+absl::Status WithTaskException(absl::Status status,
+                               const TaskException& exception);
+// The exception WithTaskException attached, if any.
+std::optional<TaskException> TaskExceptionOf(const absl::Status& status);
 
 }  // namespace shoal::ipc
 

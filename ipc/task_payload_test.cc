@@ -200,6 +200,41 @@ TEST(TaskPayloadTest, OutcomeMessageAndOutputs) {
   ExpectSameValues(outputs, got->outputs);
 }
 
+// A Python exception's fields come back as they went, whatever they hold —
+// a message that looks like a traceback included.
+TEST(TaskPayloadTest, OutcomeExceptionRoundTripsAsFields) {
+  const TaskException e{
+      "mymod.MyError",
+      "first line\nTraceback (most recent call last):\n  not a frame",
+      "Traceback (most recent call last):\n  File \"m.py\", line 1\n"
+      "mymod.MyError: first line\n"};
+  auto got = DecodeTaskOutcome(EncodeTaskOutcome("the status message", {}, e));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->message, "the status message");
+  ASSERT_TRUE(got->exception.has_value());
+  EXPECT_EQ(*got->exception, e);
+
+  // Absent when not given (C++ tasks), and an empty one is still present.
+  auto none = DecodeTaskOutcome(EncodeTaskOutcome("failed", {}));
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->exception.has_value());
+  auto empty = DecodeTaskOutcome(EncodeTaskOutcome("", {}, TaskException{}));
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_TRUE(empty->exception.has_value());
+}
+
+TEST(TaskPayloadTest, ExceptionRidesOnAStatusPayload) {
+  const TaskException e{"builtins.ValueError", "bad\nvalue", "tb\n"};
+  absl::Status s = WithTaskException(absl::UnknownError("text"), e);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnknown);
+  EXPECT_EQ(s.message(), "text");
+  std::optional<TaskException> got = TaskExceptionOf(s);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(*got, e);
+  EXPECT_FALSE(TaskExceptionOf(absl::UnknownError("text")).has_value());
+  EXPECT_FALSE(TaskExceptionOf(absl::OkStatus()).has_value());
+}
+
 // ---- bad input
 // ---------------------------------------------------------------
 

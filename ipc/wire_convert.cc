@@ -160,12 +160,23 @@ absl::StatusOr<TaskSpec> FromWire(const wire::TaskSpec& w,
   return t;
 }
 
+void ToWire(const TaskException& e, wire::TaskException* out) {
+  out->set_type(e.type);
+  out->set_message(e.message);
+  out->set_traceback(e.traceback);
+}
+
+TaskException FromWire(const wire::TaskException& w) {
+  return TaskException{w.type(), w.message(), w.traceback()};
+}
+
 void ToWire(const TaskResult& r, wire::TaskResult* out) {
   out->set_task_id(r.task_id);
   out->set_code(static_cast<int32_t>(r.status.code()));
   out->set_message(std::string(r.status.message()));
   for (const Value& v : r.outputs) ToWire(v, out->add_outputs());
   out->set_attempts(r.attempts);
+  if (r.exception) ToWire(*r.exception, out->mutable_exception());
 }
 
 absl::StatusOr<TaskResult> FromWire(const wire::TaskResult& w,
@@ -185,6 +196,7 @@ absl::StatusOr<TaskResult> FromWire(const wire::TaskResult& w,
     r.outputs.push_back(*std::move(v));
   }
   r.attempts = w.attempts();
+  if (w.has_exception()) r.exception = FromWire(w.exception());
   return r;
 }
 

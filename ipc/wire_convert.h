@@ -24,6 +24,9 @@ void ToWire(const TaskSpec& t, wire::TaskSpec* out);
 absl::StatusOr<TaskSpec> FromWire(const wire::TaskSpec& w,
                                   const DecodeLimits& limits);
 
+void ToWire(const TaskException& e, wire::TaskException* out);
+TaskException FromWire(const wire::TaskException& w);
+
 void ToWire(const TaskResult& r, wire::TaskResult* out);
 absl::StatusOr<TaskResult> FromWire(const wire::TaskResult& w,
                                     const DecodeLimits& limits);

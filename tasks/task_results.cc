@@ -49,6 +49,7 @@ ipc::TaskResult ToResult(uint64_t id, absl::StatusOr<tasks::TaskOutcome> out) {
                              out->timeout_ns / 1000000, " ms");
     }
     r.status = absl::Status(static_cast<absl::StatusCode>(out->code), message);
+    if (!out->timed_out) r.exception = std::move(body->exception);
   }
   r.outputs = std::move(body->outputs);
   return r;

@@ -153,9 +153,12 @@ class ExecutionContext : public TaskContext {
   std::vector<ObjectId> created_;
 };
 
+// A Python exception the runner attached to `s` goes into the outcome as
+// fields (ipc::TaskException) beside the message.
 TaskOutcome Failed(const absl::Status& s) {
-  return TaskOutcome{static_cast<int32_t>(s.code()),
-                     ipc::EncodeTaskOutcome(s.message(), {})};
+  return TaskOutcome{
+      static_cast<int32_t>(s.code()),
+      ipc::EncodeTaskOutcome(s.message(), {}, ipc::TaskExceptionOf(s))};
 }
 
 }  // namespace

@@ -25,7 +25,8 @@ class TaskRunner {
   virtual ~TaskRunner() = default;
   // Whether `function` names one of this runner's functions.
   virtual bool Handles(absl::string_view function) const = 0;
-  // Runs it. The returned status becomes the task's.
+  // Runs it. The returned status becomes the task's; a language exception
+  // attached to it (ipc::WithTaskException) becomes the outcome's exception.
   virtual absl::Status Run(absl::string_view function, TaskContext& ctx) = 0;
   // For error messages: what this runner offers ("noop, echo, ...").
   virtual std::string Describe() const = 0;

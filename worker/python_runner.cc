@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "ipc/object_id.h"
+#include "ipc/task_payload.h"
 #include "worker/python_task_io.h"
 #include "worker/python_values.h"
 
@@ -46,38 +47,65 @@ absl::StatusOr<std::pair<std::string, std::string>> ParseName(
   return std::make_pair(std::string(parts[0]), std::string(parts[1]));
 }
 
-// The pending Python exception as a status: Unknown, with the message
-// "<Type>: <message>\n<traceback>" (python/shoal/_errors.py parses it).
+// "module.qualname" of an exception type, builtins included
+// ("builtins.ValueError"): the name the client's TaskError carries.
+std::string QualifiedTypeName(PyObject* type) {
+  if (type == nullptr) return "builtins.Exception";
+  std::string name;
+  PyObject* module = PyObject_GetAttrString(type, "__module__");
+  PyObject* qual = PyObject_GetAttrString(type, "__qualname__");
+  if (module != nullptr && qual != nullptr && PyUnicode_Check(module) &&
+      PyUnicode_Check(qual)) {
+    const char* m = PyUnicode_AsUTF8(module);
+    const char* q = PyUnicode_AsUTF8(qual);
+    if (m != nullptr && q != nullptr) name = absl::StrCat(m, ".", q);
+  }
+  Py_XDECREF(module);
+  Py_XDECREF(qual);
+  PyErr_Clear();
+  if (name.empty() && PyType_Check(type))
+    name = reinterpret_cast<PyTypeObject*>(type)->tp_name;
+  return name.empty() ? "builtins.Exception" : name;
+}
+
+// The pending Python exception as a status: Unknown, with the readable
+// message "<Type>: <message>\n<context><traceback>" for C++ callers and logs,
+// and the exception's fields attached (ipc::WithTaskException) for clients
+// that rebuild it. `context` ("(while importing ...)\n") leads the
+// traceback.
 absl::Status TakePythonError(absl::string_view context) {
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
   PyErr_NormalizeException(&type, &value, &tb);
   if (tb != nullptr && value != nullptr) PyException_SetTraceback(value, tb);
-  std::string type_name = python::ExceptionTypeName(type);
-  std::string message;
+  ipc::TaskException e;
+  e.type = QualifiedTypeName(type);
   if (value != nullptr) {
     if (PyObject* s = PyObject_Str(value)) {
-      if (const char* c = PyUnicode_AsUTF8(s)) message = c;
+      if (const char* c = PyUnicode_AsUTF8(s)) e.message = c;
       Py_DECREF(s);
     }
   }
-  std::string trace;
+  e.traceback = std::string(context);
   try {
     py::object format =
         py::module_::import("traceback").attr("format_exception");
     py::list lines = format(py::handle(type ? type : Py_None),
                             py::handle(value ? value : Py_None),
                             py::handle(tb ? tb : Py_None));
-    for (py::handle l : lines) trace += l.cast<std::string>();
+    for (py::handle l : lines) e.traceback += l.cast<std::string>();
   } catch (py::error_already_set&) {
-    trace = "(no traceback: formatting it failed)\n";
+    e.traceback += "(no traceback: formatting it failed)\n";
   }
+  const std::string short_type = python::ExceptionTypeName(type);
   Py_XDECREF(type);
   Py_XDECREF(value);
   Py_XDECREF(tb);
   PyErr_Clear();
-  return absl::UnknownError(
-      absl::StrCat(type_name, ": ", message, "\n", context, trace));
+  return ipc::WithTaskException(
+      absl::UnknownError(
+          absl::StrCat(short_type, ": ", e.message, "\n", e.traceback)),
+      e);
 }
 
 class PythonRunner : public TaskRunner {

@@ -18,9 +18,11 @@
 // tuple of those (one output each). Arrays up to 64 KiB travel inline; larger
 // ones are copied once into a new store object the submitting client then
 // holds.
-// A Python exception fails the task with Unknown and the message
-// "<Type>: <message>\n<traceback>". Output written to sys.stdout and
-// sys.stderr goes to the worker's log (line-buffered).
+// A Python exception fails the task with Unknown and the readable message
+// "<Type>: <message>\n<traceback>"; its qualified type, message and traceback
+// also ride along as fields (ipc::TaskException, attached to the status with
+// ipc::WithTaskException), from which clients rebuild it. Output written to
+// sys.stdout and sys.stderr goes to the worker's log (line-buffered).
 //
 // The interpreter starts at the first Python task. The GIL is held only while
 // Python code runs: never while the worker waits for work or for the store.

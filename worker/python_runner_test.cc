@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "ipc/task_payload.h"
 #include "ipc/value.h"
 
 namespace shoal::worker {
@@ -71,6 +72,12 @@ def double(a):
 
 def boom(x):
     raise ValueError("bad value %d" % x)
+
+class Custom(Exception):
+    pass
+
+def tricky():
+    raise Custom("two\nlines\nTraceback (most recent call last):\n  fake")
 
 def returns_list():
     return [1, 2]
@@ -168,6 +175,44 @@ TEST_F(PythonRunnerTest, ExceptionCarriesTypeMessageAndTraceback) {
       absl::StrContains(s.message(), "Traceback (most recent call last)"))
       << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "runner_tasks.py")) << s;
+}
+
+// The exception's fields ride on the status (ipc::TaskExceptionOf), apart:
+// no client has to find the traceback in the message text.
+TEST_F(PythonRunnerTest, ExceptionFieldsAreAttached) {
+  absl::Status s = Run("py:runner_tasks:boom", {int64_t{3}});
+  std::optional<ipc::TaskException> e = ipc::TaskExceptionOf(s);
+  ASSERT_TRUE(e.has_value()) << s;
+  EXPECT_EQ(e->type, "builtins.ValueError");
+  EXPECT_EQ(e->message, "bad value 3");
+  EXPECT_TRUE(
+      absl::StartsWith(e->traceback, "Traceback (most recent call last):\n"))
+      << e->traceback;
+  EXPECT_TRUE(absl::StrContains(e->traceback, "runner_tasks.py"))
+      << e->traceback;
+  EXPECT_TRUE(absl::EndsWith(e->traceback, "ValueError: bad value 3\n"))
+      << e->traceback;
+
+  s = Run("py:runner_tasks:tricky", {});
+  e = ipc::TaskExceptionOf(s);
+  ASSERT_TRUE(e.has_value()) << s;
+  EXPECT_EQ(e->type, "runner_tasks.Custom");
+  EXPECT_EQ(e->message,
+            "two\nlines\nTraceback (most recent call last):\n  fake");
+  EXPECT_TRUE(absl::StrContains(e->traceback, "in tricky")) << e->traceback;
+
+  // An import failure says so ahead of its traceback.
+  e = ipc::TaskExceptionOf(Run("py:no_such_module_xyz:f", {}));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->type, "builtins.ModuleNotFoundError");
+  EXPECT_EQ(e->message, "No module named 'no_such_module_xyz'");
+  EXPECT_TRUE(absl::StartsWith(
+      e->traceback, "(while importing py:no_such_module_xyz:f)\nTraceback"))
+      << e->traceback;
+
+  // Other failures carry none.
+  EXPECT_FALSE(ipc::TaskExceptionOf(Run("py:runner_tasks:returns_list", {}))
+                   .has_value());
 }
 
 TEST_F(PythonRunnerTest, MissingModuleOrFunctionIsAnError) {
