@@ -1,7 +1,6 @@
 #include "coordinator/coordinator.h"
 
 #include <signal.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -16,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/event_fd.h"
 #include "base/log.h"
 #include "base/process_info.h"
 #include "base/python_env.h"
@@ -36,18 +36,6 @@ int64_t MonotonicNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
-
-void Signal(int fd) {
-  const uint64_t one = 1;
-  ssize_t unused = write(fd, &one, sizeof(one));
-  (void)unused;
-}
-
-void Drain(int fd) {
-  uint64_t v;
-  ssize_t unused = read(fd, &v, sizeof(v));
-  (void)unused;
 }
 
 }  // namespace
@@ -81,9 +69,8 @@ absl::Status Coordinator::Impl::Init() {
                            gpu::ChildVisibleDevices(gpus, logical));
     worker_gpus_.push_back(std::move(visible));
   }
-  stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  completion_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (stop_fd_ < 0 || completion_fd_ < 0) return SHOAL_ERRNO("eventfd");
+  SHOAL_ASSIGN_OR_RETURN(stop_, EventFd::Create());
+  SHOAL_ASSIGN_OR_RETURN(completion_, EventFd::Create());
   SHOAL_RETURN_IF_ERROR(StartStore());
   SHOAL_RETURN_IF_ERROR(StartTaskTable());
   SHOAL_RETURN_IF_ERROR(StartSockets());
@@ -131,7 +118,7 @@ absl::Status Coordinator::Impl::StartTaskTable() {
       const uint32_t rings = table_->ClientRings(own_client_);
       if (rings != seen) {
         seen = rings;
-        Signal(completion_fd_);
+        completion_.Signal();
       }
     }
   });
@@ -285,8 +272,8 @@ absl::Status Coordinator::Impl::Run() {
     items.clear();
     items.push_back({frontend_.raw(), 0, ZMQ_POLLIN, 0});
     items.push_back({backend_.raw(), 0, ZMQ_POLLIN, 0});
-    items.push_back({nullptr, stop_fd_, ZMQ_POLLIN, 0});
-    items.push_back({nullptr, completion_fd_, ZMQ_POLLIN, 0});
+    items.push_back({nullptr, stop_.fd(), ZMQ_POLLIN, 0});
+    items.push_back({nullptr, completion_.fd(), ZMQ_POLLIN, 0});
     fds.clear();
     who.clear();
     supervisor_->PollFds(&fds, &who);
@@ -312,7 +299,7 @@ absl::Status Coordinator::Impl::Run() {
     if (items[0].revents & ZMQ_POLLIN) DrainFrontend();
     if (items[1].revents & ZMQ_POLLIN) DrainBackend();
     if (items[3].revents & ZMQ_POLLIN) {
-      Drain(completion_fd_);
+      completion_.Drain();
       OnCompletions();
     }
     for (size_t i = workers_at; i < clients_at; ++i) {
@@ -336,7 +323,7 @@ absl::Status Coordinator::Impl::Run() {
   return absl::OkStatus();
 }
 
-void Coordinator::Impl::Stop() { Signal(stop_fd_); }
+void Coordinator::Impl::Stop() { stop_.Signal(); }
 
 void Coordinator::Impl::DrainFrontend() {
   ipc::DecodeLimits limits;
@@ -479,8 +466,6 @@ Coordinator::Impl::~Impl() {
   if (!backend_endpoint_.empty())
     unlink(absl::StrCat(job_dir_, "/backend.sock").c_str());
   RemoveDiscovery(options_.job_id);
-  if (stop_fd_ >= 0) close(stop_fd_);
-  if (completion_fd_ >= 0) close(completion_fd_);
 }
 
 // ---- Coordinator

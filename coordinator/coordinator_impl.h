@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "base/event_fd.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/supervisor.h"
 #include "ipc/curve.h"
@@ -119,7 +120,7 @@ class Coordinator::Impl {
   uint32_t own_client_ = 0;  // the task client remote submissions go through
   std::thread watcher_;      // turns completions of our tasks into an eventfd
   std::atomic<bool> watcher_stop_{false};
-  int completion_fd_ = -1;
+  EventFd completion_;
 
   std::unique_ptr<Supervisor> supervisor_;
   std::vector<int32_t> worker_slot_;  // task-table slot per worker, -1 if none
@@ -131,7 +132,7 @@ class Coordinator::Impl {
   std::string backend_endpoint_;
   std::string server_public_key_;
   std::unique_ptr<ipc::ZapAuthenticator> zap_;
-  int stop_fd_ = -1;
+  EventFd stop_;
   bool stop_requested_ = false;
 
   std::map<uint32_t, LocalClient> local_clients_;  // by task client slot

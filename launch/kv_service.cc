@@ -1,6 +1,5 @@
 #include "launch/kv_service.h"
 
-#include <sys/eventfd.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -14,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "base/event_fd.h"
 #include "base/log.h"
 #include "base/overloaded.h"
 #include "base/status_macros.h"
@@ -34,10 +34,7 @@ std::optional<absl::Time> DeadlineFor(int64_t timeout_ms) {
 class KvService::Impl {
  public:
   explicit Impl(KvServiceOptions o) : o_(std::move(o)) {}
-  ~Impl() {
-    socket_.Close();
-    if (stop_fd_ >= 0) close(stop_fd_);
-  }
+  ~Impl() { socket_.Close(); }
 
   absl::Status Init() {
     ipc::SocketOptions so;
@@ -46,17 +43,12 @@ class KvService::Impl {
     SHOAL_ASSIGN_OR_RETURN(socket_, ipc::Socket::Create(ZMQ_ROUTER, so));
     SHOAL_RETURN_IF_ERROR(socket_.Bind(o_.endpoint));
     SHOAL_ASSIGN_OR_RETURN(endpoint_, socket_.LastEndpoint());
-    stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (stop_fd_ < 0) return SHOAL_ERRNO("eventfd");
+    SHOAL_ASSIGN_OR_RETURN(stop_, EventFd::Create());
     return absl::OkStatus();
   }
 
   absl::Status Run();
-  void Stop() {
-    const uint64_t one = 1;
-    ssize_t unused = write(stop_fd_, &one, sizeof(one));
-    (void)unused;
-  }
+  void Stop() { stop_.Signal(); }
   const std::string& endpoint() const { return endpoint_; }
 
  private:
@@ -115,7 +107,7 @@ class KvService::Impl {
   ipc::DecodeLimits limits_;
   ipc::Socket socket_;
   std::string endpoint_;
-  int stop_fd_ = -1;
+  EventFd stop_;
   std::map<std::string, std::string> data_;
   std::list<Waiter> waiters_;
   std::map<std::string, Barrier> barriers_;
@@ -124,7 +116,7 @@ class KvService::Impl {
 absl::Status KvService::Impl::Run() {
   while (true) {
     zmq_pollitem_t items[] = {{socket_.raw(), 0, ZMQ_POLLIN, 0},
-                              {nullptr, stop_fd_, ZMQ_POLLIN, 0}};
+                              {nullptr, stop_.fd(), ZMQ_POLLIN, 0}};
     const std::optional<absl::Time> next = Expire(absl::Now());
     const absl::Duration wait =
         next ? std::max(absl::ZeroDuration(), *next - absl::Now())

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -70,8 +69,7 @@ absl::StatusOr<std::unique_ptr<StoreService::Impl>> StoreService::Impl::Create(
   std::unique_ptr<Impl> impl(new Impl(std::move(options)));
   SHOAL_RETURN_IF_ERROR(impl->CreateSegment(name, layout));
   SHOAL_RETURN_IF_ERROR(impl->BindSocket());
-  impl->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (impl->stop_fd_ < 0) return SHOAL_ERRNO("eventfd");
+  SHOAL_ASSIGN_OR_RETURN(impl->stop_, EventFd::Create());
   return impl;
 }
 
@@ -141,7 +139,6 @@ StoreService::Impl::~Impl() {
   prefaulter_.reset();
   socket_.Close();
   if (!socket_path_.empty()) unlink(socket_path_.c_str());
-  if (stop_fd_ >= 0) close(stop_fd_);
 }
 
 // ---- event loop -------------------------------------------------------------
@@ -154,7 +151,7 @@ absl::Status StoreService::Impl::Run() {
     items.clear();
     item_slot.clear();
     items.push_back({socket_.raw(), 0, ZMQ_POLLIN, 0});
-    items.push_back({nullptr, stop_fd_, ZMQ_POLLIN, 0});
+    items.push_back({nullptr, stop_.fd(), ZMQ_POLLIN, 0});
     for (const auto& [slot, c] : clients_) {
       if (c.pidfd < 0) continue;
       items.push_back({nullptr, c.pidfd, ZMQ_POLLIN, 0});

@@ -15,6 +15,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
+#include "base/event_fd.h"
 #include "ipc/messages.h"
 #include "ipc/router.h"
 #include "ipc/socket.h"
@@ -34,11 +35,7 @@ class StoreService::Impl {
   ~Impl();
 
   absl::Status Run();
-  void Stop() {
-    const uint64_t one = 1;
-    ssize_t unused = write(stop_fd_, &one, sizeof(one));
-    (void)unused;
-  }
+  void Stop() { stop_.Signal(); }
 
   const std::string& endpoint() const { return endpoint_; }
   const std::string& segment_name() const { return segment_->name(); }
@@ -139,7 +136,7 @@ class StoreService::Impl {
   std::unique_ptr<ArenaAllocator> allocator_;
   std::unique_ptr<Prefaulter> prefaulter_;
   ipc::Socket socket_;
-  int stop_fd_ = -1;
+  EventFd stop_;
 
   std::vector<uint32_t> free_entries_;
   std::map<uint32_t, Client> clients_;                  // by slot
