@@ -409,7 +409,7 @@ class Harness {
   std::unique_ptr<Buffer> in_, out_;
 };
 
-std::string Cell(double v, const char* fmt) {
+std::string Cell(double v, const absl::FormatSpec<double>& fmt) {
   return v < 0 ? "N/A" : absl::StrFormat(fmt, v);
 }
 

@@ -401,7 +401,8 @@ void PrintSideBySide(const CollectiveBenchConfig& c, int64_t nproc, int rounds,
            "shoal/MPI ip", "gloo ip us", "gloo busbw", "shoal/gloo",
            "memcpy GB/s", "busbw/memcpy"});
   for (auto& [bytes, systems] : by_size) {
-    auto find = [&](const char* s) -> const CollectiveRow* {
+    // An explicit capture: clang 14 cannot capture a structured binding.
+    auto find = [&systems = systems](const char* s) -> const CollectiveRow* {
       auto it = systems.find(s);
       return it == systems.end() ? nullptr : &it->second;
     };
