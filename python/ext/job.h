@@ -25,7 +25,7 @@ class JobHandle : public std::enable_shared_from_this<JobHandle> {
   // The job's fixed facts (rank, sizes, id), which need no lock.
   const launch::Job& job() const { return *job_; }
 
-  std::shared_ptr<StoreHandle> store();
+  std::shared_ptr<StoreHandle> store() ABSL_LOCKS_EXCLUDED(store_mu_);
 
  private:
   Mutex mu_;
