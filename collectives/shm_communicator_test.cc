@@ -46,12 +46,17 @@ int64_t Bytes(DType t, int64_t count) {
 
 // ---- reductions: world × dtype × op ----------------------------------------
 
+// The tests read their parameters into plain locals, not a structured
+// binding: the lambdas capture them, and clang 14 (tools/test's thread-safety
+// build) cannot capture a structured binding.
 using ReductionParam = std::tuple<int, DType, ReduceOp>;
 
 class ShmReductionTest : public ::testing::TestWithParam<ReductionParam> {};
 
 TEST_P(ShmReductionTest, AllReduceInAndOutOfPlace) {
-  const auto [world, t, op] = GetParam();
+  const int world = std::get<0>(GetParam());
+  const DType t = std::get<1>(GetParam());
+  const ReduceOp op = std::get<2>(GetParam());
   ExpectAllCreated(RunRanks(world, SmallSlots(), [&](ShmCommunicator& c) {
     for (int64_t n : Counts(t)) {
       SCOPED_TRACE(absl::StrCat("rank ", c.rank(), " count ", n));
@@ -68,7 +73,9 @@ TEST_P(ShmReductionTest, AllReduceInAndOutOfPlace) {
 }
 
 TEST_P(ShmReductionTest, ReduceToEveryRoot) {
-  const auto [world, t, op] = GetParam();
+  const int world = std::get<0>(GetParam());
+  const DType t = std::get<1>(GetParam());
+  const ReduceOp op = std::get<2>(GetParam());
   ExpectAllCreated(RunRanks(world, SmallSlots(), [&](ShmCommunicator& c) {
     for (int64_t n : Counts(t)) {
       for (int root = 0; root < world; ++root) {
@@ -96,7 +103,9 @@ TEST_P(ShmReductionTest, ReduceToEveryRoot) {
 // Block k of rank r's input is Value(r, i + k·n): rank k's result is then
 // Expected(i + k·n).
 TEST_P(ShmReductionTest, ReduceScatterInAndOutOfPlace) {
-  const auto [world, t, op] = GetParam();
+  const int world = std::get<0>(GetParam());
+  const DType t = std::get<1>(GetParam());
+  const ReduceOp op = std::get<2>(GetParam());
   ExpectAllCreated(RunRanks(world, SmallSlots(), [&](ShmCommunicator& c) {
     for (int64_t n : Counts(t)) {
       SCOPED_TRACE(absl::StrCat("rank ", c.rank(), " count ", n));
@@ -132,7 +141,8 @@ using MovementParam = std::tuple<int, DType>;
 class ShmMovementTest : public ::testing::TestWithParam<MovementParam> {};
 
 TEST_P(ShmMovementTest, BroadcastFromEveryRoot) {
-  const auto [world, t] = GetParam();
+  const int world = std::get<0>(GetParam());
+  const DType t = std::get<1>(GetParam());
   ExpectAllCreated(RunRanks(world, SmallSlots(), [&](ShmCommunicator& c) {
     for (int64_t n : Counts(t)) {
       for (int root = 0; root < world; ++root) {
@@ -151,7 +161,8 @@ TEST_P(ShmMovementTest, BroadcastFromEveryRoot) {
 }
 
 TEST_P(ShmMovementTest, AllGatherInAndOutOfPlace) {
-  const auto [world, t] = GetParam();
+  const int world = std::get<0>(GetParam());
+  const DType t = std::get<1>(GetParam());
   ExpectAllCreated(RunRanks(world, SmallSlots(), [&](ShmCommunicator& c) {
     for (int64_t n : Counts(t)) {
       SCOPED_TRACE(absl::StrCat("rank ", c.rank(), " count ", n));
@@ -178,7 +189,8 @@ TEST_P(ShmMovementTest, AllGatherInAndOutOfPlace) {
 
 // Block k of rank r's input goes to block r of rank k's output.
 TEST_P(ShmMovementTest, AllToAllInAndOutOfPlace) {
-  const auto [world, t] = GetParam();
+  const int world = std::get<0>(GetParam());
+  const DType t = std::get<1>(GetParam());
   ExpectAllCreated(RunRanks(world, SmallSlots(), [&](ShmCommunicator& c) {
     for (int64_t n : Counts(t)) {
       SCOPED_TRACE(absl::StrCat("rank ", c.rank(), " count ", n));
