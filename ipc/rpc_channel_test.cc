@@ -56,11 +56,16 @@ class OkServer {
   std::thread thread_;
 };
 
-TEST(RpcChannelTest, TypedCalls) {
-  OkServer server;
+// A channel to `server` whose errors call it "the test service".
+absl::StatusOr<RpcChannel> ConnectTo(const OkServer& server) {
   RpcChannelOptions o;
   o.peer = "the test service";
-  absl::StatusOr<RpcChannel> c = RpcChannel::Connect(server.endpoint(), o);
+  return RpcChannel::Connect(server.endpoint(), o);
+}
+
+TEST(RpcChannelTest, TypedCalls) {
+  OkServer server;
+  absl::StatusOr<RpcChannel> c = ConnectTo(server);
   ASSERT_TRUE(c.ok()) << c.status();
 
   absl::StatusOr<StoreStats> st =
@@ -91,9 +96,7 @@ TEST(RpcChannelTest, TypedCalls) {
 
 TEST(RpcChannelTest, NoAnswerIsUnavailableNamingThePeer) {
   OkServer server;
-  RpcChannelOptions o;
-  o.peer = "the test service";
-  absl::StatusOr<RpcChannel> c = RpcChannel::Connect(server.endpoint(), o);
+  absl::StatusOr<RpcChannel> c = ConnectTo(server);
   ASSERT_TRUE(c.ok()) << c.status();
   absl::StatusOr<OkReply> r =
       c->Call<OkReply>(StopRequest{}, absl::Milliseconds(200));

@@ -35,6 +35,22 @@ class CliJsonTest : public ::testing::Test {
   std::unique_ptr<NodeProcess> node_;
 };
 
+// Whether `r` printed exactly one line, and it parses as JSON into `parsed`.
+template <typename M>
+::testing::AssertionResult OneJsonLine(const CommandResult& r, M* parsed) {
+  if (r.out.size() != 1) {
+    return ::testing::AssertionFailure() << "not one line:\n"
+                                         << r.OutText() << r.err;
+  }
+  const auto status =
+      google::protobuf::util::JsonStringToMessage(r.out[0], parsed);
+  if (!status.ok()) {
+    return ::testing::AssertionFailure() << status.ToString() << "\n"
+                                         << r.out[0];
+  }
+  return ::testing::AssertionSuccess();
+}
+
 TEST_F(CliJsonTest, SubmitJsonEscapesAFailedTasksMessage) {
   // What a Python traceback brings: newlines, quotes, a backslash, a tab.
   const std::string message =
@@ -43,11 +59,8 @@ TEST_F(CliJsonTest, SubmitJsonEscapesAFailedTasksMessage) {
   CommandResult r =
       Shoal("submit", {"fail_with", absl::StrCat("str:", message), "--json"});
   EXPECT_EQ(r.code, 1) << r.err;
-  ASSERT_EQ(r.out.size(), 1u) << "not one line:\n" << r.OutText() << r.err;
   cli::TaskResultJson parsed;
-  const auto status =
-      google::protobuf::util::JsonStringToMessage(r.out[0], &parsed);
-  ASSERT_TRUE(status.ok()) << status.ToString() << "\n" << r.out[0];
+  ASSERT_TRUE(OneJsonLine(r, &parsed));
   EXPECT_NE(parsed.message().find(message), std::string::npos)
       << parsed.message();
   EXPECT_EQ(parsed.code(), static_cast<int>(absl::StatusCode::kInternal));
@@ -59,11 +72,8 @@ TEST_F(CliJsonTest, SubmitJsonListsOutputs) {
   CommandResult r =
       Shoal("submit", {"getenv", "str:SHOAL_NO_SUCH_VAR_X", "--json"});
   EXPECT_EQ(r.code, 0) << r.err;
-  ASSERT_EQ(r.out.size(), 1u) << r.OutText() << r.err;
   cli::TaskResultJson parsed;
-  const auto status =
-      google::protobuf::util::JsonStringToMessage(r.out[0], &parsed);
-  ASSERT_TRUE(status.ok()) << status.ToString() << "\n" << r.out[0];
+  ASSERT_TRUE(OneJsonLine(r, &parsed));
   EXPECT_EQ(parsed.code(), 0);
   // Zero fields are printed too, for scripts that index them.
   EXPECT_NE(r.out[0].find("\"code\":0"), std::string::npos) << r.out[0];
@@ -73,11 +83,8 @@ TEST_F(CliJsonTest, SubmitJsonListsOutputs) {
 TEST_F(CliJsonTest, StatusJsonParses) {
   CommandResult r = Shoal("status", {"--json"});
   EXPECT_EQ(r.code, 0) << r.err;
-  ASSERT_EQ(r.out.size(), 1u) << r.OutText() << r.err;
   cli::NodeStatusJson parsed;
-  const auto status =
-      google::protobuf::util::JsonStringToMessage(r.out[0], &parsed);
-  ASSERT_TRUE(status.ok()) << status.ToString() << "\n" << r.out[0];
+  ASSERT_TRUE(OneJsonLine(r, &parsed));
   EXPECT_EQ(parsed.job_id(), node_->job_id());
   EXPECT_GT(parsed.workers_size(), 0);
 }
