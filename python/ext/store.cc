@@ -61,6 +61,78 @@ py::tuple DlpackDevice(const ObjectRef& r) {
   return d.is_cpu() ? py::make_tuple(1, 0) : py::make_tuple(2, d.index);
 }
 
+// __dlpack__(stream=...)'s stream for a CUDA object, as the DLPack protocol
+// numbers it: None or 1 the legacy default stream, 2 the per-thread default
+// stream, -1 "do not synchronise", any other value a cudaStream_t. 0 is
+// ambiguous there and refused. Sets *sync to false for -1.
+void* ConsumerStream(const py::object& stream, bool* sync) {
+  *sync = true;
+  if (stream.is_none()) return nullptr;
+  const intptr_t s = stream.cast<intptr_t>();
+  if (s == 0) {
+    throw py::value_error(
+        "__dlpack__: stream=0 is ambiguous for CUDA (DLPack): pass 1 for the "
+        "legacy default stream, 2 for the per-thread one, or a stream handle");
+  }
+  if (s == -1) *sync = false;
+  return s == 1 || s == -1 ? nullptr : reinterpret_cast<void*>(s);
+}
+
+// What a DLPack capsule of a CUDA object keeps alive: the ObjectRef, and one
+// more reference taken with the consumer's stream, released when the
+// consumer drops the tensor (the store then frees the memory only once the
+// work queued on that stream by then has finished).
+struct StreamHold {
+  std::shared_ptr<ObjectRef> ref;
+  bool extra = false;  // the reference taken with the consumer's stream
+};
+
+void DropStreamHold(void* p) {
+  std::unique_ptr<StreamHold> hold(static_cast<StreamHold*>(p));
+  if (!hold->extra) return;
+  shm::StoreClient* s = hold->ref->store()->store;
+  const ObjectId id = hold->ref->buffer().id;
+  if (PyGILState_Check()) {
+    py::gil_scoped_release release;
+    (void)s->Release(id);
+  } else {
+    (void)s->Release(id);
+  }
+}
+
+// A CPU object's capsule keeps the ObjectRef alive. A CUDA object's also
+// makes the consumer's stream wait for the producer's writes (a Get with
+// that stream: the store's event) and holds the memory until the work the
+// consumer queues there is done.
+py::object DlpackOf(py::handle self, py::object stream) {
+  auto ref = self.cast<std::shared_ptr<ObjectRef>>();
+  const shm::ObjectBuffer& b = ref->buffer();
+  bool sync = true;
+  void* cuda_stream = nullptr;
+  if (!b.meta.device.is_cpu()) cuda_stream = ConsumerStream(stream, &sync);
+  if (b.meta.device.is_cpu() || !sync) {
+    return py::reinterpret_steal<py::object>(
+        Unwrap(python::NewDlpackCapsule(self.ptr(), b.data, b.meta)));
+  }
+  auto hold = std::make_unique<StreamHold>();
+  hold->ref = ref;
+  absl::StatusOr<shm::ObjectBuffer> again;
+  {
+    py::gil_scoped_release release;
+    again = ref->store()->store->Get(b.id, absl::ZeroDuration(), cuda_stream);
+  }
+  // NotFound: deleted since this process took its reference, so no new one
+  // can be taken; that reference's Get already made the legacy default
+  // stream wait for the producer's writes.
+  if (!again.ok() && !absl::IsNotFound(again.status())) {
+    ThrowStatus(again.status());
+  }
+  hold->extra = again.ok();
+  py::capsule owner(hold.release(), &DropStreamHold);
+  return py::reinterpret_steal<py::object>(
+      Unwrap(python::NewDlpackCapsule(owner.ptr(), b.data, b.meta)));
+}
+
 py::buffer_info BufferOf(const ObjectRef& r) {
   const shm::ObjectBuffer& b = r.buffer();
   if (!b.meta.device.is_cpu()) {
@@ -209,15 +281,7 @@ void DefineStore(py::module_& m) {
             return reinterpret_cast<uintptr_t>(r.buffer().data);
           })
       .def_property_readonly("owner", &ObjectRef::owner)
-      .def(
-          "__dlpack__",
-          [](py::handle self, py::object stream) {
-            const ObjectRef& r = self.cast<const ObjectRef&>();
-            PyObject* cap = Unwrap(python::NewDlpackCapsule(
-                self.ptr(), r.buffer().data, r.buffer().meta));
-            return py::reinterpret_steal<py::object>(cap);
-          },
-          py::arg("stream") = py::none())
+      .def("__dlpack__", &DlpackOf, py::arg("stream") = py::none())
       .def("__dlpack_device__", &DlpackDevice)
       .def("__repr__", &Describe)
       .def("__reduce__", [](const ObjectRef& r) {
