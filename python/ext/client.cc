@@ -101,8 +101,10 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
 
   // Waits until `min_done` of `ids` finished (0: all) or the timeout, in
   // slices so Ctrl-C interrupts it. Returns one tuple per finished task:
-  // (id, status code, message bytes, outputs list, attempts); finished tasks
-  // are released from the table (their outputs now belong to the tuples).
+  // (id, status code, message bytes, outputs list, attempts, exception), the
+  // exception None or, when a Python task raised, its (type, message,
+  // traceback) as bytes (ipc::TaskException). Finished tasks are released
+  // from the table (their outputs now belong to the tuples).
   py::list Wait(const std::vector<uint64_t>& ids, py::object timeout,
                 size_t min_done) ABSL_LOCKS_EXCLUDED(mu_) {
     const absl::Duration t = TimeoutFromPython(timeout);
@@ -247,9 +249,15 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
         }
         throw;
       }
+      py::object exception = py::none();
+      if (r.exception) {
+        exception = py::make_tuple(py::bytes(r.exception->type),
+                                   py::bytes(r.exception->message),
+                                   py::bytes(r.exception->traceback));
+      }
       out.append(py::make_tuple(r.task_id, static_cast<int>(r.status.code()),
                                 py::bytes(std::string(r.status.message())),
-                                outputs, r.attempts));
+                                outputs, r.attempts, exception));
     }
     return out;
   }
@@ -283,23 +291,9 @@ void DefineClient(py::module_& m) {
       .def("status", &ClientHandle::Status)
       .def("stop_node", &ClientHandle::StopNode)
       .def("node_stopped", &ClientHandle::NodeStopped)
-      .def(
-          "put",
-          [](ClientHandle& c, py::handle array, const std::string& dtype) {
-            return PutArray(c.RequireStore(), array, dtype);
-          },
-          py::arg("array"), py::arg("dtype") = "")
-      .def(
-          "get",
-          [](ClientHandle& c, const std::string& hex, py::object timeout) {
-            return GetObject(c.RequireStore(), Unwrap(ObjectId::FromHex(hex)),
-                             TimeoutFromPython(timeout), /*owner=*/false);
-          },
-          py::arg("id"), py::arg("timeout") = 0.0)
-      .def("segment_base", [](ClientHandle& c) {
-        return reinterpret_cast<uintptr_t>(
-            c.RequireStore()->store->segment_base());
-      });
+      .def_property_readonly("store", &ClientHandle::RequireStore,
+                             "The node's store (FailedPrecondition for a "
+                             "remote client).");
 }
 
 }  // namespace shoal::pyext

@@ -133,7 +133,7 @@ void AddKeyValue(JobClass& cls) {
            });
 }
 
-// barrier, and put/get through the job's store.
+// barrier, and the job's store (put/get: the Store class, store.cc).
 void AddBarrierAndStore(JobClass& cls) {
   using H = JobHandle;
   using HP = std::shared_ptr<JobHandle>;
@@ -145,22 +145,8 @@ void AddBarrierAndStore(JobClass& cls) {
               return h->locked_job().Barrier(t);
             }));
           })
-      .def(
-          "put",
-          [](H& h, py::handle array, const std::string& dtype) {
-            return PutArray(h.store(), array, dtype);
-          },
-          py::arg("array"), py::arg("dtype") = "")
-      .def(
-          "get",
-          [](H& h, const std::string& hex, py::object timeout) {
-            return GetObject(h.store(), Unwrap(ObjectId::FromHex(hex)),
-                             TimeoutFromPython(timeout), /*owner=*/false);
-          },
-          py::arg("id"), py::arg("timeout") = 0.0)
-      .def("segment_base", [](H& h) {
-        return reinterpret_cast<uintptr_t>(h.store()->store->segment_base());
-      });
+      .def_property_readonly("store", &H::store,
+                             "The node's store, for put/get.");
 }
 
 }  // namespace

@@ -287,8 +287,25 @@ void DefineStore(py::module_& m) {
       .def("__reduce__", [](const ObjectRef& r) {
         // Unpickled in a process on the same node: a borrowed reference.
         return py::make_tuple(
-            py::module_::import("shoal._store").attr("_borrow"),
+            py::module_::import("shoal._context").attr("_borrow"),
             py::make_tuple(r.buffer().id.ToHex()));
+      });
+
+  // The one put/get of the extension: a Client's and a Job's `store` are
+  // both this class (python/shoal/_store.py calls it).
+  py::class_<StoreHandle, std::shared_ptr<StoreHandle>>(
+      m, "Store", "A connection to the node's store (of a client or job).")
+      .def("put", &PutArray, py::arg("array"), py::arg("dtype") = "")
+      .def(
+          "get",
+          [](const std::shared_ptr<StoreHandle>& s, const std::string& hex,
+             py::object timeout) {
+            return GetObject(s, Unwrap(ObjectId::FromHex(hex)),
+                             TimeoutFromPython(timeout), /*owner=*/false);
+          },
+          py::arg("id"), py::arg("timeout") = 0.0)
+      .def("segment_base", [](const StoreHandle& s) {
+        return reinterpret_cast<uintptr_t>(s.store->segment_base());
       });
 
   m.def("as_array", &ArrayOf, py::arg("ref"),

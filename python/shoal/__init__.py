@@ -14,6 +14,27 @@ Launch mode (`shoal launch --nproc-per-node 2 -- python train.py`):
 
 The store, in both: ref = shoal.put(array); view = shoal.get(ref) (zero-copy,
 read-only); torch.from_dlpack(ref) shares the memory. See docs/python.md.
+
+Modules, each importing only modules below it (a DAG: no import hides in a
+function to dodge a cycle); the arrows name its imports besides _errors:
+
+    __init__       the public names
+    _collectives   Communicator, all_reduce, ...        → _context, _ext
+    _node          start_node: `shoal start` as a child → _client, _paths
+    _context       THE global state: the current Client and Job, made on
+                   first use; connect/submit/wait, init/kv_*/barrier,
+                   put/get/borrow              → _client, _job, _store, _ext
+    _client        Client, Future (task mode)           → _store, _paths
+    _job           Job (launch mode)                    → _store
+    _store         put_into/get_from on a Store (the one put/get),
+                   ObjectRef, StoreArray                → _ext
+    _ext           the C++ extension _shoal (absent in a worker); at call
+                   time, not import time, it looks up _errors.from_status
+                   (to raise) and _context._borrow (to unpickle an ObjectRef)
+    _paths         the shoal binary, __main__'s name
+    _errors        Error and its subclasses, TaskError  (no shoal imports)
+    task           shoal.task, for code running as a task
+    bench          `python -m shoal.bench` (and _bench_tasks): on the public API
 """
 
 from ._errors import (AbortedError, AlreadyExistsError, CancelledError,
@@ -21,10 +42,12 @@ from ._errors import (AbortedError, AlreadyExistsError, CancelledError,
                       InvalidArgumentError, NotFoundError,
                       PermissionDeniedError, ResourceExhaustedError,
                       TaskError, TimeoutError, UnavailableError, UnknownError)
-from ._store import ObjectRef, StoreArray, borrow, get, put
-from ._client import Client, Future, connect, disconnect, submit, wait
-from ._job import (Job, barrier, init, kv_add, kv_compare_and_set, kv_delete,
-                   kv_get, kv_list, kv_set, kv_wait)
+from ._store import ObjectRef, StoreArray
+from ._client import Client, Future
+from ._job import Job
+from ._context import (barrier, borrow, connect, disconnect, get, init,
+                       kv_add, kv_compare_and_set, kv_delete, kv_get, kv_list,
+                       kv_set, kv_wait, put, submit, wait)
 from ._collectives import (Communicator, Work, all_gather, all_reduce,
                            all_to_all, broadcast, new_group, recv, reduce,
                            reduce_scatter, send, world)

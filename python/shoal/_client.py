@@ -1,5 +1,7 @@
-"""Task mode: connect to a node (`shoal start`), submit Python functions (or
-C++ ones) to its workers, and collect their results through futures."""
+"""Task mode: a Client of a node (`shoal start`) submits Python functions (or
+C++ ones) to its workers and collects their results through futures.
+
+The process's default client (shoal.connect, shoal.submit) is _context's."""
 
 import os
 import site
@@ -9,7 +11,7 @@ import weakref
 
 import numpy as np
 
-from . import _context, _errors, _ext, _paths
+from . import _errors, _paths, _store
 
 _PENDING, _OK, _FAILED = 0, 1, 2
 _OPTIONS = ("timeout", "max_retries", "cpus", "gpus")
@@ -152,16 +154,12 @@ class Client:
         return done, [f for f in futures if f._state == _PENDING]
 
     def put(self, obj, *, dtype=None):
-        """See shoal.put."""
-        from . import _store
-        return self._handle.put(_store._prepare(obj), dtype or "")
+        """See shoal.put (a remote client has no store: FailedPrecondition)."""
+        return _store.put_into(self._handle.store, obj, dtype)
 
     def get(self, ref, *, timeout=0):
         """See shoal.get."""
-        ext = _ext.ext()
-        if not isinstance(ref, ext.ObjectRef):
-            ref = self._handle.get(str(ref), timeout)
-        return ext.as_array(ref)
+        return _store.get_from(lambda: self._handle.store, ref, timeout)
 
     def status(self):
         """The node's workers, queue and store, as a dict."""
@@ -178,7 +176,7 @@ class Client:
         if not pending:
             return
         rows = self._handle.wait(list(pending), timeout, min_done)
-        for task_id, code, message, outputs, _attempts in rows:
+        for task_id, code, message, outputs, _attempts, exception in rows:
             f = pending[task_id]
             f._keep = None
             if code == 0:
@@ -186,7 +184,7 @@ class Client:
                             outputs[0] if len(outputs) == 1 else tuple(outputs))
                 f._state = _OK
             else:
-                f._value = _errors.task_failure(code, message)
+                f._value = _errors.task_failure(code, message, exception)
                 f._state = _FAILED
 
     def _forget(self, task_id):
@@ -209,7 +207,8 @@ class Client:
             if len(path) > _INLINE_PATH_BYTES and self._handle.local:
                 ref = self._path_refs.get(path)
                 if ref is None:
-                    ref = self._handle.put(
+                    ref = _store.put_into(
+                        self._handle.store,
                         np.frombuffer(path.encode(), dtype=np.uint8), "raw")
                     self._path_refs[path] = ref
                 path = "@" + ref.id
@@ -287,36 +286,3 @@ def task_name(fn):
     except TypeError:
         pass
     return name
-
-
-def connect(endpoint=None, *, job_id=None, force_remote=False, name=None):
-    """Connects to a node and makes it this process's default.
-
-    endpoint: the coordinator's tcp://host:port; default $SHOAL_COORDINATOR,
-    else the discovery file of job_id / $SHOAL_JOB_ID / the node started last
-    on this machine. A client on the node's machine uses shared memory for
-    tasks and the store; elsewhere it goes through the coordinator.
-    """
-    handle = _ext.ext().Client.connect(endpoint or "", job_id or "",
-                                       name or "", force_remote)
-    client = Client(handle)
-    _context.set_client(client)
-    return client
-
-
-def disconnect():
-    """Drops the default client (its unfinished tasks are freed)."""
-    _context.set_client(None)
-
-
-def submit(fn, *args, **options):
-    """Client.submit on the default client (connecting if needed)."""
-    return _context.client().submit(fn, *args, **options)
-
-
-def wait(futures, timeout=None, num_returns=None):
-    """Waits for futures of the default client: (done, pending)."""
-    futures = list(futures)
-    if not futures:
-        return [], []
-    return futures[0]._client.wait(futures, timeout, num_returns)

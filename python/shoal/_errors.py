@@ -9,8 +9,6 @@ already catches those keeps working.
 import builtins
 import concurrent.futures
 
-TRACEBACK_MARKER = "Traceback (most recent call last):"
-
 
 class Error(Exception):
     """A shoal call failed. `code` names the status code (e.g. "NOT_FOUND")."""
@@ -87,19 +85,24 @@ class UnauthenticatedError(Error):
 class TaskError(Error):
     """A task's Python function raised an exception.
 
-    Attributes: exc_type ("ValueError", "mymod.MyError"), exc_message, and
+    Attributes, as the worker caught it (separate fields end to end, never
+    parsed out of a message): exc_type ("ValueError", "mymod.MyError": the
+    qualified name, builtins without their module), qualified_type
+    ("builtins.ValueError"), exc_message (str() of the exception), and
     remote_traceback (the worker's formatted traceback).
     """
 
     code = "UNKNOWN"
 
-    def __init__(self, exc_type, exc_message, remote_traceback):
+    def __init__(self, exc_type, exc_message, remote_traceback,
+                 qualified_type=None):
         super().__init__(
             f"{exc_type}: {exc_message}\n\nThe task's traceback (in its "
             f"worker):\n{remote_traceback}")
         self.exc_type = exc_type
         self.exc_message = exc_message
         self.remote_traceback = remote_traceback
+        self.qualified_type = qualified_type or exc_type
 
 
 # absl::StatusCode values → classes.
@@ -124,19 +127,17 @@ def from_status(code, message):
     return _BY_CODE.get(code, UnknownError)(_text(message))
 
 
-def task_failure(code, message):
-    """The exception for a failed task's status.
+def task_failure(code, message, exception=None):
+    """The exception for a failed task.
 
-    A Python exception in the task arrives as Unknown with the message
-    "<Type>: <message>\\n[context]<traceback>" (worker/python_runner.cc).
+    `exception`: None, or the (type, message, traceback) fields of the Python
+    exception that failed it (ipc::TaskException, filled by
+    worker/python_runner.cc) — then a TaskError built from them as they are;
+    else the status's class (C++ tasks, the runtime's own failures).
     """
-    text = _text(message)
-    at = text.find(TRACEBACK_MARKER)
-    if code == 2 and at > 0:
-        head, trace = text[:at].rstrip("\n"), text[at:]
-        first, _, rest = head.partition("\n")
-        exc_type, _, exc_message = first.partition(": ")
-        if rest:  # a multi-line message, or a context line
-            exc_message = exc_message + "\n" + rest
-        return TaskError(exc_type, exc_message, trace)
-    return from_status(code, text)
+    if exception is None:
+        return from_status(code, message)
+    qualified, exc_message, trace = (_text(f) for f in exception)
+    short = (qualified[len("builtins."):]
+             if qualified.startswith("builtins.") else qualified)
+    return TaskError(short, exc_message, trace, qualified)

@@ -1,7 +1,9 @@
 """Launch mode: a process started by `shoal launch` joins its job — rank,
-world size, the job's key-value store, barriers, the node's store."""
+world size, the job's key-value store, barriers, the node's store.
 
-from . import _context, _ext
+The process's Job (shoal.init, shoal.kv_set, ...) is _context's."""
+
+from . import _store
 
 DEFAULT_BARRIER_TIMEOUT = 300.0
 
@@ -65,61 +67,12 @@ class Job:
 
     def put(self, obj, *, dtype=None):
         """See shoal.put."""
-        from . import _store
-        return self._handle.put(_store._prepare(obj), dtype or "")
+        return _store.put_into(self._handle.store, obj, dtype)
 
     def get(self, ref, *, timeout=0):
         """See shoal.get."""
-        ext = _ext.ext()
-        if not isinstance(ref, ext.ObjectRef):
-            ref = self._handle.get(str(ref), timeout)
-        return ext.as_array(ref)
+        return _store.get_from(lambda: self._handle.store, ref, timeout)
 
     def __repr__(self):
         return (f"<shoal.Job {self.job_id} rank {self.rank} of "
                 f"{self.world_size}>")
-
-
-def init():
-    """Joins the job `shoal launch` started this process in (idempotent).
-
-    Raises FailedPreconditionError when not started by shoal launch.
-    """
-    if _context._job is not None:
-        return _context._job
-    job = Job(_ext.ext().Job.init())
-    _context.set_job(job)
-    return job
-
-
-def kv_set(key, value):
-    _context.job().kv_set(key, value)
-
-
-def kv_get(key, timeout=0):
-    return _context.job().kv_get(key, timeout)
-
-
-def kv_add(key, delta=1):
-    return _context.job().kv_add(key, delta)
-
-
-def kv_compare_and_set(key, expected, desired):
-    return _context.job().kv_compare_and_set(key, expected, desired)
-
-
-def kv_delete(key):
-    return _context.job().kv_delete(key)
-
-
-def kv_list(prefix=""):
-    return _context.job().kv_list(prefix)
-
-
-def kv_wait(keys, timeout=None):
-    _context.job().kv_wait(keys, timeout)
-
-
-def barrier(timeout=DEFAULT_BARRIER_TIMEOUT):
-    """Job.barrier on this process's job."""
-    _context.job().barrier(timeout)

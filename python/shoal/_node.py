@@ -6,7 +6,7 @@ import select
 import signal
 import subprocess
 
-from . import _errors, _paths
+from . import _client, _errors, _paths
 
 
 class Node:
@@ -32,7 +32,6 @@ class Node:
                 self.process.wait()
         if self.process.stdout:
             self.process.stdout.close()
-        from . import _client
         for client in list(_client._CLIENTS):
             if client.job_id == self.job_id:
                 client._handle.node_stopped()

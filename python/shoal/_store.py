@@ -1,14 +1,18 @@
-"""put / get: numpy arrays and torch tensors through the node's store.
+"""The one put / get: numpy arrays and torch tensors through a node's store.
 
 put copies an array into shared memory once and returns an ObjectRef; get
 returns a read-only numpy view of an object (no copy: the array's memory is
 the store's, mapped into this process). Refs and views keep the object alive;
 the object of a put is deleted when its last ObjectRef and view are gone.
+
+put_into / get_from work on a store connection (the extension's Store, which
+a Client and a Job both expose as `.store`); shoal.put / shoal.get
+(_context.py) and Client.put / Job.put all come here.
 """
 
 import numpy as np
 
-from . import _context, _errors, _ext
+from . import _errors, _ext
 
 
 class StoreArray(np.ndarray):
@@ -54,34 +58,24 @@ def _prepare(obj):
     return obj
 
 
-def put(obj, *, dtype=None):
+def put_into(store, obj, dtype=None):
     """Copies an array (numpy, torch CPU tensor, anything with the buffer
-    protocol or __dlpack__) into the store; returns its ObjectRef.
-
-    `dtype` ("bf16", ...) reinterprets elements of the same size.
+    protocol or __dlpack__) into `store` (an extension Store); returns its
+    ObjectRef. `dtype` ("bf16", ...) reinterprets elements of the same size.
+    The copy runs with the GIL released.
     """
-    return _context.store_owner().put(_prepare(obj), dtype or "")
+    return store.put(_prepare(obj), dtype or "")
 
 
-def get(ref, *, timeout=0):
+def get_from(store_of, ref, timeout=0):
     """A read-only numpy view (StoreArray) of a store object — no copy.
 
     `ref` is an ObjectRef, or an object id (hex) made by another process on
-    this node; then get waits up to `timeout` seconds (None: forever) for it
-    to appear. bf16 objects come out as uint16 (use torch.from_dlpack(ref));
-    raw byte objects as uint8.
+    this node; for an id, get asks the Store `store_of()` returns (called
+    only then: viewing a ref needs no connection), waiting up to `timeout`
+    seconds (None: forever, Ctrl-C interrupts) for the object to appear.
     """
     ext = _ext.ext()
     if not isinstance(ref, ext.ObjectRef):
-        ref = _context.store_owner().get(str(ref), timeout)
+        ref = store_of().get(str(ref), timeout)
     return ext.as_array(ref)
-
-
-def borrow(object_id, *, timeout=0):
-    """An ObjectRef to another process's object (by id), held by this one."""
-    return _context.store_owner().get(str(object_id), timeout)
-
-
-def _borrow(object_id):
-    """Unpickles an ObjectRef in a process on the same node."""
-    return borrow(object_id)

@@ -95,6 +95,15 @@ def raise_custom():
     raise CustomError("custom failure")
 
 
+# A message that looks like the start of a traceback, over several lines.
+TRICKY_MESSAGE = ("line one\nTraceback (most recent call last):\n"
+                  "  File \"fake.py\", line 1, in <module>\nValueError: no")
+
+
+def raise_tricky():
+    raise CustomError(TRICKY_MESSAGE)
+
+
 def returns_list():
     return [1, 2, 3]
 

@@ -83,6 +83,29 @@ def test_exception_type_message_and_traceback_reach_the_caller(client):
     assert info.value.exc_type == "pytasks.CustomError"
 
 
+def test_exception_fields_arrive_apart_whatever_the_message_holds(client):
+    with pytest.raises(shoal.TaskError) as info:
+        client.submit(pytasks.raise_tricky).result(30)
+    e = info.value
+    assert e.exc_type == "pytasks.CustomError"
+    assert e.qualified_type == "pytasks.CustomError"
+    assert e.exc_message == pytasks.TRICKY_MESSAGE  # unchanged, every line
+    trace = e.remote_traceback
+    assert trace.startswith("Traceback (most recent call last):\n")
+    assert "in raise_tricky" in trace and "fake.py" in trace
+    assert trace.endswith("pytasks.CustomError: " + pytasks.TRICKY_MESSAGE
+                          + "\n")
+    with pytest.raises(shoal.TaskError) as info:
+        client.submit(pytasks.raise_value_error, 1).result(30)
+    assert info.value.qualified_type == "builtins.ValueError"
+    assert info.value.exc_type == "ValueError"
+    assert info.value.exc_message == "bad value 1"
+    # C++ tasks fail with their status only.
+    with pytest.raises(shoal.InvalidArgumentError) as info:
+        client.submit("add", "x", 1).result(30)
+    assert not isinstance(info.value, shoal.TaskError)
+
+
 def test_unsupported_returns_and_unknown_functions_fail_clearly(client):
     with pytest.raises(shoal.InvalidArgumentError, match="is a list"):
         client.submit(pytasks.returns_list).result(30)
