@@ -7,6 +7,7 @@
 #include "collectives/shm_communicator.h"
 
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -72,34 +73,6 @@ TEST_P(ShmReductionTest, AllReduceInAndOutOfPlace) {
   }));
 }
 
-TEST_P(ShmReductionTest, ReduceToEveryRoot) {
-  const int world = std::get<0>(GetParam());
-  const DType t = std::get<1>(GetParam());
-  const ReduceOp op = std::get<2>(GetParam());
-  ExpectAllCreated(RunRanks(world, SmallSlots(), [&](ShmCommunicator& c) {
-    for (int64_t n : Counts(t)) {
-      for (int root = 0; root < world; ++root) {
-        SCOPED_TRACE(
-            absl::StrCat("rank ", c.rank(), " count ", n, " root ", root));
-        std::vector<uint8_t> in = Fill(t, c.rank(), n, op);
-        std::vector<uint8_t> out(in.size(), 0xee);
-        EXPECT_TRUE(c.Reduce(in.data(), out.data(), n, t, op, root).ok());
-        if (c.rank() == root) {
-          EXPECT_EQ(CheckReduced(t, op, world, out, n), "");
-        } else {
-          EXPECT_EQ(out, std::vector<uint8_t>(in.size(), 0xee))
-              << "a non-root's out changed";
-        }
-        // In place: the root's input becomes the result.
-        EXPECT_TRUE(c.Reduce(in.data(), in.data(), n, t, op, root).ok());
-        if (c.rank() == root) {
-          EXPECT_EQ(CheckReduced(t, op, world, in, n), "");
-        }
-      }
-    }
-  }));
-}
-
 // Block k of rank r's input is Value(r, i + k·n): rank k's result is then
 // Expected(i + k·n).
 TEST_P(ShmReductionTest, ReduceScatterInAndOutOfPlace) {
@@ -133,6 +106,53 @@ INSTANTIATE_TEST_SUITE_P(
                           DTypeName(std::get<1>(info.param)), "_",
                           ReduceOpName(std::get<2>(info.param)));
     });
+
+// ---- reduce: world × dtype, every root
+// ----------------------------------------
+
+using RootedParam = std::tuple<int, DType>;
+
+class ShmReduceTest : public ::testing::TestWithParam<RootedParam> {};
+
+// Reduce runs all_reduce's chunked path (tested there with every op); what
+// is its own is the root. Every root and count, the op rotating through all
+// five, keeps the case small.
+TEST_P(ShmReduceTest, ReduceToEveryRoot) {
+  const auto [world, t] = GetParam();
+  ExpectAllCreated(RunRanks(world, SmallSlots(), [&](ShmCommunicator& c) {
+    int turn = 0;
+    for (int64_t n : Counts(t)) {
+      for (int root = 0; root < world; ++root) {
+        const ReduceOp op = kOps[turn++ % std::size(kOps)];
+        SCOPED_TRACE(absl::StrCat("rank ", c.rank(), " count ", n, " root ",
+                                  root, " ", ReduceOpName(op)));
+        std::vector<uint8_t> in = Fill(t, c.rank(), n, op);
+        std::vector<uint8_t> out(in.size(), 0xee);
+        EXPECT_TRUE(c.Reduce(in.data(), out.data(), n, t, op, root).ok());
+        if (c.rank() == root) {
+          EXPECT_EQ(CheckReduced(t, op, world, out, n), "");
+        } else {
+          EXPECT_EQ(out, std::vector<uint8_t>(in.size(), 0xee))
+              << "a non-root's out changed";
+        }
+        // In place: the root's input becomes the result.
+        EXPECT_TRUE(c.Reduce(in.data(), in.data(), n, t, op, root).ok());
+        if (c.rank() == root) {
+          EXPECT_EQ(CheckReduced(t, op, world, in, n), "");
+        }
+      }
+    }
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ShmReduceTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
+                                            ::testing::ValuesIn(kReducible)),
+                         [](const ::testing::TestParamInfo<RootedParam>& info) {
+                           return absl::StrCat(
+                               std::get<0>(info.param), "ranks_",
+                               DTypeName(std::get<1>(info.param)));
+                         });
 
 // ---- data movement: world × element size -----------------------------------
 
