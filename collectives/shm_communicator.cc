@@ -92,10 +92,13 @@ absl::Status ShmCommunicator::Impl::TimedOut(const Call& call, int peer) const {
 
 absl::Status ShmCommunicator::Impl::PeerFailure(const Call& call) const {
   // Deaths first: when one rank dies and another gives up because of it, the
-  // death is the news.
+  // death is the news. A rank that gave up and then exited did not die: its
+  // reason is the news (else a rank that times out and returns a moment
+  // before this one would be reported dead).
   for (int r = 0; r < world_; ++r) {
     const RankControl& c = ctl(r);
-    if (r != rank_ && !ProcessIsAlive(c.pid, c.start_ticks)) {
+    if (r != rank_ && c.aborted.load(std::memory_order_acquire) == 0 &&
+        !ProcessIsAlive(c.pid, c.start_ticks)) {
       return absl::UnavailableError(absl::StrCat(CallKindName(call.kind), " #",
                                                  call.seq, ": rank ", r,
                                                  " (pid ", c.pid, ") died"));
