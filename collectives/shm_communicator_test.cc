@@ -118,7 +118,8 @@ class ShmReduceTest : public ::testing::TestWithParam<RootedParam> {};
 // is its own is the root. Every root and count, the op rotating through all
 // five, keeps the case small.
 TEST_P(ShmReduceTest, ReduceToEveryRoot) {
-  const auto [world, t] = GetParam();
+  const int world = std::get<0>(GetParam());
+  const DType t = std::get<1>(GetParam());
   ExpectAllCreated(RunRanks(world, SmallSlots(), [&](ShmCommunicator& c) {
     int turn = 0;
     for (int64_t n : Counts(t)) {
