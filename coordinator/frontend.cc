@@ -246,32 +246,34 @@ ipc::Message Coordinator::Impl::OnFetch(const ipc::FetchObjectRequest& m) {
 
 ipc::Message Coordinator::Impl::OnStatus() {
   ipc::NodeStatus st;
-  st.job_id = options_.job_id;
-  st.coordinator_pid = getpid();
-  st.uptime_ms = absl::ToInt64Milliseconds(absl::Now() - started_);
-  st.frontend = frontend_endpoint_;
-  st.workers = supervisor_->Status();
-  for (ipc::WorkerStatus& w : st.workers) {
-    const int32_t slot = worker_slot_[w.id];
+  st.set_job_id(options_.job_id);
+  st.set_coordinator_pid(getpid());
+  st.set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - started_));
+  st.set_frontend(frontend_endpoint_);
+  for (ipc::WorkerStatus& w : supervisor_->Status()) {
+    *st.add_workers() = std::move(w);
+  }
+  for (ipc::WorkerStatus& w : *st.mutable_workers()) {
+    const int32_t slot = worker_slot_[w.id()];
     if (slot >= 0) {
       absl::StatusOr<tasks::TaskWorkerCounters> c =
           table_->WorkerCounters(static_cast<uint32_t>(slot));
       if (c.ok()) {
-        w.tasks_done = c->done;
-        w.tasks_failed = c->failed;
-        if (w.state == "running") w.state = c->busy ? "busy" : "idle";
+        w.set_tasks_done(c->done);
+        w.set_tasks_failed(c->failed);
+        if (w.state() == "running") w.set_state(c->busy ? "busy" : "idle");
       }
     }
   }
   if (absl::StatusOr<tasks::TaskTableStats> ts = table_->Stats(); ts.ok()) {
-    st.queued = ts->queued;
-    st.running = ts->running;
-    st.submitted = ts->submitted;
-    st.completed = ts->completed;
-    st.results_held = ts->done_untaken;
+    st.set_queued(ts->queued);
+    st.set_running(ts->running);
+    st.set_submitted(ts->submitted);
+    st.set_completed(ts->completed);
+    st.set_results_held(ts->done_untaken);
   }
   if (absl::StatusOr<shm::StoreStats> ss = store_client_->Stats(); ss.ok())
-    st.store = *ss;
+    *st.mutable_store() = *std::move(ss);
   return st;
 }
 

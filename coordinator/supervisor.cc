@@ -156,21 +156,21 @@ std::vector<ipc::WorkerStatus> Supervisor::Status() const {
   std::vector<ipc::WorkerStatus> out;
   for (const Worker& w : workers_) {
     ipc::WorkerStatus s;
-    s.id = w.spec.id;
-    s.gpus = w.spec.visible_devices;
-    s.restarts = w.restarts;
-    s.last_exit = w.last_exit;
+    s.set_id(w.spec.id);
+    s.set_gpus(w.spec.visible_devices);
+    s.set_restarts(w.restarts);
+    s.set_last_exit(w.last_exit);
     switch (w.state) {
       case State::kRunning:
-        s.pid = w.process.pid();
-        s.state = "running";
-        s.rss_bytes = ProcessRssBytes(s.pid).value_or(0);
+        s.set_pid(w.process.pid());
+        s.set_state("running");
+        s.set_rss_bytes(ProcessRssBytes(s.pid()).value_or(0));
         break;
       case State::kBackoff:
-        s.state = "restarting";
+        s.set_state("restarting");
         break;
       case State::kStopped:
-        s.state = "stopped";
+        s.set_state("stopped");
         break;
     }
     out.push_back(std::move(s));

@@ -1,6 +1,14 @@
-// The C++ side of the wire format: one struct per Envelope body case. Code
-// outside ipc/protocol*.cc builds and reads these, never the generated
-// protobuf types.
+// The C++ side of the wire format: one type per Envelope body case.
+//
+// Two kinds, by one rule:
+// - A body that carries shoal's own types (ObjectId, TensorMeta, Value, an
+//   absl::Status) or needs checks beyond the schema's is a struct here; the
+//   protocol layer (ipc/protocol*.cc) converts it and validates the input,
+//   so code above ipc/ never sees an unchecked id or tensor.
+// - A plain record — every field a number or text, nothing to check — is the
+//   class protoc generates from proto/shoal.proto, named here with `using`:
+//   the schema is its only definition (StoreStats, WorkerStatus, NodeStatus).
+//   protobuf's JSON printer prints these directly (`shoal status --json`).
 #ifndef SHOAL_IPC_MESSAGES_H_
 #define SHOAL_IPC_MESSAGES_H_
 
@@ -14,6 +22,7 @@
 #include "ipc/object_id.h"
 #include "ipc/tensor_meta.h"
 #include "ipc/value.h"
+#include "proto/shoal.pb.h"
 
 namespace shoal::ipc {
 
@@ -103,19 +112,8 @@ struct ContainsReply {
 
 struct StoreStatsRequest {};
 
-struct StoreStats {
-  uint64_t capacity_bytes = 0;
-  uint64_t used_bytes = 0;
-  uint64_t objects = 0;
-  uint64_t sealed_objects = 0;
-  uint64_t referenced_objects = 0;
-  uint64_t evictions = 0;
-  uint64_t evicted_bytes = 0;
-  uint64_t clients = 0;
-  uint64_t prefaulted_bytes = 0;
-  uint64_t max_objects = 0;
-  uint64_t lock_repairs = 0;
-};
+// Plain record (see the rule above): the store's counters.
+using StoreStats = wire::StoreStatsReply;
 
 struct ReclaimHint {
   ObjectId id;
@@ -231,31 +229,10 @@ struct WorkerHeartbeat {
 
 struct StatusRequest {};
 
-struct WorkerStatus {
-  uint32_t id = 0;
-  int32_t pid = 0;
-  std::string gpus;
-  std::string state;
-  uint64_t tasks_done = 0;
-  uint64_t tasks_failed = 0;
-  uint32_t restarts = 0;
-  uint64_t rss_bytes = 0;
-  std::string last_exit;
-};
-
-struct NodeStatus {
-  std::string job_id;
-  int32_t coordinator_pid = 0;
-  int64_t uptime_ms = 0;
-  std::vector<WorkerStatus> workers;
-  uint32_t queued = 0;
-  uint32_t running = 0;
-  uint64_t submitted = 0;
-  uint64_t completed = 0;
-  StoreStats store;
-  std::string frontend;
-  uint32_t results_held = 0;
-};
+// Plain records (see the rule above): one worker, and the node as `shoal
+// status` shows it.
+using WorkerStatus = wire::WorkerStatus;
+using NodeStatus = wire::NodeStatus;
 
 struct StopRequest {};
 

@@ -107,7 +107,7 @@ absl::Status EncodeBody(const StoreStatsRequest&, wire::Envelope* w) {
 }
 
 absl::Status EncodeBody(const StoreStats& m, wire::Envelope* w) {
-  ToWire(m, w->mutable_store_stats_reply());
+  *w->mutable_store_stats_reply() = m;
   return absl::OkStatus();
 }
 
@@ -236,7 +236,7 @@ absl::StatusOr<Message> StoreBodyFromWire(const wire::Envelope& w,
     case wire::Envelope::kStoreStats:
       return StoreStatsRequest{};
     case wire::Envelope::kStoreStatsReply:
-      return FromWire(w.store_stats_reply());
+      return w.store_stats_reply();
     case wire::Envelope::kReclaimHint:
       return IdMessageFromWire<ReclaimHint>(w.reclaim_hint().id());
     default:

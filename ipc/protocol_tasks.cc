@@ -104,29 +104,7 @@ absl::Status EncodeBody(const StatusRequest&, wire::Envelope* w) {
 }
 
 absl::Status EncodeBody(const NodeStatus& m, wire::Envelope* w) {
-  auto* r = w->mutable_node_status();
-  r->set_job_id(m.job_id);
-  r->set_coordinator_pid(m.coordinator_pid);
-  r->set_uptime_ms(m.uptime_ms);
-  for (const WorkerStatus& ws : m.workers) {
-    auto* o = r->add_workers();
-    o->set_id(ws.id);
-    o->set_pid(ws.pid);
-    o->set_gpus(ws.gpus);
-    o->set_state(ws.state);
-    o->set_tasks_done(ws.tasks_done);
-    o->set_tasks_failed(ws.tasks_failed);
-    o->set_restarts(ws.restarts);
-    o->set_rss_bytes(ws.rss_bytes);
-    o->set_last_exit(ws.last_exit);
-  }
-  r->set_queued(m.queued);
-  r->set_running(m.running);
-  r->set_submitted(m.submitted);
-  r->set_completed(m.completed);
-  ToWire(m.store, r->mutable_store());
-  r->set_frontend(m.frontend);
-  r->set_results_held(m.results_held);
+  *w->mutable_node_status() = m;
   return absl::OkStatus();
 }
 
@@ -224,26 +202,6 @@ absl::StatusOr<Message> WorkerHelloFromWire(const wire::WorkerHello& r,
   return m;
 }
 
-NodeStatus NodeStatusFromWire(const wire::NodeStatus& r) {
-  NodeStatus m;
-  m.job_id = r.job_id();
-  m.coordinator_pid = r.coordinator_pid();
-  m.uptime_ms = r.uptime_ms();
-  for (const wire::WorkerStatus& ws : r.workers()) {
-    m.workers.push_back(WorkerStatus{
-        ws.id(), ws.pid(), ws.gpus(), ws.state(), ws.tasks_done(),
-        ws.tasks_failed(), ws.restarts(), ws.rss_bytes(), ws.last_exit()});
-  }
-  m.queued = r.queued();
-  m.running = r.running();
-  m.submitted = r.submitted();
-  m.completed = r.completed();
-  m.store = FromWire(r.store());
-  m.frontend = r.frontend();
-  m.results_held = r.results_held();
-  return m;
-}
-
 }  // namespace
 
 absl::StatusOr<Message> TaskBodyFromWire(const wire::Envelope& w,
@@ -285,7 +243,7 @@ absl::StatusOr<Message> TaskBodyFromWire(const wire::Envelope& w,
     case wire::Envelope::kStatus:
       return StatusRequest{};
     case wire::Envelope::kNodeStatus:
-      return NodeStatusFromWire(w.node_status());
+      return w.node_status();
     case wire::Envelope::kStop:
       return StopRequest{};
     default:

@@ -36,7 +36,7 @@ class OkServer {
                           return std::nullopt;
                         if (std::holds_alternative<StoreStatsRequest>(body)) {
                           StoreStats st;
-                          st.objects = 7;
+                          st.set_objects(7);
                           return st;
                         }
                         return OkReply{};
@@ -71,7 +71,7 @@ TEST(RpcChannelTest, TypedCalls) {
   absl::StatusOr<StoreStats> st =
       c->Call<StoreStats>(StoreStatsRequest{}, absl::Seconds(10));
   ASSERT_TRUE(st.ok()) << st.status();
-  EXPECT_EQ(st->objects, 7u);
+  EXPECT_EQ(st->objects(), 7u);
   EXPECT_TRUE(
       c->Call<OkReply>(DeleteRequest{ObjectId::Random()}, absl::Seconds(10))
           .ok());

@@ -200,34 +200,4 @@ absl::StatusOr<TaskResult> FromWire(const wire::TaskResult& w,
   return r;
 }
 
-void ToWire(const StoreStats& m, wire::StoreStatsReply* r) {
-  r->set_capacity_bytes(m.capacity_bytes);
-  r->set_used_bytes(m.used_bytes);
-  r->set_objects(m.objects);
-  r->set_sealed_objects(m.sealed_objects);
-  r->set_referenced_objects(m.referenced_objects);
-  r->set_evictions(m.evictions);
-  r->set_evicted_bytes(m.evicted_bytes);
-  r->set_clients(m.clients);
-  r->set_prefaulted_bytes(m.prefaulted_bytes);
-  r->set_max_objects(m.max_objects);
-  r->set_lock_repairs(m.lock_repairs);
-}
-
-StoreStats FromWire(const wire::StoreStatsReply& r) {
-  StoreStats m;
-  m.capacity_bytes = r.capacity_bytes();
-  m.used_bytes = r.used_bytes();
-  m.objects = r.objects();
-  m.sealed_objects = r.sealed_objects();
-  m.referenced_objects = r.referenced_objects();
-  m.evictions = r.evictions();
-  m.evicted_bytes = r.evicted_bytes();
-  m.clients = r.clients();
-  m.prefaulted_bytes = r.prefaulted_bytes();
-  m.max_objects = r.max_objects();
-  m.lock_repairs = r.lock_repairs();
-  return m;
-}
-
 }  // namespace shoal::ipc

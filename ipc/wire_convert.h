@@ -31,9 +31,6 @@ void ToWire(const TaskResult& r, wire::TaskResult* out);
 absl::StatusOr<TaskResult> FromWire(const wire::TaskResult& w,
                                     const DecodeLimits& limits);
 
-void ToWire(const StoreStats& m, wire::StoreStatsReply* r);
-StoreStats FromWire(const wire::StoreStatsReply& r);
-
 // A status from a wire code and message. Returns false (leaving `out`
 // untouched) for a code that is not an absl::StatusCode. (Not a
 // StatusOr<Status>: constructing one from an error Status makes a *value*.)

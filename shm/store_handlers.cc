@@ -341,22 +341,24 @@ StoreService::Impl::Reply StoreService::Impl::OnStats() {
   auto lock = Lock();
   if (!lock.ok()) return Error(lock.status());
   ipc::StoreStats st;
-  st.capacity_bytes = allocator_->capacity();
-  st.used_bytes = allocator_->used();
-  st.max_objects = table_->header()->max_objects;
+  st.set_capacity_bytes(allocator_->capacity());
+  st.set_used_bytes(allocator_->used());
+  st.set_max_objects(table_->header()->max_objects);
   for (uint32_t e = 0; e < table_->header()->max_objects; ++e) {
     const ObjectEntry* x = table_->entry(e);
     const auto state = static_cast<ObjectState>(x->state);
     if (state == ObjectState::kFree) continue;
-    ++st.objects;
-    if (state == ObjectState::kSealed) ++st.sealed_objects;
-    if (x->refcount > 0) ++st.referenced_objects;
+    st.set_objects(st.objects() + 1);
+    if (state == ObjectState::kSealed) {
+      st.set_sealed_objects(st.sealed_objects() + 1);
+    }
+    if (x->refcount > 0) st.set_referenced_objects(st.referenced_objects() + 1);
   }
-  st.evictions = evictions_;
-  st.evicted_bytes = evicted_bytes_;
-  st.clients = clients_.size();
-  st.prefaulted_bytes = prefaulter_->prefaulted_bytes();
-  st.lock_repairs = table_->header()->lock.repairs;
+  st.set_evictions(evictions_);
+  st.set_evicted_bytes(evicted_bytes_);
+  st.set_clients(clients_.size());
+  st.set_prefaulted_bytes(prefaulter_->prefaulted_bytes());
+  st.set_lock_repairs(table_->header()->lock.repairs);
   return st;
 }
 

@@ -17,7 +17,6 @@
 #include "coordinator/client.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/discovery.h"
-#include "proto/cli.pb.h"
 #include "tools/bench/bench_util.h"
 #include "tools/cli/args.h"
 #include "tools/cli/json.h"
@@ -194,57 +193,34 @@ int StartDaemon(coordinator::CoordinatorOptions o) {
   return 1;
 }
 
+// The wire's NodeStatus is a plain record generated from proto/shoal.proto,
+// so the JSON printer prints it as it is: the schema names the fields.
 absl::Status PrintStatusJson(const ipc::NodeStatus& st) {
-  NodeStatusJson j;
-  j.set_job_id(st.job_id);
-  j.set_coordinator_pid(st.coordinator_pid);
-  j.set_uptime_ms(st.uptime_ms);
-  j.set_frontend(st.frontend);
-  j.set_queued(st.queued);
-  j.set_running(st.running);
-  j.set_submitted(st.submitted);
-  j.set_completed(st.completed);
-  j.set_store_capacity_bytes(st.store.capacity_bytes);
-  j.set_store_used_bytes(st.store.used_bytes);
-  j.set_store_objects(st.store.objects);
-  j.set_store_evictions(st.store.evictions);
-  for (const ipc::WorkerStatus& w : st.workers) {
-    WorkerStatusJson* o = j.add_workers();
-    o->set_id(w.id);
-    o->set_pid(w.pid);
-    o->set_gpus(w.gpus);
-    o->set_state(w.state);
-    o->set_tasks_done(w.tasks_done);
-    o->set_tasks_failed(w.tasks_failed);
-    o->set_restarts(w.restarts);
-    o->set_rss_bytes(w.rss_bytes);
-    o->set_last_exit(w.last_exit);
-  }
-  return PrintJson(j);
+  return PrintJson(st);
 }
 
 void PrintStatusText(const ipc::NodeStatus& st) {
   std::printf("job %s  coordinator pid %d  up %.1f s  frontend %s\n",
-              st.job_id.c_str(), st.coordinator_pid, st.uptime_ms / 1000.0,
-              st.frontend.c_str());
+              st.job_id().c_str(), st.coordinator_pid(),
+              st.uptime_ms() / 1000.0, st.frontend().c_str());
   std::printf("tasks: %u queued, %u running, %llu submitted, %llu completed\n",
-              st.queued, st.running,
-              static_cast<unsigned long long>(st.submitted),
-              static_cast<unsigned long long>(st.completed));
+              st.queued(), st.running(),
+              static_cast<unsigned long long>(st.submitted()),
+              static_cast<unsigned long long>(st.completed()));
   std::printf("store: %s of %s used, %llu objects, %llu evictions\n",
-              FormatBytes(st.store.used_bytes).c_str(),
-              FormatBytes(st.store.capacity_bytes).c_str(),
-              static_cast<unsigned long long>(st.store.objects),
-              static_cast<unsigned long long>(st.store.evictions));
+              FormatBytes(st.store().used_bytes()).c_str(),
+              FormatBytes(st.store().capacity_bytes()).c_str(),
+              static_cast<unsigned long long>(st.store().objects()),
+              static_cast<unsigned long long>(st.store().evictions()));
   bench::Table t({"worker", "pid", "gpus", "state", "done", "failed",
                   "restarts", "rss", "last exit"});
-  for (const ipc::WorkerStatus& w : st.workers) {
-    t.AddRow({absl::StrCat(w.id), w.pid ? absl::StrCat(w.pid) : "-",
-              w.gpus.empty() ? "-" : w.gpus, w.state,
-              absl::StrCat(w.tasks_done), absl::StrCat(w.tasks_failed),
-              absl::StrCat(w.restarts),
-              w.rss_bytes ? FormatBytes(w.rss_bytes) : "-",
-              w.last_exit.empty() ? "-" : w.last_exit});
+  for (const ipc::WorkerStatus& w : st.workers()) {
+    t.AddRow({absl::StrCat(w.id()), w.pid() ? absl::StrCat(w.pid()) : "-",
+              w.gpus().empty() ? "-" : w.gpus(), w.state(),
+              absl::StrCat(w.tasks_done()), absl::StrCat(w.tasks_failed()),
+              absl::StrCat(w.restarts()),
+              w.rss_bytes() ? FormatBytes(w.rss_bytes()) : "-",
+              w.last_exit().empty() ? "-" : w.last_exit()});
   }
   std::fputs(t.Render().c_str(), stdout);
 }

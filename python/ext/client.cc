@@ -181,27 +181,27 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
     }
     ipc::NodeStatus s = Unwrap(std::move(st));
     py::list workers;
-    for (const ipc::WorkerStatus& w : s.workers) {
+    for (const ipc::WorkerStatus& w : s.workers()) {
       py::dict d;
-      d["id"] = w.id;
-      d["pid"] = w.pid;
-      d["state"] = w.state;
-      d["tasks_done"] = w.tasks_done;
-      d["tasks_failed"] = w.tasks_failed;
-      d["restarts"] = w.restarts;
-      d["last_exit"] = w.last_exit;
+      d["id"] = w.id();
+      d["pid"] = w.pid();
+      d["state"] = w.state();
+      d["tasks_done"] = w.tasks_done();
+      d["tasks_failed"] = w.tasks_failed();
+      d["restarts"] = w.restarts();
+      d["last_exit"] = w.last_exit();
       workers.append(d);
     }
     py::dict d;
-    d["job_id"] = s.job_id;
+    d["job_id"] = s.job_id();
     d["workers"] = workers;
-    d["queued"] = s.queued;
-    d["running"] = s.running;
-    d["submitted"] = s.submitted;
-    d["completed"] = s.completed;
-    d["frontend"] = s.frontend;
-    d["store_used_bytes"] = s.store.used_bytes;
-    d["store_capacity_bytes"] = s.store.capacity_bytes;
+    d["queued"] = s.queued();
+    d["running"] = s.running();
+    d["submitted"] = s.submitted();
+    d["completed"] = s.completed();
+    d["frontend"] = s.frontend();
+    d["store_used_bytes"] = s.store().used_bytes();
+    d["store_capacity_bytes"] = s.store().capacity_bytes();
     return d;
   }
 

@@ -8,6 +8,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "proto/cli.pb.h"
+#include "proto/shoal.pb.h"
 #include "tests/coordinator/node_fixture.h"
 #include "tests/testing/command.h"
 #include "tests/testing/test_env.h"
@@ -83,10 +84,11 @@ TEST_F(CliJsonTest, SubmitJsonListsOutputs) {
 TEST_F(CliJsonTest, StatusJsonParses) {
   CommandResult r = Shoal("status", {"--json"});
   EXPECT_EQ(r.code, 0) << r.err;
-  cli::NodeStatusJson parsed;
+  wire::NodeStatus parsed;  // the wire schema's record, printed as it is
   ASSERT_TRUE(OneJsonLine(r, &parsed));
   EXPECT_EQ(parsed.job_id(), node_->job_id());
   EXPECT_GT(parsed.workers_size(), 0);
+  EXPECT_GT(parsed.store().capacity_bytes(), 0u);
 }
 
 }  // namespace

@@ -102,9 +102,9 @@ TEST_F(NodeTest, ManyTasksOverTwoWorkersGiveCorrectResults) {
   EXPECT_DOUBLE_EQ(std::get<double>(sum->outputs.at(0)), 200000.0);
   // Both workers took part.
   ipc::NodeStatus st = Status();
-  ASSERT_EQ(st.workers.size(), 2u);
-  EXPECT_GT(st.workers[0].tasks_done, 0u);
-  EXPECT_GT(st.workers[1].tasks_done, 0u);
+  ASSERT_EQ(st.workers().size(), 2u);
+  EXPECT_GT(st.workers(0).tasks_done(), 0u);
+  EXPECT_GT(st.workers(1).tasks_done(), 0u);
 }
 
 TEST_F(NodeTest, RemoteClientThroughTheFrontend) {
@@ -179,9 +179,10 @@ TEST_F(NodeTest, WorkerKilledMidTaskIsRestartedAndTheTaskRetried) {
   EXPECT_TRUE(WaitUntil(
       [&] {
         ipc::NodeStatus st = Status();
-        for (const ipc::WorkerStatus& w : st.workers) {
-          if (w.restarts == 1 && absl::StrContains(w.last_exit, "SIGKILL") &&
-              w.pid != 0 && w.pid != victim) {
+        for (const ipc::WorkerStatus& w : st.workers()) {
+          if (w.restarts() == 1 &&
+              absl::StrContains(w.last_exit(), "SIGKILL") && w.pid() != 0 &&
+              w.pid() != victim) {
             return true;
           }
         }
@@ -212,7 +213,7 @@ TEST_F(NodeTest, CancelQueuedAndRunningAndTimeouts) {
   auto a = client_->Submit(Task("sleep", {30.0}));
   auto b = client_->Submit(Task("sleep", {30.0}));
   ASSERT_TRUE(
-      WaitUntil([&] { return Status().running == 2; }, absl::Seconds(20)));
+      WaitUntil([&] { return Status().running() == 2; }, absl::Seconds(20)));
   auto queued = client_->Submit(Task("noop"));
   ASSERT_TRUE(client_->Cancel(*queued).ok());
   auto rq = client_->Wait(*queued, absl::Seconds(5));
@@ -245,8 +246,8 @@ TEST_F(NodeTest, CancelQueuedAndRunningAndTimeouts) {
   EXPECT_TRUE(WaitUntil(
       [&] {
         uint32_t restarts = 0;
-        for (const ipc::WorkerStatus& w : Status().workers)
-          restarts += w.restarts;
+        for (const ipc::WorkerStatus& w : Status().workers())
+          restarts += w.restarts();
         return restarts == 1;
       },
       absl::Seconds(20)));
@@ -293,7 +294,7 @@ TEST_F(NodeTest, BadRequestsGetErrorRepliesAndTheCoordinatorStaysUp) {
   ipc::SubmitRequest unknown;
   unknown.tasks.push_back(Task("no_such_function"));
   // Workers report their functions in their hello; give them a moment.
-  EXPECT_TRUE(WaitUntil([&] { return Status().workers.size() == 2; },
+  EXPECT_TRUE(WaitUntil([&] { return Status().workers().size() == 2; },
                         absl::Seconds(5)));
   absl::SleepFor(absl::Milliseconds(200));
   EXPECT_EQ(raw.Roundtrip(*ipc::Encode(1, unknown)).code(),
@@ -357,27 +358,28 @@ TEST_F(NodeTest, ClientThatDiesHoldingResultsHasThemFreed) {
   char c;
   ASSERT_EQ(read(fds[0], &c, 1), 1);
   close(fds[0]);
-  EXPECT_TRUE(
-      WaitUntil([&] { return Status().results_held >= 5; }, absl::Seconds(10)));
-  EXPECT_GE(Status().store.objects, before.store.objects + 5);
+  EXPECT_TRUE(WaitUntil([&] { return Status().results_held() >= 5; },
+                        absl::Seconds(10)));
+  EXPECT_GE(Status().store().objects(), before.store().objects() + 5);
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
   EXPECT_TRUE(WaitUntil(
       [&] {
         ipc::NodeStatus st = Status();
-        return st.results_held == 0 && st.queued == 0 && st.running == 0 &&
-               st.store.objects == before.store.objects &&
-               st.store.used_bytes == before.store.used_bytes;
+        return st.results_held() == 0 && st.queued() == 0 &&
+               st.running() == 0 &&
+               st.store().objects() == before.store().objects() &&
+               st.store().used_bytes() == before.store().used_bytes();
       },
       absl::Seconds(20)))
-      << "held " << Status().results_held << " objects "
-      << Status().store.objects;
+      << "held " << Status().results_held() << " objects "
+      << Status().store().objects();
 }
 
 TEST_F(NodeTest, CoordinatorKilledTakesItsWorkersAndLeavesNothingStale) {
   const ipc::NodeStatus st = Status();
   std::vector<pid_t> workers;
-  for (const ipc::WorkerStatus& w : st.workers) workers.push_back(w.pid);
+  for (const ipc::WorkerStatus& w : st.workers()) workers.push_back(w.pid());
   ASSERT_EQ(workers.size(), 2u);
   const std::string old_job = node_->job_id();
   client_.reset();
@@ -437,9 +439,9 @@ TEST_F(NodeTest, WorkersSeeOnlyTheirGpus) {
   EXPECT_TRUE(seen.count("3") || seen.count("5"));
   for (const std::string& s : seen) EXPECT_TRUE(s == "3" || s == "5") << s;
   ipc::NodeStatus st = Status();
-  ASSERT_EQ(st.workers.size(), 2u);
-  EXPECT_EQ(st.workers[0].gpus, "3");
-  EXPECT_EQ(st.workers[1].gpus, "5");
+  ASSERT_EQ(st.workers().size(), 2u);
+  EXPECT_EQ(st.workers(0).gpus(), "3");
+  EXPECT_EQ(st.workers(1).gpus(), "5");
   // UUIDs pass through verbatim; asking for more than exist fails at start.
   client_.reset();
   node_.reset();
@@ -448,7 +450,7 @@ TEST_F(NodeTest, WorkersSeeOnlyTheirGpus) {
       "GPU-8f6c3a2e-1b2c-4d5e-9f00-112233445566";
   auto node = NodeProcess::Start({"-n", "1", "--gpus-per-worker", "1"}, uuids);
   ASSERT_TRUE(node.ok()) << node.status();
-  EXPECT_EQ((*node)->Connect().value()->Status()->workers[0].gpus,
+  EXPECT_EQ((*node)->Connect().value()->Status()->workers(0).gpus(),
             "GPU-8f6c3a2e-1b2c-4d5e-9f00-112233445566");
   node->reset();
   SubprocessOptions two;

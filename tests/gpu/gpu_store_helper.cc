@@ -163,8 +163,8 @@ int main() {
       auto st = c.Stats();
       if (!st.ok()) return Fail(st.status());
       std::printf("stats %llu %llu\n",
-                  static_cast<unsigned long long>(st->objects),
-                  static_cast<unsigned long long>(st->referenced_objects));
+                  static_cast<unsigned long long>(st->objects()),
+                  static_cast<unsigned long long>(st->referenced_objects()));
     } else {
       std::printf("error bad command '%s'\n", line.c_str());
     }

@@ -86,7 +86,7 @@ class DeviceStoreTest : public ::testing::Test {
   uint64_t Referenced() {
     auto st = consumer_->Stats();
     EXPECT_TRUE(st.ok());
-    return st.ok() ? st->referenced_objects : 0;
+    return st.ok() ? st->referenced_objects() : 0;
   }
 
   static int counter_;
@@ -233,7 +233,7 @@ TEST_F(DeviceStoreTest, FullDeviceArenasEvictUnreferencedObjectsFirst) {
   for (int i = 0; i < 4; ++i) ids.push_back(Produce(kMiB, 10 + i));
   auto st = consumer_->Stats();
   ASSERT_TRUE(st.ok());
-  EXPECT_GT(st->evictions, 0u);
+  EXPECT_GT(st->evictions(), 0u);
   EXPECT_TRUE(*consumer_->Contains(ids[0]));   // referenced: kept
   EXPECT_FALSE(*consumer_->Contains(ids[1]));  // least recently used: gone
   EXPECT_TRUE(*consumer_->Contains(ids.back()));

@@ -142,7 +142,7 @@ TEST_F(BadInputTest, ServiceSurvivesAndStaysCorrect) {
   EXPECT_EQ(view->data[100], 42);
   auto stats = (*client)->Stats();
   ASSERT_TRUE(stats.ok());
-  EXPECT_EQ(stats->objects, 1u);
+  EXPECT_EQ(stats->objects(), 1u);
   EXPECT_TRUE(store_->process().running());
 }
 

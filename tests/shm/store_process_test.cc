@@ -162,11 +162,11 @@ TEST_F(StoreProcessTest, LifecycleErrors) {
             absl::StatusCode::kNotFound);
   // Abort frees immediately.
   ObjectId aborted = ObjectId::Random();
-  const uint64_t before = Stats().used_bytes;
+  const uint64_t before = Stats().used_bytes();
   ASSERT_TRUE(client_->CreateBytes(aborted, 1 << 20).ok());
-  EXPECT_GT(Stats().used_bytes, before);
+  EXPECT_GT(Stats().used_bytes(), before);
   ASSERT_TRUE(client_->Abort(aborted).ok());
-  EXPECT_EQ(Stats().used_bytes, before);
+  EXPECT_EQ(Stats().used_bytes(), before);
   // Bad metadata never reaches the service.
   TensorMeta bad = TensorMeta::Contiguous(DType::kF32, {-1});
   EXPECT_EQ(client_->Create(ObjectId::Random(), bad).status().code(),
@@ -179,7 +179,7 @@ TEST_F(StoreProcessTest, LifecycleErrors) {
 TEST_F(StoreProcessTest, DeleteIsDeferredUntilLastRelease) {
   ObjectId id = ObjectId::Random();
   std::vector<uint8_t> data(1 << 20, 3);
-  const uint64_t baseline = Stats().used_bytes;
+  const uint64_t baseline = Stats().used_bytes();
   ASSERT_TRUE(
       client_->Put(id, TensorMeta::Bytes(data.size()), data.data()).ok());
   auto view = client_->Get(id);  // a second reference
@@ -187,15 +187,15 @@ TEST_F(StoreProcessTest, DeleteIsDeferredUntilLastRelease) {
   ASSERT_TRUE(client_->Delete(id).ok());
   EXPECT_FALSE(*client_->Contains(id));
   EXPECT_EQ(client_->Get(id).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_GT(Stats().used_bytes, baseline);
+  EXPECT_GT(Stats().used_bytes(), baseline);
   // The bytes stay readable while referenced.
   EXPECT_EQ(view->data[12345], 3);
   ASSERT_TRUE(client_->Release(id).ok());
-  EXPECT_GT(Stats().used_bytes, baseline);
+  EXPECT_GT(Stats().used_bytes(), baseline);
   ASSERT_TRUE(client_->Release(id).ok());
-  EXPECT_TRUE(WaitUntil([&] { return Stats().used_bytes == baseline; },
+  EXPECT_TRUE(WaitUntil([&] { return Stats().used_bytes() == baseline; },
                         absl::Seconds(5)));
-  EXPECT_EQ(Stats().objects, 0u);
+  EXPECT_EQ(Stats().objects(), 0u);
 }
 
 TEST_F(StoreProcessTest, KilledClientsReferencesAreReleased) {
@@ -214,36 +214,36 @@ TEST_F(StoreProcessTest, KilledClientsReferencesAreReleased) {
   auto holder = StartHelper(args);
   ASSERT_TRUE(holder.ok());
   ASSERT_EQ(*holder->ReadLine(absl::Seconds(20)), "held");
-  EXPECT_EQ(Stats().referenced_objects, 8u);
+  EXPECT_EQ(Stats().referenced_objects(), 8u);
   // Deleting while the other process holds them defers the frees.
   for (const ObjectId& id : ids) ASSERT_TRUE(client_->Delete(id).ok());
-  EXPECT_GT(Stats().used_bytes, baseline.used_bytes);
+  EXPECT_GT(Stats().used_bytes(), baseline.used_bytes());
   holder->Signal(SIGKILL);
   ASSERT_TRUE(holder->Wait(absl::Seconds(10)).ok());
   EXPECT_TRUE(WaitUntil(
       [&] {
         shm::StoreStats s = Stats();
-        return s.used_bytes == baseline.used_bytes && s.objects == 0 &&
-               s.referenced_objects == 0 && s.clients == baseline.clients;
+        return s.used_bytes() == baseline.used_bytes() && s.objects() == 0 &&
+               s.referenced_objects() == 0 && s.clients() == baseline.clients();
       },
       absl::Seconds(5)))
-      << "used " << Stats().used_bytes << " vs " << baseline.used_bytes;
+      << "used " << Stats().used_bytes() << " vs " << baseline.used_bytes();
 }
 
 TEST_F(StoreProcessTest, ClientKilledMidCreateLeaksNothing) {
-  const uint64_t baseline = Stats().used_bytes;
+  const uint64_t baseline = Stats().used_bytes();
   ObjectId id = ObjectId::Random();
   auto creator =
       StartHelper({"create", store_->endpoint(), id.ToHex(), "3000000"});
   ASSERT_TRUE(creator.ok());
   ASSERT_EQ(*creator->ReadLine(absl::Seconds(20)), "created");
-  EXPECT_GT(Stats().used_bytes, baseline);
-  EXPECT_EQ(Stats().objects, 1u);
+  EXPECT_GT(Stats().used_bytes(), baseline);
+  EXPECT_EQ(Stats().objects(), 1u);
   creator->Signal(SIGKILL);
   ASSERT_TRUE(creator->Wait(absl::Seconds(10)).ok());
   EXPECT_TRUE(
-      WaitUntil([&] { return Stats().objects == 0; }, absl::Seconds(5)));
-  EXPECT_EQ(Stats().used_bytes, baseline);
+      WaitUntil([&] { return Stats().objects() == 0; }, absl::Seconds(5)));
+  EXPECT_EQ(Stats().used_bytes(), baseline);
   EXPECT_FALSE(*client_->Contains(id));
   // The id is free again and the table is consistent.
   std::vector<uint8_t> data(100, 1);
@@ -257,7 +257,7 @@ TEST_F(StoreProcessTest, ClientKilledInsideTheTableLockIsRolledBack) {
   ASSERT_TRUE(
       client_->Put(id, TensorMeta::Bytes(data.size()), data.data()).ok());
   ASSERT_TRUE(client_->Release(id).ok());
-  ASSERT_EQ(Stats().referenced_objects, 0u);
+  ASSERT_EQ(Stats().referenced_objects(), 0u);
   auto victim = StartHelper({"die-in-lock", store_->endpoint(), id.ToHex()});
   ASSERT_TRUE(victim.ok());
   ASSERT_EQ(*victim->ReadLine(absl::Seconds(20)), "dying");
@@ -268,18 +268,18 @@ TEST_F(StoreProcessTest, ClientKilledInsideTheTableLockIsRolledBack) {
   auto view = client_->Get(id);
   ASSERT_TRUE(view.ok()) << view.status();
   ASSERT_TRUE(client_->Release(id).ok());
-  EXPECT_TRUE(WaitUntil([&] { return Stats().referenced_objects == 0; },
+  EXPECT_TRUE(WaitUntil([&] { return Stats().referenced_objects() == 0; },
                         absl::Seconds(5)));
   ASSERT_TRUE(client_->Delete(id).ok());
   EXPECT_TRUE(
-      WaitUntil([&] { return Stats().objects == 0; }, absl::Seconds(5)));
-  EXPECT_EQ(Stats().lock_repairs, 1u);
+      WaitUntil([&] { return Stats().objects() == 0; }, absl::Seconds(5)));
+  EXPECT_EQ(Stats().lock_repairs(), 1u);
 }
 
 TEST_F(StoreProcessTest, FullStoreEvictsInLruOrderThenReportsExhaustion) {
   StartStore(8 << 20, {"--max-objects", "64", "--max-clients", "8",
                        "--prefault-ahead", "0"});
-  const uint64_t capacity = Stats().capacity_bytes;
+  const uint64_t capacity = Stats().capacity_bytes();
   const uint64_t chunk = capacity / 4;  // four objects fill the arena
   std::vector<uint8_t> data(chunk, 1);
   std::vector<ObjectId> ids(4);
@@ -306,7 +306,7 @@ TEST_F(StoreProcessTest, FullStoreEvictsInLruOrderThenReportsExhaustion) {
   EXPECT_FALSE(*client_->Contains(ids[1]));
   EXPECT_FALSE(*client_->Contains(ids[2]));
   EXPECT_TRUE(*client_->Contains(ids[3]));
-  EXPECT_EQ(Stats().evictions, 2u);
+  EXPECT_EQ(Stats().evictions(), 2u);
   // Bigger than the whole arena: exhausted, and nothing live was touched.
   std::vector<uint8_t> huge(capacity + 4096);
   EXPECT_EQ(
