@@ -246,8 +246,8 @@ TEST_F(NodeTest, CancelQueuedAndRunningAndTimeouts) {
   EXPECT_TRUE(WaitUntil(
       [&] {
         uint32_t restarts = 0;
-        for (const ipc::WorkerStatus& w : Status().workers())
-          restarts += w.restarts();
+        const ipc::NodeStatus st = Status();  // workers() refers into it
+        for (const ipc::WorkerStatus& w : st.workers()) restarts += w.restarts();
         return restarts == 1;
       },
       absl::Seconds(20)));
