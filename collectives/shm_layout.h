@@ -1,4 +1,4 @@
-// The shared-memory collectives' segment (internal to shm_collectives):
+// The shared-memory collectives' segment (internal to the shm communicator):
 //
 //   [CollHeader]
 //   [RankControl × world]           step counters, doorbells, call descriptors

@@ -1,8 +1,8 @@
 // Executor: runs one claimed task in this worker process — decodes its
 // arguments, finds the function in one of the language runners, runs it, and
-// encodes the outcome. C++ functions run through the CppRunner; a second
-// language (the embedded CPython of a later issue) plugs in as another
-// TaskRunner beside it.
+// encodes the outcome. C++ functions run through the CppRunner, Python
+// functions through the PythonRunner (worker/python_runner.h), each a
+// TaskRunner.
 #ifndef SHOAL_WORKER_EXECUTOR_H_
 #define SHOAL_WORKER_EXECUTOR_H_
 
