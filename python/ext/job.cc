@@ -153,7 +153,6 @@ void AddBarrierAndStore(JobClass& cls) {
 
 void DefineJob(py::module_& m) {
   using H = JobHandle;
-  using HP = std::shared_ptr<JobHandle>;
   JobClass cls(m, "Job", "This process's place in a launched job.");
   cls.def_static("init", &H::Init)
       .def_property_readonly("rank", [](H& h) { return h.job().rank(); })
