@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "collectives/reduce_op.h"
+#include "collectives/reference_data.h"
 #include "collectives/shm_communicator.h"
 #include "ipc/tensor_meta.h"
 
@@ -35,25 +36,6 @@ std::vector<absl::Status> RunRanks(
     int world, const ShmCommOptions& options,
     const std::function<void(ShmCommunicator&)>& body,
     const std::vector<int>& skip_create = {});
-
-// ---- test data ----
-
-// Element i of `rank`'s input: small integers (for kProd: -1, 1 or 2), so
-// that sums and products over four ranks are exact in every reducible dtype.
-double Value(int rank, int64_t i, ReduceOp op);
-// The reduction over `world` ranks of Value(r, i, op), as `dtype` holds it
-// (the kernels' rounding and integer division included).
-double Expected(DType dtype, ReduceOp op, int world, int64_t i);
-
-void StoreElement(DType dtype, void* base, int64_t i, double v);
-double LoadElement(DType dtype, const void* base, int64_t i);
-
-// `count` elements Value(rank, i + shift, op), i = 0.., followed by `spare`
-// guard bytes of 0xee.
-std::vector<uint8_t> Fill(DType dtype, int rank, int64_t count, ReduceOp op,
-                          int64_t shift = 0, int64_t spare = 8);
-// `bytes` bytes that differ per rank, per block and per position.
-std::vector<uint8_t> Pattern(int rank, int block, int64_t bytes);
 
 // Element counts that cross every path with SmallSlots for an element size:
 // empty, tiny, either side of the one-step threshold, a whole slot, and

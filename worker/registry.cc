@@ -23,8 +23,7 @@ struct Registry {
   // Functions replaced by a second registration of their name. FindTask hands
   // out pointers that callers use without the lock (a task may be running
   // one while a plugin loads), so a replaced function is kept, never freed.
-  std::vector<std::unique_ptr<const TaskFunction>> replaced
-      ABSL_GUARDED_BY(mu);
+  std::vector<std::unique_ptr<const TaskFunction>> replaced ABSL_GUARDED_BY(mu);
 };
 
 Registry& GlobalRegistry() {

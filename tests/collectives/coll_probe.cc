@@ -9,7 +9,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -18,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "collectives/communicator.h"
-#include "collectives/reduce_kernels.h"
+#include "collectives/reference_data.h"
 #include "gpu/device_buffer.h"
 #include "launch/job.h"
 
@@ -44,126 +43,13 @@ void CheckOk(const absl::Status& s, const std::string& what) {
   Check(s.ok(), absl::StrCat(what, ": ", s.ToString()));
 }
 
-// Element values: small integers, exact in every dtype even when summed.
-double Value(int rank, int64_t i, ReduceOp op) {
-  if (op == ReduceOp::kProd)
-    return static_cast<double>(
-        ((rank + i) % 3) - 1 == 0 ? 2 : ((rank + i) % 3) - 1);
-  return static_cast<double>(((rank * 7 + i * 3) % 13) - 6);
-}
+using shoal::collectives::testing::Expected;
+using shoal::collectives::testing::Fill;
+using shoal::collectives::testing::LoadElement;
+using shoal::collectives::testing::StoreElement;
+using shoal::collectives::testing::Value;
 
 size_t Size(DType t) { return shoal::DTypeSize(t); }
-
-void Store(DType t, void* base, int64_t i, double v) {
-  auto* p = static_cast<uint8_t*>(base) + i * Size(t);
-  switch (t) {
-    case DType::kF32: {
-      float f = static_cast<float>(v);
-      std::memcpy(p, &f, 4);
-      break;
-    }
-    case DType::kF64:
-      std::memcpy(p, &v, 8);
-      break;
-    case DType::kI32: {
-      int32_t x = static_cast<int32_t>(v);
-      std::memcpy(p, &x, 4);
-      break;
-    }
-    case DType::kI64: {
-      int64_t x = static_cast<int64_t>(v);
-      std::memcpy(p, &x, 8);
-      break;
-    }
-    case DType::kF16: {
-      uint16_t h = shoal::collectives::FloatToHalf(static_cast<float>(v));
-      std::memcpy(p, &h, 2);
-      break;
-    }
-    case DType::kBF16: {
-      uint16_t h = shoal::collectives::FloatToBF16(static_cast<float>(v));
-      std::memcpy(p, &h, 2);
-      break;
-    }
-    default:
-      break;
-  }
-}
-
-double Load(DType t, const void* base, int64_t i) {
-  const auto* p = static_cast<const uint8_t*>(base) + i * Size(t);
-  switch (t) {
-    case DType::kF32: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
-    case DType::kF64: {
-      double d;
-      std::memcpy(&d, p, 8);
-      return d;
-    }
-    case DType::kI32: {
-      int32_t x;
-      std::memcpy(&x, p, 4);
-      return x;
-    }
-    case DType::kI64: {
-      int64_t x;
-      std::memcpy(&x, p, 8);
-      return static_cast<double>(x);
-    }
-    case DType::kF16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      return shoal::collectives::HalfToFloat(h);
-    }
-    case DType::kBF16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      return shoal::collectives::BF16ToFloat(h);
-    }
-    default:
-      return 0;
-  }
-}
-
-// The reduction of element i over `world` ranks, as the dtype holds it.
-double Expected(DType t, ReduceOp op, int world, int64_t i) {
-  double acc = Value(0, i, op);
-  for (int r = 1; r < world; ++r) {
-    const double v = Value(r, i, op);
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg:
-        acc += v;
-        break;
-      case ReduceOp::kProd:
-        acc *= v;
-        break;
-      case ReduceOp::kMin:
-        acc = std::min(acc, v);
-        break;
-      case ReduceOp::kMax:
-        acc = std::max(acc, v);
-        break;
-    }
-  }
-  if (op == ReduceOp::kAvg) {
-    if (t == DType::kI32 || t == DType::kI64) return std::trunc(acc / world);
-    const float f = static_cast<float>(acc) / static_cast<float>(world);
-    std::vector<uint8_t> tmp(8);
-    Store(t, tmp.data(), 0, t == DType::kF64 ? acc / world : f);
-    return Load(t, tmp.data(), 0);
-  }
-  return acc;
-}
-
-std::vector<uint8_t> Fill(DType t, int rank, int64_t count, ReduceOp op) {
-  std::vector<uint8_t> b(count * Size(t) + 1);
-  for (int64_t i = 0; i < count; ++i) Store(t, b.data(), i, Value(rank, i, op));
-  return b;
-}
 
 const DType kTypes[] = {DType::kF16, DType::kBF16, DType::kF32,
                         DType::kF64, DType::kI32,  DType::kI64};
@@ -188,7 +74,7 @@ void TestAll(shoal::collectives::Communicator& c) {
         bool ok = true;
         int64_t bad = -1;
         for (int64_t i = 0; i < n && ok; ++i) {
-          ok = Load(t, out.data(), i) == Expected(t, op, W, i);
+          ok = LoadElement(t, out.data(), i) == Expected(t, op, W, i);
           if (!ok) bad = i;
         }
         Check(ok, Name("all_reduce", t, n,
@@ -196,7 +82,7 @@ void TestAll(shoal::collectives::Communicator& c) {
                            " ", shoal::collectives::ReduceOpName(op),
                            bad >= 0
                                ? absl::StrCat(" [", bad, "] got ",
-                                              Load(t, out.data(), bad),
+                                              LoadElement(t, out.data(), bad),
                                               " want ", Expected(t, op, W, bad),
                                               " mine ", Value(R, bad, op))
                                : "")));
@@ -217,7 +103,8 @@ void TestAll(shoal::collectives::Communicator& c) {
         if (R == root) {
           bool ok = true;
           for (int64_t i = 0; i < n && ok; ++i)
-            ok = Load(t, out.data(), i) == Expected(t, ReduceOp::kMax, W, i);
+            ok = LoadElement(t, out.data(), i) ==
+                 Expected(t, ReduceOp::kMax, W, i);
           Check(ok, Name("reduce", t, n));
         }
       }
@@ -253,27 +140,29 @@ void TestAll(shoal::collectives::Communicator& c) {
         std::vector<uint8_t> blocks(W * n * Size(t) + 1), mine(n * Size(t) + 1);
         for (int k = 0; k < W; ++k) {
           for (int64_t i = 0; i < n; ++i)
-            Store(t, blocks.data(), k * n + i, Value(R, i + k, ReduceOp::kSum));
+            StoreElement(t, blocks.data(), k * n + i,
+                         Value(R, i + k, ReduceOp::kSum));
         }
         CheckOk(
             c.ReduceScatter(blocks.data(), mine.data(), n, t, ReduceOp::kSum),
             Name("reduce_scatter", t, n));
         ok = true;
         for (int64_t i = 0; i < n && ok; ++i)
-          ok = Load(t, mine.data(), i) == Expected(t, ReduceOp::kSum, W, i + R);
+          ok = LoadElement(t, mine.data(), i) ==
+               Expected(t, ReduceOp::kSum, W, i + R);
         Check(ok, Name("reduce_scatter", t, n));
         // all_to_all: block k of rank r carries r*1000 + k*100 + small i.
         std::vector<uint8_t> a2a(W * n * Size(t) + 1), got(W * n * Size(t) + 1);
         for (int k = 0; k < W; ++k) {
           for (int64_t i = 0; i < n; ++i)
-            Store(t, a2a.data(), k * n + i, (R * 4 + k + i) % 50);
+            StoreElement(t, a2a.data(), k * n + i, (R * 4 + k + i) % 50);
         }
         CheckOk(c.AllToAll(a2a.data(), got.data(), n, t),
                 Name("all_to_all", t, n));
         ok = true;
         for (int r = 0; r < W && ok; ++r) {
           for (int64_t i = 0; i < n && ok; ++i)
-            ok = Load(t, got.data(), r * n + i) == (r * 4 + R + i) % 50;
+            ok = LoadElement(t, got.data(), r * n + i) == (r * 4 + R + i) % 50;
         }
         Check(ok, Name("all_to_all", t, n));
       }
@@ -317,7 +206,7 @@ void TestAsync(shoal::collectives::Communicator& c) {
                            y(17 * 4 + 1);
       CheckOk(c.AllReduce(x.data(), y.data(), 17, DType::kI32, ReduceOp::kSum),
               "blocking between async");
-      Check(Load(DType::kI32, y.data(), 5) ==
+      Check(LoadElement(DType::kI32, y.data(), 5) ==
                 Expected(DType::kI32, ReduceOp::kSum, W, 5),
             "blocking result");
     }
@@ -327,7 +216,7 @@ void TestAsync(shoal::collectives::Communicator& c) {
     Check(works[k].Test(), "test after wait");
     bool ok = true;
     for (int64_t i = 0; i < 100000 && ok; i += 997) {
-      ok = Load(DType::kF32, bufs[k].data(), i) ==
+      ok = LoadElement(DType::kF32, bufs[k].data(), i) ==
            Expected(DType::kF32, ReduceOp::kSum, W, i);
     }
     Check(ok, absl::StrCat("async result ", k));
@@ -372,7 +261,7 @@ void TestGpu(shoal::collectives::Communicator& c) {
   CheckOk((*out)->CopyToHost(got.data(), n * 4), "copy out");
   bool ok = true;
   for (int64_t i = 0; i < n && ok; i += 101) {
-    ok = Load(DType::kF32, got.data(), i) ==
+    ok = LoadElement(DType::kF32, got.data(), i) ==
          Expected(DType::kF32, ReduceOp::kSum, W, i);
   }
   Check(ok, "nccl all_reduce result");
@@ -439,7 +328,7 @@ int main(int argc, char** argv) {
                 "group all_reduce");
         double want = 0;
         for (int r : evens) want += Value(r, 9, ReduceOp::kSum);
-        Check(Load(DType::kI64, y.data(), 9) == want, "group result");
+        Check(LoadElement(DType::kI64, y.data(), 9) == want, "group result");
       }
     }
     CheckOk(c.Barrier(), "world barrier after group");

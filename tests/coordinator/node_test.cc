@@ -247,7 +247,8 @@ TEST_F(NodeTest, CancelQueuedAndRunningAndTimeouts) {
       [&] {
         uint32_t restarts = 0;
         const ipc::NodeStatus st = Status();  // workers() refers into it
-        for (const ipc::WorkerStatus& w : st.workers()) restarts += w.restarts();
+        for (const ipc::WorkerStatus& w : st.workers())
+          restarts += w.restarts();
         return restarts == 1;
       },
       absl::Seconds(20)));
