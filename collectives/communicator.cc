@@ -13,9 +13,9 @@
 #include "base/mutex.h"
 #include "base/status_macros.h"
 #include "collectives/kv_rendezvous.h"
+#include "collectives/nccl_communicator.h"
 #include "collectives/shm_communicator.h"
 #include "gpu/device_pointer.h"
-#include "gpu/nccl_communicator.h"
 
 namespace shoal::collectives {
 
@@ -102,7 +102,7 @@ class Communicator::Impl {
     const void* other = nullptr;
     std::function<absl::Status(collectives::ShmCommunicator&, absl::Duration)>
         shm;
-    std::function<absl::Status(gpu::NcclCommunicator&, void*)> nccl;
+    std::function<absl::Status(collectives::NcclCommunicator&, void*)> nccl;
     // Which shm lane runs it: 0 for collectives, kSendLane/kRecvLane + 2 ×
     // peer for point-to-point, so that a posted send and a posted receive
     // progress together (a ring exchange of big messages cannot deadlock).
@@ -239,16 +239,17 @@ class Communicator::Impl {
   absl::StatusOr<Work> RunNccl(Op& op, const CallOptions& call,
                                absl::Duration timeout, bool async) {
     if (nccl_ == nullptr) {
-      gpu::NcclOptions no;
+      collectives::NcclOptions no;
       no.timeout = o_.timeout;
+      collectives::KvRendezvous rendezvous(job_.kv());
       SHOAL_ASSIGN_OR_RETURN(
-          nccl_, gpu::NcclCommunicator::Create(job_.kv(), o_.name, rank_,
-                                               size(), o_.cuda_device, no));
+          nccl_, collectives::NcclCommunicator::Create(
+                     rendezvous, o_.name, rank_, size(), o_.cuda_device, no));
     }
     void* stream = call.stream;
     SHOAL_RETURN_IF_ERROR(op.nccl(*nccl_, stream));
     auto state = std::make_shared<internal::WorkState>();
-    gpu::NcclCommunicator* nccl = nccl_.get();
+    collectives::NcclCommunicator* nccl = nccl_.get();
     state->wait_device = [nccl, stream, timeout](absl::Duration t) {
       return nccl->Synchronize(stream, std::min(t, timeout));
     };
@@ -264,7 +265,7 @@ class Communicator::Impl {
   CommunicatorOptions o_;
   std::unique_ptr<collectives::ShmCommunicator> shm_;
   absl::Status shm_error_;
-  std::unique_ptr<gpu::NcclCommunicator> nccl_;
+  std::unique_ptr<collectives::NcclCommunicator> nccl_;
 
   Mutex mu_;
   CondVar cv_;
@@ -345,7 +346,7 @@ Op AllReduceOp(const void* in, void* out, int64_t count, DType dtype,
             [=](collectives::ShmCommunicator& c, absl::Duration t) {
               return c.AllReduce(in, out, count, dtype, op, t);
             },
-            [=](gpu::NcclCommunicator& c, void* s) {
+            [=](collectives::NcclCommunicator& c, void* s) {
               return c.AllReduce(in, out, count, dtype, op, s);
             }};
 }
@@ -356,7 +357,7 @@ Op BroadcastOp(const void* in, void* out, int64_t count, DType dtype,
             [=](collectives::ShmCommunicator& c, absl::Duration t) {
               return c.Broadcast(in, out, count, dtype, root, t);
             },
-            [=](gpu::NcclCommunicator& c, void* s) {
+            [=](collectives::NcclCommunicator& c, void* s) {
               return c.Broadcast(in, out, count, dtype, root, s);
             }};
 }
@@ -367,7 +368,7 @@ Op ReduceOpFor(const void* in, void* out, int64_t count, DType dtype,
             [=](collectives::ShmCommunicator& c, absl::Duration t) {
               return c.Reduce(in, out, count, dtype, op, root, t);
             },
-            [=](gpu::NcclCommunicator& c, void* s) {
+            [=](collectives::NcclCommunicator& c, void* s) {
               return c.Reduce(in, out, count, dtype, op, root, s);
             }};
 }
@@ -377,7 +378,7 @@ Op AllGatherOp(const void* in, void* out, int64_t count, DType dtype) {
             [=](collectives::ShmCommunicator& c, absl::Duration t) {
               return c.AllGather(in, out, count, dtype, t);
             },
-            [=](gpu::NcclCommunicator& c, void* s) {
+            [=](collectives::NcclCommunicator& c, void* s) {
               return c.AllGather(in, out, count, dtype, s);
             }};
 }
@@ -388,7 +389,7 @@ Op ReduceScatterOp(const void* in, void* out, int64_t count, DType dtype,
             [=](collectives::ShmCommunicator& c, absl::Duration t) {
               return c.ReduceScatter(in, out, count, dtype, op, t);
             },
-            [=](gpu::NcclCommunicator& c, void* s) {
+            [=](collectives::NcclCommunicator& c, void* s) {
               return c.ReduceScatter(in, out, count, dtype, op, s);
             }};
 }
@@ -398,7 +399,7 @@ Op AllToAllOp(const void* in, void* out, int64_t count, DType dtype) {
             [=](collectives::ShmCommunicator& c, absl::Duration t) {
               return c.AllToAll(in, out, count, dtype, t);
             },
-            [=](gpu::NcclCommunicator& c, void* s) {
+            [=](collectives::NcclCommunicator& c, void* s) {
               return c.AllToAll(in, out, count, dtype, s);
             }};
 }
@@ -408,7 +409,7 @@ Op SendOp(const void* in, int64_t count, DType dtype, int peer) {
             [=](collectives::ShmCommunicator& c, absl::Duration t) {
               return c.Send(in, count, dtype, peer, t);
             },
-            [=](gpu::NcclCommunicator& c, void* s) {
+            [=](collectives::NcclCommunicator& c, void* s) {
               return c.Send(in, count, dtype, peer, s);
             },
             Communicator::Impl::kSendLane + 2 * peer};
@@ -419,7 +420,7 @@ Op RecvOp(void* out, int64_t count, DType dtype, int peer) {
             [=](collectives::ShmCommunicator& c, absl::Duration t) {
               return c.Recv(out, count, dtype, peer, t);
             },
-            [=](gpu::NcclCommunicator& c, void* s) {
+            [=](collectives::NcclCommunicator& c, void* s) {
               return c.Recv(out, count, dtype, peer, s);
             },
             Communicator::Impl::kRecvLane + 2 * peer};
@@ -475,7 +476,7 @@ absl::Status Communicator::Barrier(const CallOptions& call) {
         [](collectives::ShmCommunicator& comm, absl::Duration t) {
           return comm.Barrier(t);
         },
-        [](gpu::NcclCommunicator& comm, void* s) {
+        [](collectives::NcclCommunicator& comm, void* s) {
           // A barrier on NCCL: an all_reduce of nothing, synchronised.
           return comm.AllReduce(nullptr, nullptr, 0, DType::kF32,
                                 ReduceOp::kSum, s);

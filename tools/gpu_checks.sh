@@ -95,7 +95,7 @@ DP=$HERE/shoal/examples/data_parallel
 step info "$S" info --devices
 step gpu_info_test "$HERE/shoal/gpu/gpu_info_test"
 step nccl_api_test "$HERE/shoal/gpu/nccl_api_test"
-step nccl_communicator_test "$HERE/shoal/gpu/nccl_communicator_test"
+step nccl_communicator_test "$HERE/shoal/collectives/nccl_communicator_test"
 step gpu_store_test "$HERE/shoal/tests/gpu/gpu_store_test"
 step collectives_gpu "$HERE/shoal/tests/collectives/collectives_test" --gtest_filter='*Gpu*'
 # The Python package with the machine's own PyTorch (SKIPs, saying why, when

@@ -16,8 +16,8 @@
 //
 // In a build without CUDA every entry point returns FailedPrecondition("...
 // shoal was built without CUDA ...") (gpu::BuiltWithoutCuda).
-#ifndef SHOAL_GPU_NCCL_COMMUNICATOR_H_
-#define SHOAL_GPU_NCCL_COMMUNICATOR_H_
+#ifndef SHOAL_COLLECTIVES_NCCL_COMMUNICATOR_H_
+#define SHOAL_COLLECTIVES_NCCL_COMMUNICATOR_H_
 
 #include <atomic>
 #include <cstdint>
@@ -30,9 +30,9 @@
 #include "absl/time/time.h"
 #include "collectives/reduce_op.h"
 #include "ipc/tensor_meta.h"
-#include "launch/kv_client.h"
+#include "collectives/rendezvous.h"
 
-namespace shoal::gpu {
+namespace shoal::collectives {
 
 struct NcclOptions {
   // Default limit of every call that waits: Create (the unique-id exchange and
@@ -48,12 +48,12 @@ class NcclCommunicator {
  public:
   // Collective: every rank of the communicator calls it with the same
   // `comm_name` and `world`. Rank 0 creates the ncclUniqueId and publishes it
-  // with kv.Set(key_prefix + comm_name); the others kv.Get it, waiting up to
+  // with rendezvous.Set(key_prefix + comm_name); the others Get it, waiting up to
   // options.timeout. Once rank 0's initialisation finished (which implies
   // every rank read the id) it deletes the key, as cleanup only: a rank that
   // finished earlier could still read a stale id, so give every communicator
   // of a job its own name (add a generation number when re-creating one).
-  // With world == 1 the KV store is not touched at all (the id is made
+  // With world == 1 the rendezvous is not touched at all (the id is made
   // locally).
   //
   // `device` is the CUDA device ordinal (as this process sees it); Create makes
@@ -63,11 +63,11 @@ class NcclCommunicator {
   //
   // Errors: InvalidArgument (rank/world/device out of range, an empty name, a
   // malformed id in
-  // the KV store), FailedPrecondition (built without CUDA, no GPU visible),
+  // the rendezvous), FailedPrecondition (built without CUDA, no GPU visible),
   // DeadlineExceeded (the id did not arrive, or the initialisation did not
-  // finish, in time), KvClient's errors, the CUDA or NCCL error.
+  // finish, in time), the rendezvous's errors, the CUDA or NCCL error.
   static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(
-      launch::KvClient& kv, const std::string& comm_name, int rank, int world,
+      Rendezvous& rendezvous, const std::string& comm_name, int rank, int world,
       int device, NcclOptions options = {});
 
   NcclCommunicator(const NcclCommunicator&) = delete;
@@ -102,13 +102,13 @@ class NcclCommunicator {
 
   // out[i] = op over ranks of in[i], on every rank; `count` elements.
   absl::Status AllReduce(const void* in, void* out, int64_t count, DType dtype,
-                         collectives::ReduceOp op, void* stream = nullptr);
+                         ReduceOp op, void* stream = nullptr);
   // out = root's `in` on every rank (`in` is read on the root only).
   absl::Status Broadcast(const void* in, void* out, int64_t count, DType dtype,
                          int root, void* stream = nullptr);
   // Like AllReduce, but only the root's `out` receives the result.
   absl::Status Reduce(const void* in, void* out, int64_t count, DType dtype,
-                      collectives::ReduceOp op, int root,
+                      ReduceOp op, int root,
                       void* stream = nullptr);
   // out (size() * count_per_rank elements) = the ranks' `in` in rank order.
   // In-place (NCCL's convention): in == out + rank() * count_per_rank.
@@ -117,7 +117,7 @@ class NcclCommunicator {
   // in has size() * count_per_rank elements; out = block rank() of the
   // reduction over ranks. In-place: out == in + rank() * count_per_rank.
   absl::Status ReduceScatter(const void* in, void* out, int64_t count_per_rank,
-                             DType dtype, collectives::ReduceOp op,
+                             DType dtype, ReduceOp op,
                              void* stream = nullptr);
   // Block r of `in` goes to rank r, block s of `out` comes from rank s (both
   // size() * count_per_rank elements). One NCCL group of send/recv pairs.
@@ -163,6 +163,6 @@ class NcclCommunicator {
   std::atomic<bool> aborted_{false};
 };
 
-}  // namespace shoal::gpu
+}  // namespace shoal::collectives
 
-#endif  // SHOAL_GPU_NCCL_COMMUNICATOR_H_
+#endif  // SHOAL_COLLECTIVES_NCCL_COMMUNICATOR_H_

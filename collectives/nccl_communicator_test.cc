@@ -1,7 +1,7 @@
 // NcclCommunicator on one rank (world 1, which NCCL allows on one GPU; Create
-// does not touch the KV store then). Without a GPU the GPU tests skip with the
+// does not touch the rendezvous then). Without a GPU the GPU tests skip with the
 // reason; in a build without CUDA Create says "built without CUDA".
-#include "gpu/nccl_communicator.h"
+#include "collectives/nccl_communicator.h"
 
 #include <unistd.h>
 
@@ -16,32 +16,28 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "collectives/in_memory_rendezvous.h"
 #include "collectives/reduce_op.h"
 #include "gpu/gpu_info.h"
 #include "gtest/gtest.h"
 #include "ipc/tensor_meta.h"
-#include "launch/kv_client.h"
 
 #if defined(SHOAL_WITH_CUDA)
 #include <cuda_runtime_api.h>
 #endif
 
-namespace shoal::gpu {
+namespace shoal::collectives {
 namespace {
 
-// A KvClient connected to an endpoint nobody serves: Create with world 1 never
-// calls it (connecting is asynchronous, so this succeeds without a service).
-std::unique_ptr<launch::KvClient> UnusedKv() {
-  auto kv = launch::KvClient::Connect(
-      absl::StrCat("ipc:///tmp/shoal-nccl-test-nobody-", getpid()));
-  EXPECT_TRUE(kv.ok()) << kv.status();
-  return kv.ok() ? std::move(*kv) : nullptr;
+// A rendezvous of this process alone: Create with world 1 never calls it.
+std::unique_ptr<Rendezvous> LocalRendezvous() {
+  return std::make_unique<InMemoryRendezvous>();
 }
 
 #if !defined(SHOAL_WITH_CUDA)
 
 TEST(NcclCommunicatorTest, BuiltWithoutCuda) {
-  std::unique_ptr<launch::KvClient> kv = UnusedKv();
+  std::unique_ptr<Rendezvous> kv = LocalRendezvous();
   ASSERT_NE(kv, nullptr);
   auto c = NcclCommunicator::Create(*kv, "stub", 0, 1, 0);
   ASSERT_FALSE(c.ok());
@@ -54,7 +50,7 @@ TEST(NcclCommunicatorTest, BuiltWithoutCuda) {
 
 // "" when a GPU is visible, else why the GPU tests skip.
 std::string NoGpuReason() {
-  absl::StatusOr<int> n = CudaDeviceCount();
+  absl::StatusOr<int> n = gpu::CudaDeviceCount();
   if (!n.ok()) return absl::StrCat("CudaDeviceCount: ", n.status().ToString());
   if (*n == 0) return "no GPU visible (CudaDeviceCount() == 0)";
   return "";
@@ -69,7 +65,7 @@ std::string NoGpuReason() {
 #define ASSERT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
 
 TEST(NcclCommunicatorTest, ArgumentsAreCheckedBeforeTheGpu) {
-  std::unique_ptr<launch::KvClient> kv = UnusedKv();
+  std::unique_ptr<Rendezvous> kv = LocalRendezvous();
   ASSERT_NE(kv, nullptr);
   for (auto [rank, world] : {std::pair{1, 1}, {-1, 2}, {0, 0}}) {
     auto c = NcclCommunicator::Create(*kv, "args", rank, world, 0);
@@ -80,10 +76,10 @@ TEST(NcclCommunicatorTest, ArgumentsAreCheckedBeforeTheGpu) {
 }
 
 TEST(NcclCommunicatorTest, NoGpuIsFailedPrecondition) {
-  absl::StatusOr<int> n = CudaDeviceCount();
+  absl::StatusOr<int> n = gpu::CudaDeviceCount();
   ASSERT_TRUE(n.ok()) << n.status();
   if (*n > 0) GTEST_SKIP() << *n << " GPU(s) visible: tested elsewhere";
-  std::unique_ptr<launch::KvClient> kv = UnusedKv();
+  std::unique_ptr<Rendezvous> kv = LocalRendezvous();
   ASSERT_NE(kv, nullptr);
   auto c = NcclCommunicator::Create(*kv, "nogpu", 0, 1, 0);
   ASSERT_FALSE(c.ok());
@@ -129,7 +125,7 @@ class OneRankTest
  protected:
   void SetUp() override {
     SKIP_WITHOUT_GPU();
-    kv_ = UnusedKv();
+    kv_ = LocalRendezvous();
     ASSERT_NE(kv_, nullptr);
     auto c = NcclCommunicator::Create(*kv_, "one-rank", 0, 1, 0);
     ASSERT_TRUE(c.ok()) << c.status();
@@ -162,7 +158,7 @@ class OneRankTest
     }
   }
 
-  std::unique_ptr<launch::KvClient> kv_;
+  std::unique_ptr<Rendezvous> kv_;
   std::unique_ptr<NcclCommunicator> comm_;
 };
 
@@ -181,29 +177,29 @@ TEST_P(OneRankTest, CollectivesAreTheIdentity) {
   NcclCommunicator& c = *comm_;
   const void* src = in.ptr;
   void* dst = out.ptr;
-  for (collectives::ReduceOp op :
-       {collectives::ReduceOp::kSum, collectives::ReduceOp::kProd,
-        collectives::ReduceOp::kMin, collectives::ReduceOp::kMax,
-        collectives::ReduceOp::kAvg}) {
-    Check(absl::StrCat("all_reduce ", collectives::ReduceOpName(op)).c_str(),
+  for (ReduceOp op :
+       {ReduceOp::kSum, ReduceOp::kProd,
+        ReduceOp::kMin, ReduceOp::kMax,
+        ReduceOp::kAvg}) {
+    Check(absl::StrCat("all_reduce ", ReduceOpName(op)).c_str(),
           out, host, [&] { return c.AllReduce(src, dst, count, dtype, op); });
   }
   Check("broadcast", out, host,
         [&] { return c.Broadcast(src, dst, count, dtype, 0); });
   Check("reduce", out, host, [&] {
-    return c.Reduce(src, dst, count, dtype, collectives::ReduceOp::kSum, 0);
+    return c.Reduce(src, dst, count, dtype, ReduceOp::kSum, 0);
   });
   Check("all_gather", out, host,
         [&] { return c.AllGather(src, dst, count, dtype); });
   Check("reduce_scatter", out, host, [&] {
-    return c.ReduceScatter(src, dst, count, dtype, collectives::ReduceOp::kSum);
+    return c.ReduceScatter(src, dst, count, dtype, ReduceOp::kSum);
   });
   Check("all_to_all", out, host,
         [&] { return c.AllToAll(src, dst, count, dtype); });
 
   // In place: `in` keeps its values.
   ASSERT_TRUE(
-      c.AllReduce(in.ptr, in.ptr, count, dtype, collectives::ReduceOp::kSum)
+      c.AllReduce(in.ptr, in.ptr, count, dtype, ReduceOp::kSum)
           .ok());
   ASSERT_TRUE(c.Synchronize().ok());
   std::vector<char> got(host.size());
@@ -223,7 +219,7 @@ INSTANTIATE_TEST_SUITE_P(
                           std::get<1>(info.param));
     });
 
-std::unique_ptr<NcclCommunicator> OneRank(launch::KvClient& kv,
+std::unique_ptr<NcclCommunicator> OneRank(Rendezvous& kv,
                                           const std::string& name,
                                           NcclOptions options = {}) {
   auto c = NcclCommunicator::Create(kv, name, 0, 1, 0, options);
@@ -233,7 +229,7 @@ std::unique_ptr<NcclCommunicator> OneRank(launch::KvClient& kv,
 
 TEST(NcclCommunicatorTest, BadArgumentsDoNotAbort) {
   SKIP_WITHOUT_GPU();
-  std::unique_ptr<launch::KvClient> kv = UnusedKv();
+  std::unique_ptr<Rendezvous> kv = LocalRendezvous();
   ASSERT_NE(kv, nullptr);
   std::unique_ptr<NcclCommunicator> c = OneRank(*kv, "bad-args");
   ASSERT_NE(c, nullptr);
@@ -241,15 +237,15 @@ TEST(NcclCommunicatorTest, BadArgumentsDoNotAbort) {
   ASSERT_NE(buf.ptr, nullptr);
   const std::vector<absl::Status> bad = {
       c->AllReduce(buf.ptr, buf.ptr, 4, DType::kU8,
-                   collectives::ReduceOp::kSum),
+                   ReduceOp::kSum),
       c->AllReduce(buf.ptr, buf.ptr, 4, DType::kF32,
-                   static_cast<collectives::ReduceOp>(9)),
+                   static_cast<ReduceOp>(9)),
       c->AllReduce(buf.ptr, buf.ptr, -1, DType::kF32,
-                   collectives::ReduceOp::kSum),
+                   ReduceOp::kSum),
       c->AllReduce(nullptr, buf.ptr, 4, DType::kF32,
-                   collectives::ReduceOp::kSum),
+                   ReduceOp::kSum),
       c->Broadcast(buf.ptr, buf.ptr, 4, DType::kF32, 1),
-      c->Reduce(buf.ptr, buf.ptr, 4, DType::kF32, collectives::ReduceOp::kSum,
+      c->Reduce(buf.ptr, buf.ptr, 4, DType::kF32, ReduceOp::kSum,
                 -1),
       c->Send(buf.ptr, 4, DType::kF32, 1),
       c->Recv(buf.ptr, 4, DType::kF32, 2),
@@ -259,14 +255,14 @@ TEST(NcclCommunicatorTest, BadArgumentsDoNotAbort) {
   }
   EXPECT_FALSE(c->aborted());
   EXPECT_TRUE(c->AllReduce(buf.ptr, buf.ptr, 16, DType::kI64,
-                           collectives::ReduceOp::kMax)
+                           ReduceOp::kMax)
                   .ok());
   EXPECT_TRUE(c->Synchronize().ok());
 }
 
 TEST(NcclCommunicatorTest, AnotherStreamAndTest) {
   SKIP_WITHOUT_GPU();
-  std::unique_ptr<launch::KvClient> kv = UnusedKv();
+  std::unique_ptr<Rendezvous> kv = LocalRendezvous();
   ASSERT_NE(kv, nullptr);
   std::unique_ptr<NcclCommunicator> c = OneRank(*kv, "streams");
   ASSERT_NE(c, nullptr);
@@ -278,7 +274,7 @@ TEST(NcclCommunicatorTest, AnotherStreamAndTest) {
   ASSERT_CUDA(cudaMemsetAsync(buf.ptr, 0, buf.bytes, s));
   for (int i = 0; i < 8; ++i) {
     ASSERT_TRUE(c->AllReduce(buf.ptr, buf.ptr, n, DType::kF32,
-                             collectives::ReduceOp::kSum, s)
+                             ReduceOp::kSum, s)
                     .ok());
   }
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
@@ -303,14 +299,14 @@ void CUDART_CB BlockUntil(void* flag) {
 // Synchronize times out, aborts, and every later call fails fast.
 TEST(NcclCommunicatorTest, SynchronizeTimeoutAborts) {
   SKIP_WITHOUT_GPU();
-  std::unique_ptr<launch::KvClient> kv = UnusedKv();
+  std::unique_ptr<Rendezvous> kv = LocalRendezvous();
   ASSERT_NE(kv, nullptr);
   std::unique_ptr<NcclCommunicator> c = OneRank(*kv, "timeout");
   ASSERT_NE(c, nullptr);
   DeviceBuffer buf(4096);
   ASSERT_NE(buf.ptr, nullptr);
   ASSERT_TRUE(c->AllReduce(buf.ptr, buf.ptr, 1024, DType::kF32,
-                           collectives::ReduceOp::kSum)
+                           ReduceOp::kSum)
                   .ok());
   ASSERT_TRUE(c->Synchronize().ok());
 
@@ -334,7 +330,7 @@ TEST(NcclCommunicatorTest, SynchronizeTimeoutAborts) {
   EXPECT_TRUE(c->aborted());
   std::printf("Synchronize: %s\n", s.ToString().c_str());
   absl::Status after = c->AllReduce(buf.ptr, buf.ptr, 1024, DType::kF32,
-                                    collectives::ReduceOp::kSum);
+                                    ReduceOp::kSum);
   EXPECT_EQ(after.code(), absl::StatusCode::kFailedPrecondition) << after;
   EXPECT_EQ(c->Synchronize().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(c->Test().status().code(), absl::StatusCode::kFailedPrecondition);
@@ -343,7 +339,7 @@ TEST(NcclCommunicatorTest, SynchronizeTimeoutAborts) {
 
 TEST(NcclCommunicatorTest, DestroyWithPendingWork) {
   SKIP_WITHOUT_GPU();
-  std::unique_ptr<launch::KvClient> kv = UnusedKv();
+  std::unique_ptr<Rendezvous> kv = LocalRendezvous();
   ASSERT_NE(kv, nullptr);
   DeviceBuffer buf(int64_t{1} << 24);
   ASSERT_NE(buf.ptr, nullptr);
@@ -351,7 +347,7 @@ TEST(NcclCommunicatorTest, DestroyWithPendingWork) {
     std::unique_ptr<NcclCommunicator> c = OneRank(*kv, "reused");
     ASSERT_NE(c, nullptr);
     ASSERT_TRUE(c->AllReduce(buf.ptr, buf.ptr, buf.bytes / 4, DType::kF32,
-                             collectives::ReduceOp::kSum)
+                             ReduceOp::kSum)
                     .ok());
     // No Synchronize: the destructor flushes (ncclCommFinalize) first.
   }
@@ -360,4 +356,4 @@ TEST(NcclCommunicatorTest, DestroyWithPendingWork) {
 #endif  // SHOAL_WITH_CUDA
 
 }  // namespace
-}  // namespace shoal::gpu
+}  // namespace shoal::collectives

@@ -21,10 +21,16 @@
 #include "gpu/cuda_check.h"
 #include "gpu/gpu_info.h"
 #include "gpu/nccl_api.h"
-#include "gpu/nccl_communicator.h"
+#include "collectives/nccl_communicator.h"
 
-namespace shoal::gpu {
+namespace shoal::collectives {
 namespace {
+
+using gpu::CudaDeviceCount;
+using gpu::CudaStatus;
+using gpu::LoadNccl;
+using gpu::NcclStatus;
+using gpu::NcclApi;
 
 // How long a poll loop sleeps between checks once a few yields did not help.
 constexpr absl::Duration kPollInterval = absl::Microseconds(50);
@@ -173,13 +179,13 @@ absl::Status CheckCreateArgs(const std::string& comm_name, int rank, int world,
 // publishes it under `key`; the other ranks read it there, waiting until
 // `deadline` (`timeout` is only for the message).
 absl::StatusOr<ncclUniqueId> ShareUniqueId(
-    launch::KvClient& kv, const std::string& key, const std::string& comm_name,
+    Rendezvous& rendezvous, const std::string& key, const std::string& comm_name,
     int rank, int world, absl::Time deadline, absl::Duration timeout) {
   ncclUniqueId id;
   if (rank == 0) {
     SHOAL_NCCL_CHECK(Nccl().GetUniqueId(&id));
     if (world > 1) {
-      absl::Status s = kv.Set(
+      absl::Status s = rendezvous.Set(
           key,
           absl::string_view(reinterpret_cast<const char*>(&id), sizeof(id)));
       if (!s.ok()) return s;
@@ -187,7 +193,7 @@ absl::StatusOr<ncclUniqueId> ShareUniqueId(
     return id;
   }
   absl::StatusOr<std::string> value =
-      kv.Get(key, std::max(deadline - absl::Now(), absl::ZeroDuration()));
+      rendezvous.Get(key, std::max(deadline - absl::Now(), absl::ZeroDuration()));
   if (!value.ok()) {
     if (value.status().code() == absl::StatusCode::kDeadlineExceeded) {
       return absl::DeadlineExceededError(absl::StrCat(
@@ -320,7 +326,7 @@ NcclCommunicator::NcclCommunicator(int rank, int size, int device,
 }
 
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
-    launch::KvClient& kv, const std::string& comm_name, int rank, int world,
+    Rendezvous& rendezvous, const std::string& comm_name, int rank, int world,
     int device, NcclOptions options) {
   const absl::Time deadline = absl::Now() + options.timeout;
   SHOAL_RETURN_IF_ERROR(CheckCreateArgs(comm_name, rank, world, device));
@@ -329,7 +335,7 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   // The unique id: made here for one rank, else through the KV store.
   const std::string key = options.key_prefix + comm_name;
   absl::StatusOr<ncclUniqueId> id =
-      ShareUniqueId(kv, key, comm_name, rank, world, deadline, options.timeout);
+      ShareUniqueId(rendezvous, key, comm_name, rank, world, deadline, options.timeout);
   if (!id.ok()) return id.status();
 
   std::unique_ptr<NcclCommunicator> c(
@@ -359,7 +365,7 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     return s;
   }
   // Every rank joined, so every rank read the id: clean up.
-  if (rank == 0 && world > 1) kv.Delete(key).status().IgnoreError();
+  if (rank == 0 && world > 1) rendezvous.Delete(key).IgnoreError();
 
   SHOAL_CUDA_CHECK(
       cudaStreamCreateWithFlags(&impl.stream, cudaStreamNonBlocking));
@@ -582,4 +588,4 @@ absl::StatusOr<bool> NcclCommunicator::Test(void* stream) {
   return impl_->Abort(CudaStatus(q, "cudaStreamQuery", __FILE__, __LINE__));
 }
 
-}  // namespace shoal::gpu
+}  // namespace shoal::collectives

@@ -2,10 +2,10 @@
 // FailedPrecondition("... shoal was built without CUDA ...").
 #include <utility>
 
+#include "collectives/nccl_communicator.h"
 #include "gpu/gpu_info.h"
-#include "gpu/nccl_communicator.h"
 
-namespace shoal::gpu {
+namespace shoal::collectives {
 
 struct NcclCommunicator::Impl {};
 
@@ -20,9 +20,9 @@ NcclCommunicator::NcclCommunicator(int rank, int size, int device,
 NcclCommunicator::~NcclCommunicator() = default;
 
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
-    launch::KvClient& kv, const std::string& comm_name, int rank, int world,
+    Rendezvous& rendezvous, const std::string& comm_name, int rank, int world,
     int device, NcclOptions options) {
-  return BuiltWithoutCuda("NcclCommunicator::Create");
+  return gpu::BuiltWithoutCuda("NcclCommunicator::Create");
 }
 
 void* NcclCommunicator::stream() const { return nullptr; }
@@ -30,57 +30,57 @@ void* NcclCommunicator::stream() const { return nullptr; }
 absl::Status NcclCommunicator::AllReduce(const void* in, void* out,
                                          int64_t count, DType dtype,
                                          ReduceOp op, void* stream) {
-  return BuiltWithoutCuda("NcclCommunicator::AllReduce");
+  return gpu::BuiltWithoutCuda("NcclCommunicator::AllReduce");
 }
 
 absl::Status NcclCommunicator::Broadcast(const void* in, void* out,
                                          int64_t count, DType dtype, int root,
                                          void* stream) {
-  return BuiltWithoutCuda("NcclCommunicator::Broadcast");
+  return gpu::BuiltWithoutCuda("NcclCommunicator::Broadcast");
 }
 
 absl::Status NcclCommunicator::Reduce(const void* in, void* out, int64_t count,
                                       DType dtype, ReduceOp op, int root,
                                       void* stream) {
-  return BuiltWithoutCuda("NcclCommunicator::Reduce");
+  return gpu::BuiltWithoutCuda("NcclCommunicator::Reduce");
 }
 
 absl::Status NcclCommunicator::AllGather(const void* in, void* out,
                                          int64_t count_per_rank, DType dtype,
                                          void* stream) {
-  return BuiltWithoutCuda("NcclCommunicator::AllGather");
+  return gpu::BuiltWithoutCuda("NcclCommunicator::AllGather");
 }
 
 absl::Status NcclCommunicator::ReduceScatter(const void* in, void* out,
                                              int64_t count_per_rank,
                                              DType dtype, ReduceOp op,
                                              void* stream) {
-  return BuiltWithoutCuda("NcclCommunicator::ReduceScatter");
+  return gpu::BuiltWithoutCuda("NcclCommunicator::ReduceScatter");
 }
 
 absl::Status NcclCommunicator::AllToAll(const void* in, void* out,
                                         int64_t count_per_rank, DType dtype,
                                         void* stream) {
-  return BuiltWithoutCuda("NcclCommunicator::AllToAll");
+  return gpu::BuiltWithoutCuda("NcclCommunicator::AllToAll");
 }
 
 absl::Status NcclCommunicator::Send(const void* buf, int64_t count, DType dtype,
                                     int peer, void* stream) {
-  return BuiltWithoutCuda("NcclCommunicator::Send");
+  return gpu::BuiltWithoutCuda("NcclCommunicator::Send");
 }
 
 absl::Status NcclCommunicator::Recv(void* buf, int64_t count, DType dtype,
                                     int peer, void* stream) {
-  return BuiltWithoutCuda("NcclCommunicator::Recv");
+  return gpu::BuiltWithoutCuda("NcclCommunicator::Recv");
 }
 
 absl::Status NcclCommunicator::Synchronize(
     void* stream, std::optional<absl::Duration> timeout) {
-  return BuiltWithoutCuda("NcclCommunicator::Synchronize");
+  return gpu::BuiltWithoutCuda("NcclCommunicator::Synchronize");
 }
 
 absl::StatusOr<bool> NcclCommunicator::Test(void* stream) {
-  return BuiltWithoutCuda("NcclCommunicator::Test");
+  return gpu::BuiltWithoutCuda("NcclCommunicator::Test");
 }
 
-}  // namespace shoal::gpu
+}  // namespace shoal::collectives
