@@ -14,11 +14,16 @@ std::string BundledPythonPackageDir() {
   const std::string exe = SelfExePath();
   const size_t slash = exe.rfind('/');
   if (slash == std::string::npos) return "";
-  const std::string dir = absl::StrCat(exe.substr(0, slash), "/../python/site");
-  char resolved[PATH_MAX];
-  if (realpath(dir.c_str(), resolved) == nullptr) return "";
-  const std::string init = absl::StrCat(resolved, "/shoal/__init__.py");
-  return access(init.c_str(), R_OK) == 0 ? std::string(resolved) : "";
+  // Bazel's output (<bin>/tools/shoal, <bin>/python/site/shoal), then an
+  // installed wheel (<site-packages>/shoal/_bin/shoal).
+  for (const char* relative : {"/../python/site", "/../.."}) {
+    const std::string dir = absl::StrCat(exe.substr(0, slash), relative);
+    char resolved[PATH_MAX];
+    if (realpath(dir.c_str(), resolved) == nullptr) continue;
+    const std::string init = absl::StrCat(resolved, "/shoal/__init__.py");
+    if (access(init.c_str(), R_OK) == 0) return resolved;
+  }
+  return "";
 }
 
 std::string PythonPathWithBundledPackage(const std::string& pythonpath) {

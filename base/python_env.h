@@ -8,9 +8,10 @@
 
 namespace shoal {
 
-// The folder holding shoal/__init__.py and shoal/_shoal.so that Bazel
-// assembles next to this executable (<bin>/python/site for <bin>/tools/shoal),
-// or "" if there is none.
+// The folder holding shoal/__init__.py and shoal/_shoal.so next to this
+// executable: the one Bazel assembles (<bin>/python/site for
+// <bin>/tools/shoal), or the site-packages of an installed wheel, which
+// carries this binary as <site-packages>/shoal/_bin/shoal; "" if neither.
 std::string BundledPythonPackageDir();
 
 // `pythonpath` (a PYTHONPATH value, may be empty) with the bundled package's

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "tools/commands.h"
+#include "tools/version.h"
 
 namespace {
 
@@ -31,7 +32,8 @@ constexpr Command kCommands[] = {
 
 void Usage(FILE* out) {
   std::fprintf(out,
-               "usage: shoal <command> [flags]   (shoal <command> --help)\n\n");
+               "usage: shoal <command> [flags]   (shoal <command> --help)\n"
+               "       shoal --version\n\n");
   for (const Command& c : kCommands)
     std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
 }
@@ -46,6 +48,11 @@ int main(int argc, char** argv) {
   if (std::strcmp(argv[1], "--help") == 0 ||
       std::strcmp(argv[1], "help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     Usage(stdout);
+    return 0;
+  }
+  if (std::strcmp(argv[1], "--version") == 0 ||
+      std::strcmp(argv[1], "version") == 0) {
+    std::printf("shoal %s\n", shoal::cli::kVersion);
     return 0;
   }
   for (const Command& c : kCommands) {

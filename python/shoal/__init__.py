@@ -33,10 +33,12 @@ function to dodge a cycle); the arrows name its imports besides _errors:
                    (to raise) and _context._borrow (to unpickle an ObjectRef)
     _paths         the shoal binary, __main__'s name
     _errors        Error and its subclasses, TaskError  (no shoal imports)
+    _version       __version__, generated from VERSION by Bazel
     task           shoal.task, for code running as a task
     bench          `python -m shoal.bench` (and _bench_tasks): on the public API
 """
 
+from ._version import __version__
 from ._errors import (AbortedError, AlreadyExistsError, CancelledError,
                       Error, FailedPreconditionError, InternalError,
                       InvalidArgumentError, NotFoundError,

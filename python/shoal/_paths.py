@@ -22,22 +22,32 @@ def main_module_name():
 
 
 def package_dir():
-    """The folder holding the shoal package (…/python/site)."""
+    """The folder holding the shoal package (…/python/site in Bazel's
+    output, site-packages once installed)."""
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def shoal_binary():
-    """The `shoal` executable: $SHOAL_BIN, the one Bazel built beside this
-    package (<bin>/tools/shoal for <bin>/python/site/shoal), or PATH's."""
+def shoal_binary(search_path=True):
+    """The `shoal` executable: $SHOAL_BIN; the one an installed wheel carries
+    (shoal/_bin/shoal); the one Bazel built beside this package
+    (<bin>/tools/shoal for <bin>/python/site/shoal); with search_path, PATH's.
+
+    Raises NotFoundError if there is none.
+    """
     env = os.environ.get("SHOAL_BIN")
     if env:
         return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    bundled = os.path.join(here, "_bin", "shoal")
+    if os.access(bundled, os.X_OK):
+        return bundled
     beside = os.path.join(package_dir(), "..", "..", "tools", "shoal")
     if os.access(beside, os.X_OK):
         return os.path.realpath(beside)
-    found = shutil.which("shoal")
+    found = shutil.which("shoal") if search_path else None
     if found:
         return found
     raise _errors.NotFoundError(
-        "cannot find the shoal binary: set SHOAL_BIN, or build it "
+        "cannot find the shoal binary: set SHOAL_BIN, install shoal "
+        "(pip install . in its source tree), or build it "
         "(bazel build //tools:shoal) beside this package")

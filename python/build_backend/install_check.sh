@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# README's `pip install .`, checked as a user would meet it (tools/test runs
+# this after the Bazel build, which the backend then reuses):
+#   1. a fresh venv (Debian's python3, --system-site-packages) in a temp
+#      folder, and `pip install --no-index .` into it: offline, through the
+#      in-tree PEP 517 backend;
+#   2. from that temp folder, with no PYTHONPATH and no SHOAL_BIN:
+#      `shoal --version` and `python -m shoal --version` print VERSION;
+#      `import shoal` finds the venv's package;
+#   3. `shoal start --daemon`, one Python task on it (the worker must import
+#      shoal from the venv), `shoal stop`;
+#   4. a 2-rank `shoal launch` of the venv's python doing an all_reduce.
+# Exits non-zero with "install_check: FAILED: ..." on the first failure;
+# leaves no node running and no files behind.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+version="$(tr -d ' \n' < "$root/VERSION")"
+work="$(mktemp -d /tmp/shoal-install-check.XXXXXX)"
+venv="$work/venv"
+job="install-check-$$"
+node_started=0
+
+cleanup() {
+  if [ "$node_started" = 1 ]; then
+    "$venv/bin/shoal" stop --job-id "$job" >/dev/null 2>&1 || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() {
+  echo "install_check: FAILED: $*" >&2
+  exit 1
+}
+
+# Runs "$@" in $work as a user who only has the venv.
+as_user() {
+  (cd "$work" && env -u PYTHONPATH -u SHOAL_BIN PYTHONDONTWRITEBYTECODE=1 "$@")
+}
+
+echo "install_check: venv in $venv, pip install --no-index $root"
+/usr/bin/python3 -m venv --system-site-packages "$venv" ||
+  fail "python3 -m venv (Debian's python3-venv is needed)"
+(cd "$root" && env -u PYTHONPATH "$venv/bin/pip" install --no-index \
+  --disable-pip-version-check --quiet .) ||
+  fail "pip install --no-index . (rerun with -v for the backend's output)"
+
+[ -x "$venv/bin/shoal" ] || fail "no shoal console script in $venv/bin"
+got="$(as_user "$venv/bin/shoal" --version)" || fail "shoal --version"
+[ "$got" = "shoal $version" ] || fail "shoal --version printed '$got'"
+got="$(as_user "$venv/bin/python" -m shoal --version)" ||
+  fail "python -m shoal --version"
+[ "$got" = "shoal $version" ] || fail "python -m shoal --version printed '$got'"
+got="$(as_user "$venv/bin/python" -c \
+  'import shoal; print(shoal.__version__, shoal.__file__)')" ||
+  fail "import shoal"
+case "$got" in
+  "$version $venv/lib/python3"*/site-packages/shoal/__init__.py) ;;
+  *) fail "import shoal gave '$got', not the venv's package" ;;
+esac
+
+cat > "$work/task_check.py" <<'EOF'
+import sys
+
+import shoal
+
+
+def where():
+    """Runs in a worker: which shoal its embedded Python imported."""
+    import shoal
+    return shoal.__file__
+
+
+if __name__ == "__main__":
+    shoal.connect(job_id=sys.argv[1])
+    print(shoal.submit(where).result(timeout=120))
+EOF
+cat > "$work/launch_check.py" <<'EOF'
+import numpy as np
+
+import shoal
+
+job = shoal.init()
+x = np.full(1000, job.rank + 1, dtype=np.float32)
+shoal.all_reduce(x)
+expected = job.world_size * (job.world_size + 1) / 2
+assert (x == expected).all(), (job.rank, x[:4])
+print(f"rank {job.rank}/{job.world_size}: ok {shoal.__file__}")
+EOF
+
+echo "install_check: shoal start, one task"
+as_user "$venv/bin/shoal" start -n 1 --daemon --job-id "$job" ||
+  fail "shoal start --daemon"
+node_started=1
+got="$(as_user "$venv/bin/python" task_check.py "$job")" ||
+  fail "a task on the venv's node"
+case "$got" in
+  "$venv/lib/python3"*/site-packages/shoal/__init__.py) ;;
+  *) fail "the worker imported shoal from '$got', not from the venv" ;;
+esac
+as_user "$venv/bin/shoal" stop --job-id "$job" >/dev/null || fail "shoal stop"
+node_started=0
+
+echo "install_check: shoal launch, 2 ranks"
+got="$(as_user timeout 120 "$venv/bin/shoal" launch --nproc-per-node 2 -- \
+  "$venv/bin/python" launch_check.py)" || fail "shoal launch: $got"
+for rank in 0 1; do
+  grep -q "^rank $rank/2: ok $venv/lib/python3.*/site-packages/shoal/" \
+    <<< "$got" || fail "shoal launch printed: $got"
+done
+echo "install_check: ok (shoal $version: pip install --no-index, a task, a 2-rank launch)"

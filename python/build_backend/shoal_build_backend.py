@@ -1,0 +1,193 @@
+"""shoal's PEP 517 build backend, named by pyproject.toml (backend-path), so
+`pip install .` needs nothing from an index: no build requirements, the
+standard library only.
+
+  build_wheel       `bazel build //tools:shoal //python:site` (the repo's
+                    .bazelrc applies), then a wheel of the package Bazel
+                    assembled (bazel-bin/python/site/shoal: *.py and every
+                    extension in it) with the binary as shoal/_bin/shoal,
+                    where base/python_env.cc looks for the package from it
+  prepare_metadata_for_build_wheel   the .dist-info, without building
+  build_sdist       the source files git knows (or the tree of an unpacked
+                    sdist), plus PKG-INFO
+
+config_settings (pip install --config-settings KEY=VALUE .):
+  bazel-args        more Bazel build arguments, split like a shell's words
+                    (e.g. "--config=opt")
+"""
+
+import os
+import shlex
+import subprocess
+import sys
+
+import shoal_wheel
+
+BAZEL_TARGETS = ("//tools:shoal", "//python:site")
+BINARY_IN_WHEEL = "shoal/_bin/shoal"
+# Never packed into an sdist made from a tree git does not know.
+_SDIST_SKIP_DIRS = {".git", ".venv", "__pycache__", "shared"}
+
+
+def _root():
+    """The source tree: PEP 517 runs hooks from its root."""
+    root = os.getcwd()
+    for marker in ("WORKSPACE", "VERSION", "pyproject.toml"):
+        if not os.path.isfile(os.path.join(root, marker)):
+            raise shoal_wheel.WheelError(
+                f"{root} is not shoal's source tree (no {marker})")
+    return root
+
+
+def _built_for(root):
+    with open(os.path.join(root, "third_party", "system.BUILD"),
+              encoding="utf-8") as f:
+        return shoal_wheel.python_version_of_build(f.read())
+
+
+def _version_and_tag(root):
+    built_for = _built_for(root)
+    return (shoal_wheel.read_version(root), shoal_wheel.wheel_tag(built_for),
+            built_for)
+
+
+def bazel_environment(environ, prefix, base_prefix):
+    """The environment to run Bazel in: ENVIRON less what pip and the venv
+    put on PATH (pip's pip-build-env-* folders, the venv's bin/).
+
+    Why: Bazel 4 hands the client's PATH to every action and keys the action
+    cache on it, so a PATH that differs from the one of a plain
+    `bazel build` in a shell would rebuild everything, twice.
+    """
+    env = dict(environ)
+    drop = set()
+    if os.path.realpath(prefix) != os.path.realpath(base_prefix):
+        drop.add(os.path.realpath(os.path.join(prefix, "bin")))
+    kept = [p for p in env.get("PATH", "").split(os.pathsep)
+            if p and "pip-build-env-" not in p
+            and os.path.realpath(p) not in drop]
+    env["PATH"] = os.pathsep.join(kept)
+    for name in ("VIRTUAL_ENV", "PYTHONNOUSERSITE", "PYTHONPATH",
+                 "PIP_BUILD_TRACKER", "PEP517_BUILD_BACKEND"):
+        env.pop(name, None)
+    return env
+
+
+def _bazel_args(config_settings):
+    extra = (config_settings or {}).get("bazel-args", "")
+    if isinstance(extra, list):  # given more than once
+        extra = " ".join(extra)
+    return shlex.split(extra)
+
+
+def _bazel(root, args, capture=False):
+    env = bazel_environment(os.environ, sys.prefix, sys.base_prefix)
+    cmd = ["bazel"] + args
+    # Bazel's progress goes to stderr; pip shows it with -v, or on failure.
+    print("shoal_build_backend: " + " ".join(cmd), file=sys.stderr,
+          flush=True)
+    try:
+        done = subprocess.run(cmd, cwd=root, env=env, text=True,
+                              stdout=subprocess.PIPE if capture else None)
+    except FileNotFoundError as e:
+        raise shoal_wheel.WheelError(
+            "bazel is not on PATH: tools/setup installs it (Debian's "
+            "bazel-bootstrap)") from e
+    if done.returncode != 0:
+        raise shoal_wheel.WheelError(
+            f"`{' '.join(cmd)}` failed (exit {done.returncode}): see above")
+    return done.stdout
+
+
+def build_outputs(root, config_settings=None):
+    """Runs the Bazel build; returns the bazel-bin folder of its
+    configuration (bazel info with the same arguments, so --config=opt's
+    outputs are found where they are)."""
+    extra = _bazel_args(config_settings)
+    _bazel(root, ["build"] + extra + list(BAZEL_TARGETS))
+    return _bazel(root, ["info"] + extra + ["bazel-bin"],
+                  capture=True).strip()
+
+
+def wheel_payload(bazel_bin):
+    """(name in the wheel, file) pairs: every file of the package Bazel
+    assembled, and the binary.
+
+    Raises WheelError if the package or the binary is missing.
+    """
+    package = os.path.join(bazel_bin, "python", "site", "shoal")
+    binary = os.path.join(bazel_bin, "tools", "shoal")
+    for path in (os.path.join(package, "__init__.py"), binary):
+        if not os.path.isfile(path):
+            raise shoal_wheel.WheelError(
+                f"{path} is missing after the Bazel build")
+    payload = []
+    for folder, dirs, files in os.walk(package):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for file in files:
+            if file.endswith(".pyc"):
+                continue
+            path = os.path.join(folder, file)
+            rel = os.path.relpath(path, os.path.dirname(package))
+            payload.append((rel.replace(os.sep, "/"), path))
+    payload.append((BINARY_IN_WHEEL, binary))
+    return payload
+
+
+# PEP 517 hooks.
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def get_requires_for_build_sdist(config_settings=None):
+    return []
+
+
+def prepare_metadata_for_build_wheel(metadata_directory,
+                                     config_settings=None):
+    root = _root()
+    version, tag, built_for = _version_and_tag(root)
+    return shoal_wheel.write_metadata_dir(metadata_directory, version, tag,
+                                          built_for)
+
+
+def build_wheel(wheel_directory, config_settings=None,
+                metadata_directory=None):
+    root = _root()
+    version, tag, built_for = _version_and_tag(root)  # fails before Bazel
+    bazel_bin = build_outputs(root, config_settings)
+    return shoal_wheel.write_wheel(wheel_directory, version, tag, built_for,
+                                   wheel_payload(bazel_bin))
+
+
+def sdist_files(root):
+    """The files of the sdist, relative to ROOT: the ones git tracks or
+    would track (not ignored), that exist; in a tree that is not a git
+    checkout (an unpacked sdist), every regular file but the skipped
+    folders and Bazel's convenience links."""
+    try:
+        out = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others",
+             "--exclude-standard"],
+            cwd=root, check=True, capture_output=True).stdout
+        names = [n for n in out.decode().split("\0") if n]
+    except (OSError, subprocess.CalledProcessError):
+        names = []
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs
+                       if d not in _SDIST_SKIP_DIRS
+                       and not d.startswith("bazel-")]
+            names += [os.path.relpath(os.path.join(folder, f), root)
+                      for f in files]
+    return sorted(n for n in names
+                  if n != "PKG-INFO"
+                  and not os.path.islink(os.path.join(root, n))
+                  and os.path.isfile(os.path.join(root, n)))
+
+
+def build_sdist(sdist_directory, config_settings=None):
+    root = _root()
+    return shoal_wheel.write_sdist(sdist_directory,
+                                   shoal_wheel.read_version(root),
+                                   _built_for(root), root, sdist_files(root))

@@ -1,0 +1,282 @@
+"""shoal's PEP 517 backend (python/build_backend): the wheel's files, RECORD
+hashes and sizes, tags, metadata, the sdist, the environment Bazel runs in;
+and, given the package Bazel built (tools/test passes SHOAL_BIN), a wheel of
+it unpacked and run. tools/test also pip-installs the real wheel into a
+fresh venv and runs a task and a launch from it (its "wheel" step)."""
+
+import base64
+import csv
+import hashlib
+import io
+import os
+import stat
+import subprocess
+import sys
+import tarfile
+import zipfile
+
+import pytest
+
+BACKEND_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(BACKEND_DIR))
+sys.path.insert(0, BACKEND_DIR)
+
+import shoal_build_backend  # noqa: E402
+import shoal_wheel  # noqa: E402
+
+VERSION = open(os.path.join(ROOT, "VERSION")).read().strip()
+BUILT_FOR = (3, 11)
+TAG = "cp311-cp311-linux_x86_64"
+
+
+def make_file(path, data, executable=False):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    os.chmod(path, 0o755 if executable else 0o644)
+    return path
+
+
+def fake_bazel_bin(tmp_path):
+    """A bazel-bin with the layout //python:site and //tools:shoal give."""
+    site = tmp_path / "bin" / "python" / "site" / "shoal"
+    make_file(str(site / "__init__.py"), b"__version__ = '0'\n")
+    make_file(str(site / "_shoal.so"), b"\x7fELF extension")
+    make_file(str(site / "__pycache__" / "x.cpython-311.pyc"), b"stale")
+    make_file(str(tmp_path / "bin" / "tools" / "shoal"), b"\x7fELF binary",
+              executable=True)
+    return str(tmp_path / "bin")
+
+
+def read_record(whl):
+    dist_info = shoal_wheel.dist_info_dir(VERSION)
+    text = whl.read(f"{dist_info}/RECORD").decode()
+    return list(csv.reader(io.StringIO(text)))
+
+
+def test_wheel_record_lists_every_file_with_its_hash_and_size(tmp_path):
+    payload = shoal_build_backend.wheel_payload(fake_bazel_bin(tmp_path))
+    name = shoal_wheel.write_wheel(str(tmp_path), VERSION, TAG, BUILT_FOR,
+                                   payload)
+    assert name == f"shoal-{VERSION}-{TAG}.whl"
+    with zipfile.ZipFile(tmp_path / name) as whl:
+        names = whl.namelist()
+        rows = read_record(whl)
+        dist_info = shoal_wheel.dist_info_dir(VERSION)
+        assert sorted(r[0] for r in rows) == sorted(names)
+        for path, digest, size in rows:
+            if path == f"{dist_info}/RECORD":
+                assert digest == "" and size == ""
+                continue
+            data = whl.read(path)
+            expected = base64.urlsafe_b64encode(
+                hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            assert digest == "sha256=" + expected, path
+            assert int(size) == len(data), path
+        assert "shoal/__pycache__/x.cpython-311.pyc" not in names
+        binary = whl.getinfo("shoal/_bin/shoal")
+        assert stat.S_IMODE(binary.external_attr >> 16) == 0o755
+        assert whl.read("shoal/_bin/shoal") == b"\x7fELF binary"
+        init = whl.getinfo("shoal/__init__.py")
+        assert stat.S_IMODE(init.external_attr >> 16) == 0o644
+
+
+def test_wheel_metadata_tag_and_console_script(tmp_path):
+    payload = shoal_build_backend.wheel_payload(fake_bazel_bin(tmp_path))
+    name = shoal_wheel.write_wheel(str(tmp_path), VERSION, TAG, BUILT_FOR,
+                                   payload)
+    dist_info = shoal_wheel.dist_info_dir(VERSION)
+    with zipfile.ZipFile(tmp_path / name) as whl:
+        metadata = whl.read(f"{dist_info}/METADATA").decode().splitlines()
+        wheel = whl.read(f"{dist_info}/WHEEL").decode().splitlines()
+        entry_points = whl.read(f"{dist_info}/entry_points.txt").decode()
+    assert "Metadata-Version: 2.1" in metadata
+    assert "Name: shoal" in metadata
+    assert f"Version: {VERSION}" in metadata
+    assert "Requires-Python: ==3.11.*" in metadata
+    assert f"Tag: {TAG}" in wheel and "Root-Is-Purelib: false" in wheel
+    assert "[console_scripts]\nshoal = shoal.__main__:main\n" in entry_points
+
+
+def test_wheel_bytes_are_reproducible(tmp_path):
+    payload = shoal_build_backend.wheel_payload(fake_bazel_bin(tmp_path))
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    a = shoal_wheel.write_wheel(str(first), VERSION, TAG, BUILT_FOR, payload)
+    b = shoal_wheel.write_wheel(str(second), VERSION, TAG, BUILT_FOR,
+                                list(reversed(payload)))
+    assert (first / a).read_bytes() == (second / b).read_bytes()
+    assert not list(first.glob("*.partial"))
+
+
+def test_wheel_rejects_paths_outside_the_package(tmp_path):
+    source = make_file(str(tmp_path / "f"), b"x")
+    for bad in ("other/f.py", "shoal/../evil.py", "/shoal/f"):
+        with pytest.raises(shoal_wheel.WheelError):
+            shoal_wheel.write_wheel(str(tmp_path), VERSION, TAG, BUILT_FOR,
+                                    [(bad, source)])
+    with pytest.raises(shoal_wheel.WheelError, match="twice"):
+        shoal_wheel.write_wheel(str(tmp_path), VERSION, TAG, BUILT_FOR,
+                                [("shoal/f", source), ("shoal/f", source)])
+
+
+def test_payload_needs_the_package_and_the_binary(tmp_path):
+    bazel_bin = fake_bazel_bin(tmp_path)
+    os.unlink(os.path.join(bazel_bin, "tools", "shoal"))
+    with pytest.raises(shoal_wheel.WheelError, match="tools/shoal"):
+        shoal_build_backend.wheel_payload(bazel_bin)
+
+
+def test_tag_is_this_cpython_and_refuses_another():
+    assert shoal_wheel.wheel_tag((3, 11), "cpython", (3, 11, 2),
+                                 "linux-x86_64") == TAG
+    with pytest.raises(shoal_wheel.WheelError, match="CPython 3.11"):
+        shoal_wheel.wheel_tag((3, 11), "cpython", (3, 12, 0), "linux-x86_64")
+    with pytest.raises(shoal_wheel.WheelError, match="pypy"):
+        shoal_wheel.wheel_tag((3, 11), "pypy", (3, 11, 0), "linux-x86_64")
+
+
+def test_python_version_comes_from_the_bazel_build():
+    with open(os.path.join(ROOT, "third_party", "system.BUILD")) as f:
+        assert shoal_wheel.python_version_of_build(f.read()) == BUILT_FOR
+    with pytest.raises(shoal_wheel.WheelError):
+        shoal_wheel.python_version_of_build("include/python3.11 "
+                                            "include/python3.12")
+    with pytest.raises(shoal_wheel.WheelError):
+        shoal_wheel.python_version_of_build("no headers")
+
+
+def test_version_file_is_checked(tmp_path):
+    assert shoal_wheel.read_version(ROOT) == VERSION
+    (tmp_path / "VERSION").write_text("1.2-dirty\n")
+    with pytest.raises(shoal_wheel.WheelError, match="not a version"):
+        shoal_wheel.read_version(str(tmp_path))
+    with pytest.raises(shoal_wheel.WheelError, match="cannot read"):
+        shoal_wheel.read_version(str(tmp_path / "nowhere"))
+
+
+def test_prepared_metadata_is_the_wheels(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    tag = shoal_wheel.wheel_tag(BUILT_FOR)
+    name = shoal_build_backend.prepare_metadata_for_build_wheel(str(tmp_path))
+    assert name == shoal_wheel.dist_info_dir(VERSION)
+    expected = shoal_wheel.metadata_files(VERSION, tag, BUILT_FOR)
+    assert sorted(os.listdir(tmp_path / name)) == sorted(expected)
+    for file, text in expected.items():
+        assert (tmp_path / name / file).read_text() == text
+    assert shoal_build_backend.get_requires_for_build_wheel() == []
+    assert shoal_build_backend.get_requires_for_build_sdist() == []
+
+
+def test_bazel_runs_with_the_path_from_before_pip_and_the_venv(tmp_path):
+    venv = str(tmp_path / "venv")
+    os.makedirs(os.path.join(venv, "bin"))
+    environ = {
+        "PATH": os.pathsep.join([
+            "/tmp/pip-build-env-abc/overlay/bin",
+            "/tmp/pip-build-env-abc/normal/bin", venv + "/bin",
+            "/usr/local/bin", "/usr/bin"]),
+        "PYTHONPATH": "/tmp/pip-build-env-abc/site",
+        "VIRTUAL_ENV": venv, "HOME": "/root"}
+    env = shoal_build_backend.bazel_environment(environ, venv, "/usr")
+    assert env["PATH"] == "/usr/local/bin:/usr/bin"
+    assert "PYTHONPATH" not in env and "VIRTUAL_ENV" not in env
+    assert env["HOME"] == "/root"
+    # Outside a venv its bin/ is the interpreter's own: kept.
+    env = shoal_build_backend.bazel_environment(
+        {"PATH": "/usr/bin"}, "/usr", "/usr")
+    assert env["PATH"] == "/usr/bin"
+
+
+def test_bazel_args_from_config_settings():
+    assert shoal_build_backend._bazel_args(None) == []
+    assert shoal_build_backend._bazel_args(
+        {"bazel-args": "--config=opt --jobs 2"}) == ["--config=opt",
+                                                      "--jobs", "2"]
+    assert shoal_build_backend._bazel_args(
+        {"bazel-args": ["--config=opt", "-c dbg"]}) == ["--config=opt", "-c",
+                                                        "dbg"]
+
+
+def test_sdist_of_a_tree_git_does_not_know(tmp_path, monkeypatch):
+    tree = tmp_path / "src"
+    for rel in ("WORKSPACE", "pyproject.toml", "python/shoal/__init__.py"):
+        make_file(str(tree / rel), b"# " + rel.encode() + b"\n")
+    make_file(str(tree / "tools" / "test"), b"#!/bin/sh\n", executable=True)
+    (tree / "VERSION").write_text(VERSION + "\n")
+    make_file(str(tree / "third_party" / "system.BUILD"),
+              b'glob(["include/python3.11/**/*.h"])\n')
+    make_file(str(tree / ".git" / "HEAD"), b"not a repository")
+    make_file(str(tmp_path / "out" / "x"), b"")
+    os.symlink(str(tmp_path / "out"), str(tree / "bazel-out"))
+    os.symlink("VERSION", str(tree / "link"))
+    monkeypatch.chdir(tree)
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "no-such-git-dir"))
+    out = tmp_path / "dist"
+    out.mkdir()
+    name = shoal_build_backend.build_sdist(str(out))
+    assert name == f"shoal-{VERSION}.tar.gz"
+    base = f"shoal-{VERSION}/"
+    with tarfile.open(out / name) as tar:
+        members = {m.name[len(base):]: m for m in tar.getmembers()}
+        assert sorted(members) == [
+            "PKG-INFO", "VERSION", "WORKSPACE", "pyproject.toml",
+            "python/shoal/__init__.py", "third_party/system.BUILD",
+            "tools/test"]
+        assert members["tools/test"].mode == 0o755
+        assert members["WORKSPACE"].mode == 0o644
+        assert members["WORKSPACE"].uid == 0
+        pkg_info = tar.extractfile(base + "PKG-INFO").read().decode()
+    assert f"Version: {VERSION}" in pkg_info and "Name: shoal" in pkg_info
+
+
+def built_bazel_bin():
+    """bazel-bin of the build tools/test made (SHOAL_BIN is its
+    tools/shoal), or None."""
+    binary = os.environ.get("SHOAL_BIN", "")
+    bazel_bin = os.path.dirname(os.path.dirname(os.path.realpath(binary)))
+    site = os.path.join(bazel_bin, "python", "site", "shoal", "_shoal.so")
+    return bazel_bin if binary and os.path.isfile(site) else None
+
+
+@pytest.mark.skipif(built_bazel_bin() is None,
+                    reason="needs SHOAL_BIN in a Bazel build with "
+                    "//python:site (tools/test sets it)")
+def test_wheel_of_the_real_build_runs_unpacked(tmp_path):
+    """The wheel's layout is one the binary and the package find each other
+    in: shoal --version, and python -m shoal from the unpacked wheel."""
+    tag = shoal_wheel.wheel_tag(BUILT_FOR)
+    name = shoal_wheel.write_wheel(
+        str(tmp_path), VERSION, tag, BUILT_FOR,
+        shoal_build_backend.wheel_payload(built_bazel_bin()))
+    site = tmp_path / "site"
+    with zipfile.ZipFile(tmp_path / name) as whl:
+        for info in whl.infolist():
+            whl.extract(info, site)
+            os.chmod(site / info.filename, info.external_attr >> 16)
+        names = whl.namelist()
+    for expected in ("shoal/__init__.py", "shoal/__main__.py",
+                     "shoal/_version.py", "shoal/_shoal.so",
+                     "shoal/_bin/shoal"):
+        assert expected in names
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("SHOAL_BIN", "PYTHONPATH")}
+    out = subprocess.run([str(site / "shoal" / "_bin" / "shoal"),
+                          "--version"], capture_output=True, text=True,
+                         timeout=30, env=env)
+    assert out.returncode == 0 and out.stdout == f"shoal {VERSION}\n", out
+    env["PYTHONPATH"] = str(site)
+    out = subprocess.run(
+        [sys.executable, "-m", "shoal", "--version"], cwd=str(tmp_path),
+        capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0 and out.stdout == f"shoal {VERSION}\n", out
+    out = subprocess.run(
+        [sys.executable, "-c",
+         "import shoal, shoal._paths as p; "
+         "print(shoal.__version__, p.shoal_binary())"],
+        cwd=str(tmp_path), capture_output=True, text=True, timeout=60,
+        env=env)
+    assert out.returncode == 0, out
+    assert out.stdout.split() == [
+        VERSION, str(site / "shoal" / "_bin" / "shoal")]
