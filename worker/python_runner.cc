@@ -25,6 +25,12 @@ namespace {
 // module (shoal.task in Python). Read and written only with the GIL held.
 TaskContext* g_current_task = nullptr;
 
+// Functions this process unpickled (sent by value), for shoal.task's
+// functions_loaded(): tests check the cache with it. Under the GIL.
+int64_t g_functions_loaded = 0;
+// By-value functions a worker keeps (all are dropped beyond this).
+constexpr size_t kMaxFunctionsByValue = 4096;
+
 TaskContext& CurrentTask() {
   if (g_current_task == nullptr) {
     throw std::runtime_error(
@@ -34,17 +40,42 @@ TaskContext& CurrentTask() {
   return *g_current_task;
 }
 
-// "py:pkg.mod:fn" → {"pkg.mod", "fn"}.
-absl::StatusOr<std::pair<std::string, std::string>> ParseName(
-    absl::string_view function) {
+// A Python task's name, parsed (grammar in python_runner.h).
+struct TaskName {
+  enum class Kind { kByName, kStored, kCarried };
+  Kind kind = Kind::kByName;
+  std::string module, qualname;  // kByName
+  std::string hex;               // kStored: object id; kCarried: hash
+  std::string cache_key;         // the name without "!"
+  bool envelope = false;         // "!": args[0] is the pickled call
+};
+
+absl::StatusOr<TaskName> ParseName(absl::string_view function) {
+  TaskName n;
   absl::string_view rest = function.substr(sizeof(kPythonTaskPrefix) - 1);
-  std::vector<absl::string_view> parts = absl::StrSplit(rest, ':');
-  if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) {
+  if (absl::ConsumeSuffix(&rest, kPythonEnvelopeSuffix)) n.envelope = true;
+  n.cache_key = std::string(rest);
+  auto bad = [&] {
     return absl::InvalidArgumentError(absl::StrCat(
         "'", function,
         "' is not a Python task name: use py:package.module:function"));
+  };
+  if (absl::ConsumePrefix(&rest, kPythonStoredFunctionPrefix) ||
+      absl::ConsumePrefix(&rest, kPythonCarriedFunctionPrefix)) {
+    n.kind = function[sizeof(kPythonTaskPrefix) - 1] == '='
+                 ? TaskName::Kind::kStored
+                 : TaskName::Kind::kCarried;
+    if (rest.size() != 32 ||
+        (n.kind == TaskName::Kind::kCarried && !n.envelope))
+      return bad();
+    n.hex = std::string(rest);
+    return n;
   }
-  return std::make_pair(std::string(parts[0]), std::string(parts[1]));
+  std::vector<absl::string_view> parts = absl::StrSplit(rest, ':');
+  if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) return bad();
+  n.module = std::string(parts[0]);
+  n.qualname = std::string(parts[1]);
+  return n;
 }
 
 // "module.qualname" of an exception type, builtins included
@@ -66,6 +97,22 @@ std::string QualifiedTypeName(PyObject* type) {
   if (name.empty() && PyType_Check(type))
     name = reinterpret_cast<PyTypeObject*>(type)->tp_name;
   return name.empty() ? "builtins.Exception" : name;
+}
+
+// `exception` pickled (protocol 5), or "" when it cannot be, or would not
+// load again (a class only a closure knows): the client then gets a
+// TaskError. No error is left pending.
+std::string PickledException(PyObject* exception) {
+  if (exception == nullptr) return "";
+  try {
+    py::module_ pickle = py::module_::import("pickle");
+    py::bytes data = pickle.attr("dumps")(py::handle(exception), 5);
+    pickle.attr("loads")(data);
+    return data;
+  } catch (py::error_already_set&) {
+    PyErr_Clear();
+    return "";
+  }
 }
 
 // The pending Python exception as a status: Unknown, with the readable
@@ -98,6 +145,9 @@ absl::Status TakePythonError(absl::string_view context) {
     e.traceback += "(no traceback: formatting it failed)\n";
   }
   const std::string short_type = python::ExceptionTypeName(type);
+  const std::string pickled = PickledException(value);
+  if (!pickled.empty())
+    absl::StrAppend(&e.type, kPickledExceptionSeparator, pickled);
   Py_XDECREF(type);
   Py_XDECREF(value);
   Py_XDECREF(tb);
@@ -130,16 +180,22 @@ class PythonRunner : public TaskRunner {
   }
 
   absl::Status Run(absl::string_view function, TaskContext& ctx) override {
-    SHOAL_ASSIGN_OR_RETURN(auto name, ParseName(function));
-    // Map store arguments (and a path held in the store) before taking the
-    // GIL: waiting on the store must not stop the interpreter's threads.
+    SHOAL_ASSIGN_OR_RETURN(TaskName name, ParseName(function));
+    // Map store arguments (and a path or a function held in the store)
+    // before taking the GIL: waiting on the store must not stop the
+    // interpreter's threads. (functions_ is only touched on this thread.)
     SHOAL_ASSIGN_OR_RETURN(python_io::StoreArgs store_args,
                            python_io::StoreArgs::Map(ctx));
     SHOAL_ASSIGN_OR_RETURN(const std::string* path, ResolvePythonPath(ctx));
+    std::string stored_function;
+    if (name.kind == TaskName::Kind::kStored &&
+        functions_.find(name.cache_key) == functions_.end()) {
+      SHOAL_ASSIGN_OR_RETURN(stored_function,
+                             ReadStoreObject(ctx, name.hex, "function"));
+    }
     SHOAL_RETURN_IF_ERROR(EnsureStarted());
     PyGILState_STATE gil = PyGILState_Ensure();
-    absl::Status s = RunLocked(std::string(function), name.first, name.second,
-                               *path, ctx, store_args);
+    absl::Status s = RunLocked(name, *path, ctx, store_args, stored_function);
     PyGILState_Release(gil);
     return s;
   }
@@ -188,6 +244,30 @@ class PythonRunner : public TaskRunner {
     return absl::OkStatus();
   }
 
+  // The bytes of store object `hex` (a path or a pickled function a client
+  // put once). REQUIRES: the GIL is NOT held (Get may wait).
+  static absl::StatusOr<std::string> ReadStoreObject(TaskContext& ctx,
+                                                     absl::string_view hex,
+                                                     absl::string_view what) {
+    SHOAL_ASSIGN_OR_RETURN(ObjectId id, ObjectId::FromHex(hex));
+    shm::StoreClient* store = ctx.store();
+    if (store == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the task's ", what,
+                       " is a store object, and this worker has no store "
+                       "connection"));
+    }
+    absl::StatusOr<shm::ObjectBuffer> buf = store->Get(id, absl::Seconds(30));
+    if (!buf.ok()) {
+      return absl::Status(buf.status().code(),
+                          absl::StrCat("the task's ", what, " (object ", hex,
+                                       "): ", buf.status().message()));
+    }
+    std::string bytes(reinterpret_cast<const char*>(buf->data), buf->nbytes);
+    (void)store->Release(id);
+    return bytes;
+  }
+
   // The task's search path: python_path itself, or for "@<object id>" the
   // text of that store object (a local client's path, put once instead of
   // riding along in every task). Resolved paths are cached by token.
@@ -200,46 +280,98 @@ class PythonRunner : public TaskRunner {
     }
     auto it = stored_paths_.find(path);
     if (it != stored_paths_.end()) return &it->second;
-    const absl::string_view hex =
-        path.substr(sizeof(kPythonPathObjectPrefix) - 1);
-    SHOAL_ASSIGN_OR_RETURN(ObjectId id, ObjectId::FromHex(hex));
-    shm::StoreClient* store = ctx.store();
-    if (store == nullptr) {
-      return absl::FailedPreconditionError(
-          "the task's python path is a store object, and this worker has no "
-          "store connection");
-    }
-    absl::StatusOr<shm::ObjectBuffer> buf = store->Get(id, absl::Seconds(30));
-    if (!buf.ok()) {
-      return absl::Status(buf.status().code(),
-                          absl::StrCat("the task's python path (object ", hex,
-                                       "): ", buf.status().message()));
-    }
-    std::string text(reinterpret_cast<const char*>(buf->data), buf->nbytes);
-    (void)store->Release(id);
+    SHOAL_ASSIGN_OR_RETURN(
+        std::string text,
+        ReadStoreObject(ctx, path.substr(sizeof(kPythonPathObjectPrefix) - 1),
+                        "python path"));
     if (stored_paths_.size() >= 64) stored_paths_.clear();  // stay small
     return &stored_paths_.emplace(std::string(path), std::move(text))
                 .first->second;
   }
 
   // REQUIRES: the GIL is held.
-  absl::Status RunLocked(const std::string& function, const std::string& module,
-                         const std::string& qualname,
-                         const std::string& python_path, TaskContext& ctx,
-                         python_io::StoreArgs& store_args) {
+  absl::Status RunLocked(const TaskName& name, const std::string& python_path,
+                         TaskContext& ctx, python_io::StoreArgs& store_args,
+                         const std::string& stored_function) {
     ApplyPythonPath(python_path);
-    SHOAL_ASSIGN_OR_RETURN(PyObject * fn, Resolve(function, module, qualname));
-    SHOAL_ASSIGN_OR_RETURN(PyObject * args,
+    py::object fn;
+    py::object args, kwargs, carried;
+    if (name.kind == TaskName::Kind::kByName) {  // import errors come first
+      SHOAL_ASSIGN_OR_RETURN(fn, Resolve(name));
+    }
+    SHOAL_ASSIGN_OR_RETURN(PyObject * raw_args,
                            python_io::ArgsTuple(ctx, store_args));
+    args = py::reinterpret_steal<py::object>(raw_args);
+    if (name.envelope) {
+      try {
+        py::tuple call = py::module_::import("shoal._serialize")
+                             .attr("load_call")(*args)
+                             .cast<py::tuple>();
+        carried = call[0];
+        args = py::tuple(call[1]);
+        kwargs = call[2];
+      } catch (py::error_already_set& e) {
+        e.restore();
+        return TakePythonError("(while unpickling the task's arguments)\n");
+      }
+    }
+    if (!fn) {
+      SHOAL_ASSIGN_OR_RETURN(fn, LoadByValue(name, stored_function, carried));
+    }
+    TaskContext* outer = g_current_task;  // a task run inside a task's wait
     g_current_task = &ctx;
-    PyObject* result = PyObject_Call(fn, args, nullptr);
-    g_current_task = nullptr;
-    Py_DECREF(args);
+    PyObject* result = PyObject_Call(
+        fn.ptr(), args.ptr(),
+        kwargs && PyDict_Size(kwargs.ptr()) > 0 ? kwargs.ptr() : nullptr);
+    g_current_task = outer;
+    args = py::object();
     if (result == nullptr) return TakePythonError("");
     absl::Status s = python_io::AddOutputs(result, ctx);
     Py_DECREF(result);
     if (PyErr_Occurred()) PyErr_Clear();
     return s;
+  }
+
+  // A function sent by value: from the cache, else unpickled from the store
+  // object's bytes (kStored) or the call's (kCarried), and cached.
+  absl::StatusOr<py::object> LoadByValue(const TaskName& name,
+                                         const std::string& stored,
+                                         const py::object& carried) {
+    auto it = functions_.find(name.cache_key);
+    if (it != functions_.end()) return it->second;
+    try {
+      py::object loads = py::module_::import("pickle").attr("loads");
+      py::object fn;
+      if (name.kind == TaskName::Kind::kStored) {
+        fn = loads(py::bytes(stored));
+      } else if (carried && !carried.is_none()) {
+        fn = loads(carried);
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("task py:#", name.hex, "! carries no function"));
+      }
+      if (!PyCallable_Check(fn.ptr())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the task's function is a ", Py_TYPE(fn.ptr())->tp_name));
+      }
+      if (++by_value_cached_ > kMaxFunctionsByValue) ForgetByValue();
+      ++g_functions_loaded;
+      functions_.emplace(name.cache_key, fn);
+      return fn;
+    } catch (py::error_already_set& e) {
+      e.restore();
+      return TakePythonError("(while unpickling the task's function)\n");
+    }
+  }
+
+  // Drops the cached by-value functions (a bound on a long-lived worker's
+  // memory; a function still running is held by its caller).
+  void ForgetByValue() {
+    for (auto it = functions_.begin(); it != functions_.end();) {
+      const char c = it->first.empty() ? ' ' : it->first[0];
+      it = (c == '=' || c == '#') ? functions_.erase(it) : std::next(it);
+    }
+    by_value_cached_ = 1;
   }
 
   // Puts the task's directories at the front of sys.path (once per distinct
@@ -264,34 +396,33 @@ class PythonRunner : public TaskRunner {
     }
   }
 
-  // The cached callable for `function`, importing its module the first time.
-  // Returns a borrowed reference.
-  absl::StatusOr<PyObject*> Resolve(const std::string& function,
-                                    const std::string& module,
-                                    const std::string& qualname) {
-    auto it = functions_.find(function);
-    if (it != functions_.end()) return it->second.ptr();
+  // The cached callable of a by-name task, importing its module the first
+  // time.
+  absl::StatusOr<py::object> Resolve(const TaskName& name) {
+    auto it = functions_.find(name.cache_key);
+    if (it != functions_.end()) return it->second;
+    const std::string function =
+        absl::StrCat(kPythonTaskPrefix, name.cache_key);
     try {
       py::module_ importlib = py::module_::import("importlib");
       py::object obj;
       try {
-        obj = importlib.attr("import_module")(module);
+        obj = importlib.attr("import_module")(name.module);
       } catch (py::error_already_set& e) {
         if (!e.matches(PyExc_ModuleNotFoundError)) throw;
         // A module written after this worker last looked at its folder.
         importlib.attr("invalidate_caches")();
-        obj = importlib.attr("import_module")(module);
+        obj = importlib.attr("import_module")(name.module);
       }
-      for (absl::string_view part : absl::StrSplit(qualname, '.'))
+      for (absl::string_view part : absl::StrSplit(name.qualname, '.'))
         obj = obj.attr(py::str(std::string(part)));
       if (!PyCallable_Check(obj.ptr())) {
         return absl::InvalidArgumentError(
             absl::StrCat(function, " is a ", Py_TYPE(obj.ptr())->tp_name,
                          ", not a function"));
       }
-      PyObject* raw = obj.ptr();
-      functions_.emplace(function, std::move(obj));
-      return raw;
+      functions_.emplace(name.cache_key, obj);
+      return obj;
     } catch (py::error_already_set& e) {
       e.restore();
       return TakePythonError(
@@ -303,7 +434,10 @@ class PythonRunner : public TaskRunner {
   std::string inline_path_;
   std::map<std::string, std::string, std::less<>> stored_paths_;  // token →
   std::string applied_path_;
-  std::map<std::string, py::object> functions_;  // guarded by the GIL
+  // Cache key (the name without "py:" and "!") → function; the GIL guards
+  // the objects.
+  std::map<std::string, py::object> functions_;
+  size_t by_value_cached_ = 0;
 };
 
 }  // namespace
@@ -330,4 +464,8 @@ PYBIND11_EMBEDDED_MODULE(_shoal_task, m) {
   m.def(
       "in_task", [] { return shoal::worker::g_current_task != nullptr; },
       "Whether a task is running on this thread now.");
+  m.def(
+      "functions_loaded", [] { return shoal::worker::g_functions_loaded; },
+      "How many functions sent by value this worker unpickled (each once: "
+      "later tasks find it in the cache).");
 }

@@ -2,8 +2,22 @@
 // embedded CPython interpreter (one per worker process, so N workers run N
 // tasks truly in parallel, each under its own GIL).
 //
-// A task named "py:package.module:function" (the function may be a dotted
-// attribute path, "py:pkg.mod:Class.method") is imported once and cached. The
+// Task names (python/shoal/_client.py makes them):
+//   py:package.module:function   imported by name once and cached (the
+//                                function may be a dotted attribute path,
+//                                "py:pkg.mod:Class.method");
+//   py:=<32 hex>                 a function sent by value: a store object
+//                                (that id) holding its pickle (cloudpickle),
+//                                put once by a local client; read and
+//                                unpickled at the first sight, then cached;
+//   py:#<32 hex>!                a function sent by value inside the call
+//                                envelope (remote clients), cached by that
+//                                content hash;
+// any of them followed by "!": the call envelope — args[0] is the pickle
+// (protocol 5) of (function bytes or None, args, kwargs) and args[1:] its
+// out-of-band buffers (store objects viewed in place: numpy arrays and
+// torch tensors inside the unpickled arguments share the store's memory).
+// python/shoal/_serialize.py describes both envelopes. The
 // task's python_path (its client's sys.path) is added to sys.path first; a
 // python_path of "@<object id>" names a store object whose bytes are the
 // path (local Python clients put a long path once that way, so that it does
@@ -17,11 +31,17 @@
 // array-like object (buffer protocol or __dlpack__: numpy, torch, ...), or a
 // tuple of those (one output each). Arrays up to 64 KiB travel inline; larger
 // ones are copied once into a new store object the submitting client then
-// holds.
+// holds. Any other value is pickled (the result envelope: a raw 1 × n output
+// holding the pickle, then its out-of-band buffers as raw objects); one that
+// cannot be fails the task with InvalidArgument naming its type.
 // A Python exception fails the task with Unknown and the readable message
 // "<Type>: <message>\n<traceback>"; its qualified type, message and traceback
 // also ride along as fields (ipc::TaskException, attached to the status with
-// ipc::WithTaskException), from which clients rebuild it. Output written to
+// ipc::WithTaskException), from which clients rebuild it. When the exception
+// pickles (and unpickles again), the type field carries its pickle after
+// kPickledExceptionSeparator, so the client raises the same exception
+// (a field of its own in TaskException would be cleaner: proto/ was being
+// changed by others when this was written). Output written to
 // sys.stdout and sys.stderr goes to the worker's log (line-buffered).
 //
 // The interpreter starts at the first Python task. The GIL is held only while
@@ -31,6 +51,7 @@
 
 #include <memory>
 
+#include "absl/strings/string_view.h"
 #include "worker/executor.h"
 
 namespace shoal::worker {
@@ -40,6 +61,13 @@ inline constexpr char kPythonTaskPrefix[] = "py:";
 // TaskSpec::python_path "@<32 hex digits>": the path is that store object's
 // bytes (python/shoal/_client.py makes these).
 inline constexpr char kPythonPathObjectPrefix[] = "@";
+// After "py:": a function by value in a store object / in the call.
+inline constexpr char kPythonStoredFunctionPrefix[] = "=";
+inline constexpr char kPythonCarriedFunctionPrefix[] = "#";
+// At the end of a task name: the call envelope.
+inline constexpr char kPythonEnvelopeSuffix[] = "!";
+// TaskException::type = "<qualified type>" [ "\0" <pickled exception> ].
+inline constexpr absl::string_view kPickledExceptionSeparator("\0", 1);
 
 std::unique_ptr<TaskRunner> MakePythonRunner();
 

@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 
 #include <array>
+#include <cstring>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -131,6 +132,78 @@ absl::Status AddOne(PyObject* obj, TaskContext& ctx, size_t index) {
   return absl::OkStatus();
 }
 
+// Whether `obj` travels as one output Value as it is: None, a scalar, str,
+// bytes, or an array shoal has a dtype for. Leaves no error pending.
+bool IsPlainOutput(PyObject* obj) {
+  absl::StatusOr<std::optional<Value>> scalar = python::ScalarFromPython(obj);
+  if (!scalar.ok()) return false;  // an int beyond 64 bits: pickled
+  if (scalar->has_value()) return true;
+  if (!PyObject_CheckBuffer(obj) && !PyObject_HasAttrString(obj, "__dlpack__"))
+    return false;
+  absl::StatusOr<std::unique_ptr<python::ArrayView>> view =
+      python::ArrayView::FromObject(obj);
+  if (PyErr_Occurred()) PyErr_Clear();
+  return view.ok();
+}
+
+bool IsPlainResult(PyObject* result) {
+  if (!PyTuple_Check(result)) return IsPlainOutput(result);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(result); ++i) {
+    if (!IsPlainOutput(PyTuple_GET_ITEM(result, i))) return false;
+  }
+  return true;
+}
+
+// One raw byte output of `shape` (n or 1 × n bytes) holding `bytes`.
+absl::Status AddRawOutput(const py::buffer_info& bytes, Dims shape,
+                          TaskContext& ctx) {
+  const uint64_t n = static_cast<uint64_t>(bytes.size * bytes.itemsize);
+  TensorMeta meta = TensorMeta::Contiguous(DType::kRaw, std::move(shape));
+  absl::StatusOr<MutableTensorView> out;
+  {
+    py::gil_scoped_release release;  // Create may wait for the store
+    out = ctx.NewTensorOutput(meta);
+    if (out.ok() && n >= kReleaseGilCopyBytes)
+      std::memcpy(out->data, bytes.ptr, n);
+  }
+  SHOAL_RETURN_IF_ERROR(out.status());
+  if (n < kReleaseGilCopyBytes) std::memcpy(out->data, bytes.ptr, n);
+  return absl::OkStatus();
+}
+
+// The result envelope (python/shoal/_serialize.py): the pickle stream as a
+// raw 1 × n output, then its out-of-band buffers as raw n-byte outputs.
+absl::Status AddPickledResult(PyObject* result, TaskContext& ctx) {
+  py::object dump;
+  try {
+    dump = py::module_::import("shoal._serialize").attr("dump_result");
+  } catch (py::error_already_set& e) {
+    std::string what = e.what();
+    return absl::InvalidArgumentError(
+        absl::StrCat("the task returned a ", Py_TYPE(result)->tp_name,
+                     ", which goes back pickled, by shoal._serialize: ", what));
+  }
+  py::object dumped;
+  try {
+    dumped = dump(py::handle(result));
+  } catch (py::error_already_set& e) {
+    // dump_result's InvalidArgumentError names the type and the reason.
+    std::string what = e.what();
+    return absl::InvalidArgumentError(what);
+  }
+  py::tuple pair = dumped.cast<py::tuple>();
+  py::buffer header = pair[0].cast<py::buffer>();
+  py::buffer_info h = header.request();
+  SHOAL_RETURN_IF_ERROR(
+      AddRawOutput(h, {1, static_cast<int64_t>(h.size * h.itemsize)}, ctx));
+  for (py::handle b : pair[1].cast<py::list>()) {
+    py::buffer_info info = py::reinterpret_borrow<py::buffer>(b).request();
+    SHOAL_RETURN_IF_ERROR(AddRawOutput(
+        info, {static_cast<int64_t>(info.size * info.itemsize)}, ctx));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // ---- StoreArgs -------------------------------------------------------------
@@ -203,6 +276,7 @@ absl::StatusOr<PyObject*> ArgsTuple(TaskContext& ctx, StoreArgs& store_args) {
 absl::Status AddOutputs(PyObject* result, TaskContext& ctx) {
   if (result == Py_None) return absl::OkStatus();
   try {
+    if (!IsPlainResult(result)) return AddPickledResult(result, ctx);
     if (PyTuple_Check(result)) {
       for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(result); ++i) {
         SHOAL_RETURN_IF_ERROR(

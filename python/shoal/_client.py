@@ -3,91 +3,143 @@ C++ ones) to its workers and collects their results through futures.
 
 The process's default client (shoal.connect, shoal.submit) is _context's."""
 
+import concurrent.futures
+import functools
 import os
 import site
 import sys
 import sysconfig
+import threading
+import time
+import types
 import weakref
 
 import numpy as np
 
-from . import _errors, _paths, _store
+from . import _errors, _paths, _serialize, _store
 
-_PENDING, _OK, _FAILED = 0, 1, 2
-_OPTIONS = ("timeout", "max_retries", "cpus", "gpus")
+_OPTIONS = ("timeout", "max_retries", "cpus", "gpus", "num_cpus", "num_gpus")
 # A module path longer than this goes to the workers as a store object
 # ("@<id>", worker/python_runner.h) instead of inside every task: a task's
 # arguments and path share 160 bytes in the task table before they take a
 # 64 KiB payload chunk, of which a node has 2048.
 _INLINE_PATH_BYTES = 64
+# Argument types that travel as task values without pickling (the C++
+# conversion, python/ext/values.cc): exact types only.
+_PLAIN_TYPES = frozenset([type(None), bool, int, float, str, bytes,
+                          np.ndarray, _store.StoreArray, _store.ObjectRef])
+# How long the completion thread waits per round (it holds the client's
+# connection meanwhile, so a submit from another thread waits at most this).
+_COMPLETER_SLICE_S = 0.001
+# By-value functions a client keeps stored (the oldest go beyond this).
+_MAX_STORED_FUNCTIONS = 4096
+_CANCELLED_CODE = 1
 
 
-class Future:
-    """The result of a submitted task.
+class _WaiterList(list):
+    """Future._waiters: concurrent.futures.wait / as_completed append their
+    waiter here; that is the moment the client must start delivering this
+    future's completion without anyone calling result()."""
+
+    __slots__ = ("_future",)
+
+    def __init__(self, future):
+        super().__init__()
+        self._future = future
+
+    def append(self, waiter):
+        super().append(waiter)
+        self._future._watch()
+
+
+class Future(concurrent.futures.Future):
+    """The result of a submitted task: a concurrent.futures.Future.
 
     result(timeout) waits (Ctrl-C interrupts the wait) and returns the
     task's value: None, one value, or a tuple for several; arrays come back
     as read-only numpy arrays (store objects are not copied). A failed task
-    raises: TaskError for a Python exception (with the worker's traceback),
+    raises its own exception when it could be pickled (its __cause__ a
+    TaskError with the worker's traceback), else TaskError;
     AbortedError when its worker died and no retries were left,
     TimeoutError for a task timeout, CancelledError after cancel().
+
+    concurrent.futures.wait / as_completed, add_done_callback and
+    `await future` (asyncio) work: the client's completion thread delivers
+    completions of futures that have callbacks or waiters.
     """
 
-    __slots__ = ("_client", "id", "_state", "_value", "_keep", "__weakref__")
-
     def __init__(self, client, task_id, keep):
+        super().__init__()
         self._client = client
-        self.id = task_id
-        self._state = _PENDING
-        self._value = None
+        self.id = task_id  # None while it waits for futures it depends on
         self._keep = keep  # ObjectRefs of arguments put for this task
+        self._waiters = _WaiterList(self)
+
+    def _watch(self):
+        if self.id is not None and not super().done():
+            self._client._watch(self)
 
     def done(self):
         """Whether the task finished (does not wait)."""
-        if self._state == _PENDING:
+        if not super().done() and self.id is not None:
             self._client._collect([self], 0, 1)
-        return self._state != _PENDING
+        return super().done()
 
     def result(self, timeout=None):
         """The task's value; waits up to `timeout` seconds (None: forever).
 
-        Raises shoal.TimeoutError if it has not finished by then (the task
-        keeps running; call result() again later).
+        Raises shoal.TimeoutError (also a concurrent.futures.TimeoutError)
+        if it has not finished by then (the task keeps running; call
+        result() again later).
         """
-        if self._state == _PENDING:
-            self._client._collect([self], timeout, 1)
-            if self._state == _PENDING:
-                raise _errors.TimeoutError(
-                    f"task {self.id} did not finish within {timeout} s")
-        if self._state == _FAILED:
-            raise self._value
-        return self._value
+        self._await(timeout)
+        if self.cancelled():
+            raise _errors.CancelledError(f"task {self.id} was cancelled")
+        return super().result(0)
 
     def exception(self, timeout=None):
         """The task's exception, or None if it succeeded."""
-        try:
-            self.result(timeout)
-        except _errors.TimeoutError:
-            if self._state == _PENDING:
-                raise
-            return self._value
-        except _errors.Error as e:
-            return e
-        return None
+        self._await(timeout)
+        if self.cancelled():
+            return _errors.CancelledError(f"task {self.id} was cancelled")
+        return super().exception(0)
+
+    def _await(self, timeout):
+        if not super().done():
+            self._client._collect([self], timeout, 1)
+            if not super().done():
+                raise _errors.TimeoutError(
+                    f"task {self.id} did not finish within {timeout} s")
+
+    def add_done_callback(self, fn):
+        """Calls fn(future) when the task finished (at once if it has), on
+        the thread that noticed: the client's completion thread, or one
+        waiting in result()."""
+        self._watch()
+        super().add_done_callback(fn)
 
     def cancel(self):
         """Cancels the task: a queued one never runs; a running one sees
         shoal.task.cancelled(). True if it had not finished yet."""
-        if self._state != _PENDING:
+        if super().done():
             return False
+        if self.id is None:  # not submitted yet: it never will be
+            return super().cancel()
         return self._client._handle.cancel(self.id)
 
+    def __await__(self):
+        import asyncio
+        return asyncio.wrap_future(self).__await__()
+
     def __del__(self):
-        if self._state == _PENDING and self._client is not None:
+        if self.id is not None and not super().done() and \
+                self._client is not None:
             self._client._forget(self.id)
 
     def __repr__(self):
-        state = ("pending", "done", "failed")[self._state]
+        state = "pending" if not super().done() else (
+            "cancelled" if self.cancelled() else
+            "failed" if super().exception(0) is not None else "done")
         return f"<shoal.Future task {self.id} {state}>"
 
 
@@ -104,6 +156,18 @@ class Client:
         self._path_key = None
         self._path = ""
         self._path_refs = {}  # path → ObjectRef holding it (local clients)
+        # Functions by value: id(fn) → (weakref, fingerprint, name, payload)
+        # and content hash → (name, ObjectRef or None, payload).
+        self._by_identity = {}
+        self._by_hash = {}
+        self.function_stats = {"pickled": 0, "stored": 0}
+        # Who collects results (see _collect), and the futures whose
+        # completion the completion thread delivers.
+        self._cond = threading.Condition(threading.Lock())
+        self._collecting = False
+        self._user_waiting = 0
+        self._watched = {}  # task id → Future
+        self._completer = None
 
     @property
     def local(self):
@@ -114,44 +178,50 @@ class Client:
     def job_id(self):
         return self._handle.job_id
 
-    def submit(self, fn, *args, **options):
-        """Queues fn(*args) on the node; returns a Future.
+    def submit(self, fn, *args, _options=None, **kwargs):
+        """Queues fn(*args, **kwargs) on the node; returns a Future.
 
-        fn: a module-level Python function (imported by name in the worker,
-        from this process's sys.path), "package.module:function", or the name
-        of a C++ task ("add"). Options: timeout (seconds, 0/None: none),
+        fn: any function or callable: a module-level function is imported
+        by name in the worker (from this process's sys.path); lambdas,
+        closures, bound methods, callables and functions of `python -c` go
+        by value (cloudpickle, once per client); "package.module:function",
+        or the name of a C++ task ("add"). Arguments: any picklable values;
+        a Future makes the task wait for that task and receive its value.
+        _options: a dict of task options: timeout (seconds, 0/None: none),
         max_retries (after worker deaths; default 3), cpus, gpus.
         """
-        if options and not set(options) <= set(_OPTIONS):
-            bad = ", ".join(sorted(set(options) - set(_OPTIONS)))
-            raise TypeError(f"unknown submit option(s) {bad}: task functions "
-                            f"take positional arguments; options are "
-                            f"{', '.join(_OPTIONS)}")
-        self._release_forgotten()
-        name = task_name(fn)
-        path = self._python_path() if name.startswith("py:") else ""
-        timeout = options.get("timeout") or 0
-        retries = options.get("max_retries")
-        task_id, keep = self._handle.submit(
-            name, args, path, float(timeout),
-            -1 if retries is None else int(retries),
-            int(options.get("cpus", 1)), int(options.get("gpus", 0)))
-        return Future(self, task_id, keep)
+        return self._submit_call(fn, args, kwargs, _options)
 
-    def map(self, fn, *iterables, **options):
-        """submit(fn, *args) for each zip of the iterables; the futures."""
-        return [self.submit(fn, *a, **options) for a in zip(*iterables)]
+    def submit_with(self, options, fn, *args, **kwargs):
+        """submit with task options: submit_with({"timeout": 5}, f, x)."""
+        return self._submit_call(fn, args, kwargs, options)
+
+    def map(self, fn, *iterables, chunksize=1, timeout=None, _options=None):
+        """Like concurrent.futures.Executor.map: an iterator over
+        fn(*items) for each zip of the iterables, in order. Tasks are
+        submitted at once, `chunksize` items per task; a failed item raises
+        its error when the iterator reaches it; `timeout` (seconds) bounds
+        the whole map."""
+        if chunksize < 1:
+            raise ValueError("chunksize must be at least 1")
+        items = list(zip(*iterables))
+        if chunksize == 1:
+            futures = [self._submit_call(fn, a, {}, _options) for a in items]
+            return _results_in_order(futures, timeout, chunked=False)
+        runner = functools.partial(_serialize.map_chunk, fn)
+        futures = [self._submit_call(runner, (items[i:i + chunksize],), {},
+                                     _options)
+                   for i in range(0, len(items), chunksize)]
+        return _results_in_order(futures, timeout, chunked=True)
 
     def wait(self, futures, timeout=None, num_returns=None):
         """Waits until `num_returns` (default: all) of `futures` finished or
         `timeout` seconds passed. Returns (done, pending) lists."""
         futures = list(futures)
         want = len(futures) if num_returns is None else num_returns
-        already = sum(f._state != _PENDING for f in futures)
-        if want > already:
-            self._collect(futures, timeout, want - already)
-        done = [f for f in futures if f._state != _PENDING]
-        return done, [f for f in futures if f._state == _PENDING]
+        self._collect(futures, timeout, want)
+        done = [f for f in futures if _finished(f)]
+        return done, [f for f in futures if not _finished(f)]
 
     def put(self, obj, *, dtype=None):
         """See shoal.put (a remote client has no store: FailedPrecondition)."""
@@ -169,23 +239,196 @@ class Client:
         """Asks the node to shut down (its workers and store go with it)."""
         self._handle.stop_node()
 
-    # ---- internals ------------------------------------------------------
+    # ---- submitting ------------------------------------------------------
 
-    def _collect(self, futures, timeout, min_done):
-        pending = {f.id: f for f in futures if f._state == _PENDING}
-        if not pending:
-            return
-        rows = self._handle.wait(list(pending), timeout, min_done)
-        for task_id, code, message, outputs, _attempts, exception in rows:
-            f = pending[task_id]
-            f._keep = None
-            if code == 0:
-                f._value = (None if not outputs else
-                            outputs[0] if len(outputs) == 1 else tuple(outputs))
-                f._state = _OK
+    def _submit_call(self, fn, args, kwargs, options=None):
+        """The one way in: queues fn(*args, **kwargs) with `options` (a dict:
+        timeout, max_retries, cpus or num_cpus, gpus or num_gpus; None: the
+        defaults) and returns its Future. Futures among args and kwargs
+        (top level) make the task wait for them: it is submitted when they
+        finished, with their values. Raises InvalidArgumentError (naming the
+        argument) for arguments that cannot be pickled, TypeError for
+        unknown options."""
+        opts = _task_options(options)
+        args = tuple(args)
+        kwargs = dict(kwargs) if kwargs else {}
+        deps = [a for a in args if isinstance(a, Future)] + \
+            [v for v in kwargs.values() if isinstance(v, Future)]
+        if deps:
+            return self._submit_after(deps, fn, args, kwargs, opts)
+        task_id, keep = self._submit_now(fn, args, kwargs, opts)
+        return Future(self, task_id, keep)
+
+    def _submit_now(self, fn, args, kwargs, opts):
+        self._release_forgotten()
+        name, fn_keep, fn_bytes = self._function(fn)
+        path = self._python_path() if name.startswith("py:") else ""
+        timeout, retries, cpus, gpus = opts
+        if (not kwargs and fn_bytes is None and
+                all(type(a) in _PLAIN_TYPES for a in args)):
+            try:
+                task_id, keep = self._handle.submit(
+                    name, args, path, timeout, retries, cpus, gpus)
+                return task_id, _keep_also(keep, fn_keep)
+            except _errors.InvalidArgumentError:
+                if not name.startswith("py:"):
+                    raise  # C++ tasks take plain values only
+        if not name.startswith("py:"):
+            raise _errors.InvalidArgumentError(
+                f"the C++ task {name!r} takes positional plain values only "
+                "(None, bool, int, float, str, bytes, arrays)")
+        try:
+            header, buffers = _serialize.dumps((fn_bytes, args, kwargs),
+                                               out_of_band=self.local)
+        except Exception as e:  # noqa: BLE001 (any pickling failure)
+            raise _serialize.unpicklable_argument(args, kwargs, e) from None
+        task_id, keep = self._handle.submit(
+            name + "!", [header] + buffers, path, timeout, retries, cpus,
+            gpus)
+        return task_id, _keep_also(keep, fn_keep)
+
+    def _submit_after(self, deps, fn, args, kwargs, opts):
+        """A Future for a task submitted once `deps` finished (from the
+        thread that completes the last of them)."""
+        fut = Future(self, None, None)
+        remaining = [len(deps)]
+        lock = threading.Lock()
+
+        def on_dep_done(_):
+            with lock:
+                remaining[0] -= 1
+                if remaining[0] != 0:
+                    return
+            if fut.cancelled():
+                return
+            try:
+                a = tuple(_value_of(x) for x in args)
+                k = {key: _value_of(v) for key, v in kwargs.items()}
+                task_id, keep = self._submit_now(fn, a, k, opts)
+            except BaseException as e:  # noqa: BLE001 (a dependency failed)
+                if fut.set_running_or_notify_cancel():
+                    fut.set_exception(e)
+                return
+            fut._keep = keep
+            fut.id = task_id
+            with fut._condition:
+                watched = bool(fut._waiters) or bool(fut._done_callbacks)
+            if watched:
+                self._watch(fut)
+            with self._cond:
+                self._cond.notify_all()  # a thread in result() sees the id
+
+        for d in deps:
+            d.add_done_callback(on_dep_done)
+        return fut
+
+    def _function(self, fn):
+        """(task name, ObjectRef to keep or None, pickled function or None)
+        — by name when a worker can import it, else by value: put into the
+        store once per distinct content (local clients: "py:=<object id>")
+        or carried in the call ("py:#<hash>", remote clients)."""
+        name = task_name(fn, by_value_ok=True)
+        if name is not None:
+            return name, None, None
+        key = id(fn)
+        fingerprint = _fingerprint(fn)
+        hit = self._by_identity.get(key)
+        if hit is not None and hit[0]() is fn and hit[1] == fingerprint:
+            return hit[2], hit[3], hit[4]
+        data, digest = _serialize.dump_function(fn)
+        self.function_stats["pickled"] += 1
+        entry = self._by_hash.get(digest)
+        if entry is None:
+            if self.local:
+                ref = _store.put_into(
+                    self._handle.store, np.frombuffer(data, dtype=np.uint8),
+                    "raw")
+                self.function_stats["stored"] += 1
+                entry = ("py:=" + ref.id, ref, None)
             else:
-                f._value = _errors.task_failure(code, message, exception)
-                f._state = _FAILED
+                entry = ("py:#" + digest, None, data)
+            if len(self._by_hash) >= _MAX_STORED_FUNCTIONS:
+                self._by_hash.pop(next(iter(self._by_hash)))
+            self._by_hash[digest] = entry
+        try:
+            ref_fn = weakref.ref(fn)
+        except TypeError:
+            return entry
+        if len(self._by_identity) >= _MAX_STORED_FUNCTIONS:
+            self._by_identity.pop(next(iter(self._by_identity)))
+        self._by_identity[key] = (ref_fn, fingerprint) + entry
+        return entry
+
+    # ---- completions -----------------------------------------------------
+
+    def _collect(self, futures, timeout, min_done, completer=False):
+        """Waits until `min_done` of `futures` finished or `timeout` passed.
+
+        One thread at a time waits on the task table (the connection is not
+        thread-safe, and a finished task is taken once): it serves the
+        watched futures (callbacks, as_completed, asyncio) too, while other
+        threads wait on the condition for it to deliver. The completion
+        thread (`completer`) steps aside while a user thread is in here.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            if not completer:
+                self._user_waiting += 1
+        try:
+            while self._collect_once(futures, deadline, min_done, completer):
+                pass
+        finally:
+            if not completer:
+                with self._cond:
+                    self._user_waiting -= 1
+
+    def _collect_once(self, futures, deadline, min_done, completer):
+        """One round of _collect; whether to go on."""
+        with self._cond:
+            waiting = [f for f in futures if not _finished(f)]
+            if len(futures) - len(waiting) >= min_done or not waiting:
+                return False
+            left = None if deadline is None else \
+                max(0.0, deadline - time.monotonic())
+            targets = {f.id: f for f in waiting if f.id is not None}
+            need = min_done - (len(futures) - len(waiting))
+            if self._watched:
+                targets.update(self._watched)
+                need = 1
+            if (not targets or self._collecting or
+                    (completer and self._user_waiting)):
+                if left == 0.0:
+                    return False
+                self._cond.wait(0.05 if left is None else min(left, 0.05))
+                return not completer
+            self._collecting = True
+        rows = []
+        try:
+            rows = self._handle.wait(list(targets), left, need)
+        finally:
+            with self._cond:
+                self._collecting = False
+                for row in rows:
+                    self._watched.pop(row[0], None)
+        for row in rows:
+            _finish(targets[row[0]], row)
+        with self._cond:
+            self._cond.notify_all()
+        return not completer and left != 0.0 and (
+            deadline is None or time.monotonic() < deadline)
+
+    def _watch(self, future):
+        """Delivers `future`'s completion without a caller waiting."""
+        with self._cond:
+            if future.id is None or future.id in self._watched:
+                return
+            self._watched[future.id] = future
+            if self._completer is None or not self._completer.is_alive():
+                self._completer = threading.Thread(
+                    target=_complete_loop, args=(weakref.ref(self),),
+                    name="shoal-completions", daemon=True)
+                self._completer.start()
+            self._cond.notify_all()
 
     def _forget(self, task_id):
         # From __del__: anything may be half torn down; just remember it.
@@ -214,6 +457,122 @@ class Client:
                 path = "@" + ref.id
             self._path_key, self._path = key, path
         return self._path
+
+
+def _complete_loop(client_ref):
+    """The completion thread: delivers watched futures' completions while
+    there are any; ends with its client."""
+    while True:
+        client = client_ref()
+        if client is None:
+            return
+        with client._cond:
+            if not client._watched:
+                client._cond.wait(1.0)
+                continue
+            watched = list(client._watched.values())
+        try:
+            client._collect(watched, _COMPLETER_SLICE_S, 1, completer=True)
+        except Exception as e:  # noqa: BLE001 (the node went away, ...)
+            with client._cond:
+                failed = list(client._watched.values())
+                client._watched.clear()
+            for f in failed:
+                if not _finished(f) and f.set_running_or_notify_cancel():
+                    f.set_exception(e)
+        del client
+
+
+def _finished(f):
+    return concurrent.futures.Future.done(f)
+
+
+def _finish(f, row):
+    """Completes future `f` with a row of ClientHandle.wait."""
+    _task_id, code, message, outputs, _attempts, exception = row
+    f._keep = None
+    if _finished(f):
+        return
+    if code == _CANCELLED_CODE:
+        concurrent.futures.Future.cancel(f)
+        return
+    if not f.set_running_or_notify_cancel():
+        return
+    if code != 0:
+        f.set_exception(_errors.task_failure(code, message, exception))
+        return
+    try:
+        if _serialize.is_result_envelope(outputs):
+            value = _serialize.load_result(outputs)
+        else:
+            value = (None if not outputs else
+                     outputs[0] if len(outputs) == 1 else tuple(outputs))
+    except Exception as e:  # noqa: BLE001 (a class this process lacks, ...)
+        f.set_exception(_errors.TaskError(
+            type(e).__name__, f"unpickling the task's result: {e}", "",
+            f"{type(e).__module__}.{type(e).__qualname__}"))
+        return
+    f.set_result(value)
+
+
+def _results_in_order(futures, timeout, chunked):
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        for f in futures:
+            left = None if deadline is None else \
+                max(0.0, deadline - time.monotonic())
+            if chunked:
+                yield from f.result(left)
+            else:
+                yield f.result(left)
+    finally:
+        for f in futures:
+            f.cancel()
+
+
+def _value_of(x):
+    return x.result() if isinstance(x, Future) else x
+
+
+def _keep_also(keep, ref):
+    if ref is None:
+        return keep
+    if keep is None:
+        return [ref]
+    keep.append(ref)
+    return keep
+
+
+def _task_options(options):
+    """(timeout_s, max_retries, cpus, gpus) from an options dict."""
+    if not options:
+        return 0.0, -1, 1, 0
+    unknown = set(options) - set(_OPTIONS)
+    if unknown:
+        raise TypeError(f"unknown task option(s) {', '.join(sorted(unknown))}"
+                        f": options are {', '.join(_OPTIONS)}")
+    timeout = options.get("timeout") or 0
+    retries = options.get("max_retries")
+    cpus = options.get("cpus", options.get("num_cpus", 1))
+    gpus = options.get("gpus", options.get("num_gpus", 0))
+    return (float(timeout), -1 if retries is None else int(retries),
+            int(cpus), int(gpus))
+
+
+def _fingerprint(fn):
+    """What rebinding would change: code, defaults, closure cells' values
+    (by identity). A change inside an object the function refers to is not
+    seen (as with Ray's remote functions, pickled once)."""
+    f = getattr(fn, "__func__", fn)
+    code = getattr(f, "__code__", None)
+    cells = getattr(f, "__closure__", None) or ()
+    try:
+        values = tuple(id(c.cell_contents) for c in cells)
+    except ValueError:  # an empty cell
+        values = None
+    return (id(code), id(getattr(f, "__defaults__", None)),
+            id(getattr(f, "__kwdefaults__", None)), values,
+            id(getattr(fn, "__self__", None)))
 
 
 def _interpreter_dirs():
@@ -257,9 +616,14 @@ def client_search_path():
 _NAMES = weakref.WeakKeyDictionary()
 
 
-def task_name(fn):
+def task_name(fn, by_value_ok=False):
     """The task name of a function or name: "py:module:qualname" for Python
-    functions, C++ task names unchanged."""
+    functions a worker can import by name, C++ task names unchanged.
+
+    For other callables (lambdas, closures, bound methods, callable objects,
+    functions of `python -c` or an interactive session): None with
+    `by_value_ok` (the caller sends them by value), else
+    InvalidArgumentError."""
     if isinstance(fn, str):
         if fn.startswith("py:") or ":" not in fn:
             return fn
@@ -268,21 +632,37 @@ def task_name(fn):
         return _NAMES[fn]
     except (KeyError, TypeError):
         pass
-    module = getattr(fn, "__module__", None)
-    qualname = getattr(fn, "__qualname__", None)
-    if not module or not qualname or "<" in qualname:
+    name = _importable_name(fn)
+    if name is None:
+        if by_value_ok:
+            return None
         raise _errors.InvalidArgumentError(
-            f"{fn!r} cannot be imported by a worker: submit a function "
-            "defined at the top level of a module (not a lambda or a "
-            "nested function)")
-    if module == "__main__":
-        module = _paths.main_module_name()
-    name = f"py:{module}:{qualname}"
-    if len(name.encode()) > 95:
-        raise _errors.InvalidArgumentError(
-            f"task name {name!r} is longer than 95 bytes")
+            f"{fn!r} cannot be imported by a worker by name")
     try:
         _NAMES[fn] = name
     except TypeError:
         pass
     return name
+
+
+def _importable_name(fn):
+    """"py:module:qualname" if a worker importing that name gets `fn`."""
+    if not isinstance(fn, (types.FunctionType, types.BuiltinFunctionType)):
+        return None
+    module = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", None)
+    if not module or not qualname or "<" in qualname:
+        return None
+    owner = sys.modules.get(module)
+    obj = owner
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    if obj is not fn:
+        return None  # shadowed, decorated or rebound: by value
+    if module == "__main__":
+        try:
+            module = _paths.main_module_name()
+        except _errors.InvalidArgumentError:
+            return None  # python -c, interactive: by value
+    name = f"py:{module}:{qualname}"
+    return name if len(name.encode()) <= 95 else None

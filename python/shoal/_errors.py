@@ -104,6 +104,10 @@ class TaskError(Error):
         self.remote_traceback = remote_traceback
         self.qualified_type = qualified_type or exc_type
 
+    def __reduce__(self):  # picklable: a task may raise or return one
+        return (TaskError, (self.exc_type, self.exc_message,
+                            self.remote_traceback, self.qualified_type))
+
 
 # absl::StatusCode values → classes.
 _BY_CODE = {
@@ -132,12 +136,36 @@ def task_failure(code, message, exception=None):
 
     `exception`: None, or the (type, message, traceback) fields of the Python
     exception that failed it (ipc::TaskException, filled by
-    worker/python_runner.cc) — then a TaskError built from them as they are;
-    else the status's class (C++ tasks, the runtime's own failures).
+    worker/python_runner.cc) — then the task's own exception when the worker
+    pickled it (after a NUL in the type field) and it unpickles here, with
+    a TaskError holding the worker's traceback as its __cause__; else a
+    TaskError built from the fields as they are; without them the status's
+    class (C++ tasks, the runtime's own failures).
     """
     if exception is None:
         return from_status(code, message)
-    qualified, exc_message, trace = (_text(f) for f in exception)
+    type_field, pickled = exception[0], None
+    if isinstance(type_field, bytes) and b"\0" in type_field:
+        type_field, pickled = type_field.split(b"\0", 1)
+    qualified, exc_message, trace = (
+        _text(f) for f in (type_field, exception[1], exception[2]))
     short = (qualified[len("builtins."):]
              if qualified.startswith("builtins.") else qualified)
-    return TaskError(short, exc_message, trace, qualified)
+    error = TaskError(short, exc_message, trace, qualified)
+    if pickled:
+        original = _unpickled_exception(pickled)
+        if original is not None:
+            original.__cause__ = error
+            return original
+    return error
+
+
+def _unpickled_exception(data):
+    """The exception a worker pickled, or None if it does not load here (a
+    module this process lacks, ...)."""
+    import pickle
+    try:
+        exc = pickle.loads(data)
+    except Exception:  # noqa: BLE001 (whatever its __reduce__ raises)
+        return None
+    return exc if isinstance(exc, BaseException) else None

@@ -68,25 +68,29 @@ def test_large_bytes_travel_through_the_store(client):
 
 
 def test_exception_type_message_and_traceback_reach_the_caller(client):
+    # The task's own exception (it pickles), the worker's side as its
+    # __cause__: a TaskError with the fields.
     f = client.submit(pytasks.raise_value_error, 42)
-    with pytest.raises(shoal.TaskError) as info:
+    with pytest.raises(ValueError, match="bad value 42") as info:
         f.result(30)
-    e = info.value
+    assert type(info.value) is ValueError
+    e = info.value.__cause__
+    assert isinstance(e, shoal.TaskError)
     assert e.exc_type == "ValueError"
     assert e.exc_message == "bad value 42"
     assert "Traceback (most recent call last)" in e.remote_traceback
     assert "pytasks.py" in e.remote_traceback
     assert "in _inner" in e.remote_traceback  # the frame that raised
-    assert isinstance(f.exception(), shoal.TaskError)
-    with pytest.raises(shoal.TaskError) as info:
+    assert type(f.exception()) is ValueError
+    with pytest.raises(pytasks.CustomError) as info:
         client.submit(pytasks.raise_custom).result(30)
-    assert info.value.exc_type == "pytasks.CustomError"
+    assert info.value.__cause__.exc_type == "pytasks.CustomError"
 
 
 def test_exception_fields_arrive_apart_whatever_the_message_holds(client):
-    with pytest.raises(shoal.TaskError) as info:
+    with pytest.raises(pytasks.CustomError) as info:
         client.submit(pytasks.raise_tricky).result(30)
-    e = info.value
+    e = info.value.__cause__
     assert e.exc_type == "pytasks.CustomError"
     assert e.qualified_type == "pytasks.CustomError"
     assert e.exc_message == pytasks.TRICKY_MESSAGE  # unchanged, every line
@@ -95,25 +99,22 @@ def test_exception_fields_arrive_apart_whatever_the_message_holds(client):
     assert "in raise_tricky" in trace and "fake.py" in trace
     assert trace.endswith("pytasks.CustomError: " + pytasks.TRICKY_MESSAGE
                           + "\n")
-    with pytest.raises(shoal.TaskError) as info:
+    with pytest.raises(ValueError) as info:
         client.submit(pytasks.raise_value_error, 1).result(30)
-    assert info.value.qualified_type == "builtins.ValueError"
-    assert info.value.exc_type == "ValueError"
-    assert info.value.exc_message == "bad value 1"
+    cause = info.value.__cause__
+    assert cause.qualified_type == "builtins.ValueError"
+    assert cause.exc_type == "ValueError"
+    assert cause.exc_message == "bad value 1"
     # C++ tasks fail with their status only.
     with pytest.raises(shoal.InvalidArgumentError) as info:
         client.submit("add", "x", 1).result(30)
     assert not isinstance(info.value, shoal.TaskError)
 
 
-def test_unsupported_returns_and_unknown_functions_fail_clearly(client):
-    with pytest.raises(shoal.InvalidArgumentError, match="is a list"):
-        client.submit(pytasks.returns_list).result(30)
-    with pytest.raises(shoal.TaskError) as info:
+def test_unknown_functions_fail_clearly(client):
+    with pytest.raises(ModuleNotFoundError) as info:
         client.submit("no_such_module_xyz:f").result(30)
-    assert info.value.exc_type == "ModuleNotFoundError"
-    with pytest.raises(shoal.InvalidArgumentError, match="top level"):
-        client.submit(lambda: 1)
+    assert info.value.__cause__.exc_type == "ModuleNotFoundError"
 
 
 def test_the_client_api_is_refused_inside_a_task(client):
@@ -151,7 +152,7 @@ def test_result_timeout_and_cancel(client):
 
 
 def test_task_timeout(client):
-    f = client.submit(pytasks.until_cancelled, 20, timeout=0.3)
+    f = client.submit(pytasks.until_cancelled, 20, _options={"timeout": 0.3})
     with pytest.raises(shoal.TimeoutError):
         f.result(30)
 
@@ -172,7 +173,8 @@ def test_worker_killed_mid_task_is_retried(client, tmp_path):
 
 
 def test_no_retries_left_is_aborted(client, tmp_path):
-    f = client.submit(pytasks.die_once, str(tmp_path / "m"), max_retries=0)
+    f = client.submit(pytasks.die_once, str(tmp_path / "m"),
+                      _options={"max_retries": 0})
     with pytest.raises(shoal.AbortedError, match="died"):
         f.result(60)
     # With retries the same function succeeds on its second attempt.

@@ -1,0 +1,196 @@
+"""Values that are not plain: pickle protocol 5 with out-of-band buffers, and
+functions by value (cloudpickle). Used by the client (_client.py) and inside
+workers (worker/python_runner.cc calls load_call and dump_result), so it
+imports nothing of shoal's but _errors.
+
+The call envelope ("py:<fn>!" tasks, see worker/python_runner.h):
+    args[0]    the header: pickle.dumps((fn_bytes, args, kwargs), protocol 5)
+               with fn_bytes None unless the function rides along by value
+               ("py:#<hash>!", remote clients);
+    args[1:]   its out-of-band buffers, in order: each a large contiguous
+               buffer (numpy array, torch CPU tensor) the client put into the
+               store once; the worker's unpickled arrays view them in place.
+Small buffers (< OUT_OF_BAND_BYTES) stay in the pickle stream.
+
+The result envelope (a return value that is not None, a scalar, str, bytes,
+an array or a tuple of those): outputs[0] is the header, a raw byte object
+of shape (1, n) — the marker: no other output is raw and 2-D — and
+outputs[1:] its out-of-band buffers as raw byte objects.
+"""
+
+import hashlib
+import io
+import pickle
+import sys
+import warnings
+
+from . import _errors
+
+# Buffers at least this large leave the pickle stream: as store objects.
+OUT_OF_BAND_BYTES = 64 << 10
+_PROTOCOL = 5
+
+
+# ---- torch CPU tensors: their bytes out of band, like numpy's ----------------
+
+def _torch_of(obj):
+    """The torch module if `obj` is a torch CPU tensor, else None."""
+    t = sys.modules.get("torch")
+    if t is None or not isinstance(obj, t.Tensor):
+        return None
+    return t if obj.device.type == "cpu" and not obj.is_sparse else None
+
+
+def _rebuild_tensor(array, dtype_name, shape, requires_grad):
+    """A torch tensor over `array`'s memory (no copy): the inverse of
+    _reduce_tensor. A store-backed array is read-only; torch has no read-only
+    tensors, so its warning about that is silenced: do not write into it."""
+    import torch
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = torch.from_numpy(array)
+    dtype = getattr(torch, dtype_name)
+    if t.dtype != dtype:
+        t = t.view(dtype)
+    t = t.reshape(shape)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _reduce_tensor(t):
+    flat = t.detach().contiguous().reshape(-1)
+    try:
+        array = flat.numpy()
+    except TypeError:  # bfloat16 and others numpy lacks: their bytes
+        array = flat.view(_uint8()).numpy()
+    dtype_name = str(t.dtype).rsplit(".", 1)[-1]
+    return (_rebuild_tensor,
+            (array, dtype_name, tuple(t.shape), bool(t.requires_grad)))
+
+
+def _uint8():
+    import torch
+    return torch.uint8
+
+
+class _TensorPickler(pickle.Pickler):
+    def reducer_override(self, obj):
+        if _torch_of(obj) is not None:
+            return _reduce_tensor(obj)
+        return NotImplemented
+
+
+def _cloudpickler():
+    import cloudpickle
+
+    class _CloudTensorPickler(cloudpickle.Pickler):
+        def reducer_override(self, obj):
+            if _torch_of(obj) is not None:
+                return _reduce_tensor(obj)
+            return super().reducer_override(obj)
+
+    return _CloudTensorPickler
+
+
+# ---- dumping --------------------------------------------------------------
+
+def dumps(obj, out_of_band=True):
+    """(pickle bytes, [large contiguous buffers as memoryviews]).
+
+    `out_of_band`: False keeps every buffer in the stream (remote clients,
+    which have no store). Plain pickle first; objects it cannot pickle
+    (lambdas, closures inside the value) go through cloudpickle.
+    Raises whatever pickling raised.
+    """
+    buffers = []
+
+    def callback(b):
+        raw = b.raw()
+        if not out_of_band or raw.nbytes < OUT_OF_BAND_BYTES:
+            return True  # in band
+        buffers.append(raw)
+        return False
+
+    try:
+        if "torch" not in sys.modules:
+            return pickle.dumps(obj, _PROTOCOL, buffer_callback=callback), \
+                buffers
+        f = io.BytesIO()
+        _TensorPickler(f, _PROTOCOL, buffer_callback=callback).dump(obj)
+        return f.getvalue(), buffers
+    except (pickle.PicklingError, AttributeError, TypeError):
+        buffers.clear()
+    f = io.BytesIO()
+    _cloudpickler()(f, _PROTOCOL, buffer_callback=callback).dump(obj)
+    return f.getvalue(), buffers
+
+
+def _describe(value):
+    t = type(value)
+    return t.__qualname__ if t.__module__ == "builtins" else \
+        f"{t.__module__}.{t.__qualname__}"
+
+
+def unpicklable_argument(args, kwargs, error):
+    """An InvalidArgumentError naming the first argument that cannot be
+    pickled (only called after pickling the call failed)."""
+    for where, value in ([(f"argument {i}", a) for i, a in enumerate(args)] +
+                         [(f"keyword argument {k!r}", v)
+                          for k, v in kwargs.items()]):
+        try:
+            dumps(value, out_of_band=False)
+        except Exception as e:  # noqa: BLE001 (any pickling failure)
+            return _errors.InvalidArgumentError(
+                f"{where} cannot be sent to a task: a {_describe(value)} "
+                f"cannot be pickled ({type(e).__name__}: {e})")
+    return _errors.InvalidArgumentError(
+        f"the task's arguments cannot be pickled: {error}")
+
+
+def dump_function(fn):
+    """The function by value (cloudpickle) and the hex of its content hash."""
+    import cloudpickle
+    data = cloudpickle.dumps(fn, _PROTOCOL)
+    return data, hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+# ---- in the worker --------------------------------------------------------
+
+def load_call(header, *buffers):
+    """The worker's side of the call envelope: (fn_bytes, args, kwargs)."""
+    if isinstance(header, memoryview) and header.ndim != 1:
+        header = header.cast("B")
+    return pickle.loads(header, buffers=buffers)
+
+
+def load_function(data):
+    return pickle.loads(data)
+
+
+def dump_result(value):
+    """The worker's side of the result envelope: (header, [buffers])."""
+    try:
+        return dumps(value)
+    except Exception as e:  # noqa: BLE001
+        raise _errors.InvalidArgumentError(
+            f"the task's return value (a {_describe(value)}) cannot be "
+            f"pickled: {type(e).__name__}: {e}") from None
+
+
+def load_result(outputs):
+    """The client's side: the value of a task's outputs (a list)."""
+    header = outputs[0]
+    if header.ndim != 1:
+        header = header.cast("B")
+    return pickle.loads(header, buffers=outputs[1:])
+
+
+def is_result_envelope(outputs):
+    return (len(outputs) >= 1 and isinstance(outputs[0], memoryview) and
+            outputs[0].ndim == 2)
+
+
+def map_chunk(fn, items):
+    """A chunk of Client.map in one task: [fn(*item) for item in items]."""
+    return [fn(*item) for item in items]
