@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -12,6 +13,9 @@
 #include "absl/strings/str_join.h"
 #include "base/mutex.h"
 #include "base/status_macros.h"
+#include "collectives/gloo_communicator.h"
+#include "collectives/hierarchical_communicator.h"
+#include "collectives/host_collectives.h"
 #include "collectives/kv_rendezvous.h"
 #include "collectives/nccl_communicator.h"
 #include "collectives/shm_communicator.h"
@@ -100,8 +104,8 @@ class Communicator::Impl {
     // (null if it has none); the shm backend refuses either on a GPU.
     const void* locate = nullptr;
     const void* other = nullptr;
-    std::function<absl::Status(collectives::ShmCommunicator&, absl::Duration)>
-        shm;
+    // Host buffers: the shm, gloo or hierarchical backend.
+    std::function<absl::Status(HostCollectives&, absl::Duration)> shm;
     std::function<absl::Status(collectives::NcclCommunicator&, void*)> nccl;
     // Which shm lane runs it: 0 for collectives, kSendLane/kRecvLane + 2 ×
     // peer for point-to-point, so that a posted send and a posted receive
@@ -137,22 +141,95 @@ class Communicator::Impl {
           job_.kv().Get(absl::StrCat(node_key, r), o_.timeout));
       if (node != absl::StrCat(job_.node_rank())) one_node = false;
     }
-    if (!one_node) {
-      shm_error_ = absl::FailedPreconditionError(absl::StrCat(
-          "communicator '", o_.name,
-          "' spans nodes: CPU buffers need all its ranks on one node "
-          "(use CUDA buffers, which go through NCCL)"));
-      return absl::OkStatus();
-    }
     collectives::ShmCommOptions so;
     so.slot_bytes = o_.shm_slot_bytes;
     so.timeout = o_.timeout;
     SHOAL_RETURN_IF_ERROR(ApplyTuningEnv(so));
+    SHOAL_ASSIGN_OR_RETURN(force_gloo_, ForceGlooFromEnv());
     collectives::KvRendezvous rendezvous(job_.kv());
+    if (!one_node) {
+      shm_error_ = absl::FailedPreconditionError(absl::StrCat(
+          "communicator '", o_.name,
+          "' spans nodes: the shm backend needs all its ranks on one node "
+          "(host buffers go through the hierarchical or gloo backend)"));
+      return InitAcrossNodes(rendezvous, node_key, so);
+    }
     SHOAL_ASSIGN_OR_RETURN(
         shm_, collectives::ShmCommunicator::Create(rendezvous, job_.job_id(),
                                                    o_.name, rank_, size(), so));
+    if (force_gloo_) SHOAL_RETURN_IF_ERROR(CreateFlatGloo(rendezvous));
     return absl::OkStatus();
+  }
+
+  // A communicator across nodes: flat gloo among all ranks, and over it
+  // the hierarchical backend where the ranks form equal blocks by node.
+  absl::Status InitAcrossNodes(Rendezvous& rendezvous,
+                               const std::string& node_key,
+                               const collectives::ShmCommOptions& so) {
+    HierarchicalOptions ho;
+    for (int r = 0; r < size(); ++r) {
+      SHOAL_ASSIGN_OR_RETURN(
+          std::string node,
+          job_.kv().Get(absl::StrCat(node_key, r), o_.timeout));
+      int id = 0;
+      if (!absl::SimpleAtoi(node, &id)) {
+        return absl::InternalError(
+            absl::StrCat("rank ", r, " recorded node '", node, "'"));
+      }
+      ho.node_of.push_back(id);
+    }
+    SHOAL_RETURN_IF_ERROR(CreateFlatGloo(rendezvous, &ho.node_of));
+    if (!HierarchicalCommunicator::Fits(ho.node_of)) return absl::OkStatus();
+    ho.job_ranks = ranks_;
+    ho.job_id = job_.job_id();
+    ho.shm = so;
+    ho.gloo = gloo_options_;
+    SHOAL_ASSIGN_OR_RETURN(hierarchical_,
+                           HierarchicalCommunicator::Create(
+                               rendezvous, o_.name, rank_, gloo_.get(), ho));
+    return absl::OkStatus();
+  }
+
+  // The flat gloo backend (all ranks in one gloo context). Collective. With
+  // `node_of`, error messages name the node and ranks behind an address.
+  absl::Status CreateFlatGloo(Rendezvous& rendezvous,
+                              const std::vector<int>* node_of = nullptr) {
+    gloo_options_.hostname = GlooListenAddress();
+    gloo_options_.timeout = o_.timeout;
+    const std::string addr_key =
+        absl::StrCat("__shoal/coll/", o_.name, "/address/");
+    SHOAL_RETURN_IF_ERROR(
+        rendezvous.Set(absl::StrCat(addr_key, rank_), gloo_options_.hostname));
+    std::map<std::string, std::vector<int>> ranks_at;
+    std::map<std::string, int> node_at;
+    for (int r = 0; r < size(); ++r) {
+      SHOAL_ASSIGN_OR_RETURN(
+          std::string address,
+          rendezvous.Get(absl::StrCat(addr_key, r), o_.timeout));
+      ranks_at[address].push_back(job_rank(r));
+      if (node_of != nullptr) node_at[address] = (*node_of)[r];
+    }
+    for (const auto& [address, ranks] : ranks_at) {
+      gloo_options_.peer_names[address] = absl::StrCat(
+          node_at.count(address) ? absl::StrCat("node ", node_at[address], " ")
+                                 : "",
+          "(ranks ", absl::StrJoin(ranks, ", "), ")");
+    }
+    SHOAL_ASSIGN_OR_RETURN(
+        gloo_, GlooCommunicator::Create(rendezvous, o_.name + ".flat", rank_,
+                                        size(), gloo_options_));
+    return absl::OkStatus();
+  }
+
+  // SHOAL_COLLECTIVES_BACKEND: "gloo" sends host buffers through flat gloo
+  // (for comparison); "" or "auto" picks by placement.
+  static absl::StatusOr<bool> ForceGlooFromEnv() {
+    const char* text = std::getenv("SHOAL_COLLECTIVES_BACKEND");
+    const std::string value = text == nullptr ? "" : text;
+    if (value.empty() || value == "auto") return false;
+    if (value == "gloo") return true;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SHOAL_COLLECTIVES_BACKEND=", value, ": expected gloo or auto"));
   }
 
   int rank() const { return rank_; }
@@ -162,18 +239,19 @@ class Communicator::Impl {
   absl::StatusOr<Work> Run(Op op, const CallOptions& call, bool async)
       ABSL_LOCKS_EXCLUDED(mu_) {
     CollectiveBackend backend = call.backend;
-    if (backend == CollectiveBackend::kAuto) {
-      backend = gpu::DeviceOfPointer(op.locate) >= 0 ? CollectiveBackend::kNccl
-                                                     : CollectiveBackend::kShm;
+    if (backend == CollectiveBackend::kAuto && op.locate != nullptr &&
+        gpu::DeviceOfPointer(op.locate) >= 0) {
+      backend = CollectiveBackend::kNccl;
     }
     const absl::Duration timeout = call.timeout.value_or(o_.timeout);
     if (backend == CollectiveBackend::kNccl)
       return RunNccl(op, call, timeout, async);
-    if (shm_ == nullptr) return shm_error_;
-    // The shm backend reads and writes with the CPU: a device pointer (asked
+    HostCollectives* host = nullptr;
+    SHOAL_ASSIGN_OR_RETURN(host, HostBackend(backend));
+    // The host backends read and write with the CPU: a device pointer (asked
     // for explicitly, or missed by the automatic choice) is refused, never
     // touched.
-    SHOAL_RETURN_IF_ERROR(gpu::CheckHostMemory("collective on the shm backend",
+    SHOAL_RETURN_IF_ERROR(gpu::CheckHostMemory("collective on a host backend",
                                                {op.locate, op.other}));
     auto state = std::make_shared<internal::WorkState>();
     {
@@ -183,7 +261,7 @@ class Communicator::Impl {
         // Nothing queued: run on the caller's thread (no hand-off latency).
         lane.busy = true;
         mu_.Unlock();
-        absl::Status s = op.shm(*shm_, timeout);
+        absl::Status s = op.shm(*host, timeout);
         mu_.Lock();
         lane.busy = false;
         cv_.SignalAll();
@@ -194,7 +272,7 @@ class Communicator::Impl {
       if (!lane.worker.joinable()) {
         lane.worker = std::thread([this, &lane] { Worker(lane); });
       }
-      lane.queue.push_back({std::move(op), state, timeout});
+      lane.queue.push_back({std::move(op), state, timeout, host});
       cv_.SignalAll();
     }
     Work work(state);
@@ -207,6 +285,7 @@ class Communicator::Impl {
     Op op;
     std::shared_ptr<internal::WorkState> state;
     absl::Duration timeout;
+    HostCollectives* host = nullptr;
   };
   struct Lane {
     std::deque<Queued> queue;
@@ -226,7 +305,7 @@ class Communicator::Impl {
         lane.queue.pop_front();
         lane.busy = true;
       }
-      absl::Status s = q.op.shm(*shm_, q.timeout);
+      absl::Status s = q.op.shm(*q.host, q.timeout);
       {
         MutexLock lock(&mu_);
         lane.busy = false;
@@ -234,6 +313,33 @@ class Communicator::Impl {
       }
       q.state->Finish(std::move(s));
     }
+  }
+
+  // The host backend for `backend` (kAuto: hierarchical across nodes, shm
+  // within one, or flat gloo when SHOAL_COLLECTIVES_BACKEND=gloo). kGloo on a
+  // one-node communicator creates flat gloo at its first use (collective:
+  // every rank makes the same call).
+  absl::StatusOr<HostCollectives*> HostBackend(CollectiveBackend backend)
+      ABSL_LOCKS_EXCLUDED(mu_, backends_mu_) {
+    MutexLock lock(&backends_mu_);
+    if (backend == CollectiveBackend::kAuto && force_gloo_)
+      backend = CollectiveBackend::kGloo;
+    if (backend == CollectiveBackend::kGloo) {
+      if (gloo_ == nullptr) {
+        collectives::KvRendezvous rendezvous(job_.kv());
+        SHOAL_RETURN_IF_ERROR(CreateFlatGloo(rendezvous));
+      }
+      return gloo_.get();
+    }
+    if (backend == CollectiveBackend::kAuto && hierarchical_ != nullptr)
+      return hierarchical_.get();
+    if (backend == CollectiveBackend::kAuto && shm_ == nullptr &&
+        gloo_ != nullptr) {
+      return gloo_.get();  // across nodes in blocks of unequal size
+    }
+    if (shm_ == nullptr) return shm_error_;
+    if (!shm_host_.has_value()) shm_host_.emplace(shm_.get());
+    return &*shm_host_;
   }
 
   absl::StatusOr<Work> RunNccl(Op& op, const CallOptions& call,
@@ -265,6 +371,15 @@ class Communicator::Impl {
   CommunicatorOptions o_;
   std::unique_ptr<collectives::ShmCommunicator> shm_;
   absl::Status shm_error_;
+  // Serialises HostBackend's lazy creations.
+  Mutex backends_mu_;
+  std::optional<ShmHostCollectives> shm_host_ ABSL_GUARDED_BY(backends_mu_);
+  // Host buffers across nodes (or forced to gloo): flat gloo among all
+  // ranks, and the hierarchical backend over it and the node's shm.
+  GlooCommOptions gloo_options_;
+  bool force_gloo_ = false;
+  std::unique_ptr<GlooCommunicator> gloo_;
+  std::unique_ptr<HierarchicalCommunicator> hierarchical_;
   std::unique_ptr<collectives::NcclCommunicator> nccl_;
 
   Mutex mu_;
@@ -343,7 +458,7 @@ using Op = Communicator::Impl::Op;
 Op AllReduceOp(const void* in, void* out, int64_t count, DType dtype,
                ReduceOp op) {
   return Op{out, in,
-            [=](collectives::ShmCommunicator& c, absl::Duration t) {
+            [=](HostCollectives& c, absl::Duration t) {
               return c.AllReduce(in, out, count, dtype, op, t);
             },
             [=](collectives::NcclCommunicator& c, void* s) {
@@ -354,7 +469,7 @@ Op AllReduceOp(const void* in, void* out, int64_t count, DType dtype,
 Op BroadcastOp(const void* in, void* out, int64_t count, DType dtype,
                int root) {
   return Op{out, in,
-            [=](collectives::ShmCommunicator& c, absl::Duration t) {
+            [=](HostCollectives& c, absl::Duration t) {
               return c.Broadcast(in, out, count, dtype, root, t);
             },
             [=](collectives::NcclCommunicator& c, void* s) {
@@ -365,7 +480,7 @@ Op BroadcastOp(const void* in, void* out, int64_t count, DType dtype,
 Op ReduceOpFor(const void* in, void* out, int64_t count, DType dtype,
                ReduceOp op, int root) {
   return Op{in, out,
-            [=](collectives::ShmCommunicator& c, absl::Duration t) {
+            [=](HostCollectives& c, absl::Duration t) {
               return c.Reduce(in, out, count, dtype, op, root, t);
             },
             [=](collectives::NcclCommunicator& c, void* s) {
@@ -375,7 +490,7 @@ Op ReduceOpFor(const void* in, void* out, int64_t count, DType dtype,
 
 Op AllGatherOp(const void* in, void* out, int64_t count, DType dtype) {
   return Op{out, in,
-            [=](collectives::ShmCommunicator& c, absl::Duration t) {
+            [=](HostCollectives& c, absl::Duration t) {
               return c.AllGather(in, out, count, dtype, t);
             },
             [=](collectives::NcclCommunicator& c, void* s) {
@@ -386,7 +501,7 @@ Op AllGatherOp(const void* in, void* out, int64_t count, DType dtype) {
 Op ReduceScatterOp(const void* in, void* out, int64_t count, DType dtype,
                    ReduceOp op) {
   return Op{out, in,
-            [=](collectives::ShmCommunicator& c, absl::Duration t) {
+            [=](HostCollectives& c, absl::Duration t) {
               return c.ReduceScatter(in, out, count, dtype, op, t);
             },
             [=](collectives::NcclCommunicator& c, void* s) {
@@ -396,7 +511,7 @@ Op ReduceScatterOp(const void* in, void* out, int64_t count, DType dtype,
 
 Op AllToAllOp(const void* in, void* out, int64_t count, DType dtype) {
   return Op{out, in,
-            [=](collectives::ShmCommunicator& c, absl::Duration t) {
+            [=](HostCollectives& c, absl::Duration t) {
               return c.AllToAll(in, out, count, dtype, t);
             },
             [=](collectives::NcclCommunicator& c, void* s) {
@@ -406,7 +521,7 @@ Op AllToAllOp(const void* in, void* out, int64_t count, DType dtype) {
 
 Op SendOp(const void* in, int64_t count, DType dtype, int peer) {
   return Op{in, nullptr,
-            [=](collectives::ShmCommunicator& c, absl::Duration t) {
+            [=](HostCollectives& c, absl::Duration t) {
               return c.Send(in, count, dtype, peer, t);
             },
             [=](collectives::NcclCommunicator& c, void* s) {
@@ -417,7 +532,7 @@ Op SendOp(const void* in, int64_t count, DType dtype, int peer) {
 
 Op RecvOp(void* out, int64_t count, DType dtype, int peer) {
   return Op{out, nullptr,
-            [=](collectives::ShmCommunicator& c, absl::Duration t) {
+            [=](HostCollectives& c, absl::Duration t) {
               return c.Recv(out, count, dtype, peer, t);
             },
             [=](collectives::NcclCommunicator& c, void* s) {
@@ -469,13 +584,10 @@ absl::Status Communicator::Recv(void* out, int64_t count, DType dtype, int peer,
   return impl_->Run(RecvOp(out, count, dtype, peer), call, false).status();
 }
 absl::Status Communicator::Barrier(const CallOptions& call) {
-  CallOptions c = call;
-  if (c.backend == CollectiveBackend::kAuto)
-    c.backend = CollectiveBackend::kShm;
+  // No buffer: kAuto means the host backend (Run's choice for null).
+  const CallOptions& c = call;
   Op op{nullptr, nullptr,
-        [](collectives::ShmCommunicator& comm, absl::Duration t) {
-          return comm.Barrier(t);
-        },
+        [](HostCollectives& comm, absl::Duration t) { return comm.Barrier(t); },
         [](collectives::NcclCommunicator& comm, void* s) {
           // A barrier on NCCL: an all_reduce of nothing, synchronised.
           return comm.AllReduce(nullptr, nullptr, 0, DType::kF32,

@@ -37,7 +37,11 @@
 
 namespace shoal::collectives {
 
-enum class CollectiveBackend { kAuto, kShm, kNccl };
+// kAuto: by where the buffer lives — device memory → NCCL; host memory → shm
+// on one node, hierarchical (shm within nodes, gloo between) across nodes.
+// kGloo: host buffers through flat gloo among all ranks (for comparison; also
+// SHOAL_COLLECTIVES_BACKEND=gloo).
+enum class CollectiveBackend { kAuto, kShm, kNccl, kGloo };
 
 struct CommunicatorOptions {
   // Names the communicator (unique within the job). Default "": "world", or

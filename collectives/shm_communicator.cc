@@ -280,6 +280,10 @@ ShmCommunicator::ShmCommunicator(std::unique_ptr<Impl> impl, int rank,
     : impl_(std::move(impl)), rank_(rank), world_(world) {}
 ShmCommunicator::~ShmCommunicator() = default;
 
+absl::Status ShmCommunicator::Abort(absl::Status why) {
+  return impl_->Abort(std::move(why));
+}
+
 absl::Status ShmCommunicator::AllReduce(const void* in, void* out,
                                         int64_t count, DType dtype, ReduceOp op,
                                         absl::Duration timeout) {

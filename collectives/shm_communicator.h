@@ -107,6 +107,13 @@ class ShmCommunicator {
                     absl::Duration timeout = absl::ZeroDuration());
   absl::Status Barrier(absl::Duration timeout = absl::ZeroDuration());
 
+  // Fails the communicator with `why` (the first failure wins) as a failed
+  // call would: every rank waiting in a call, or calling later, gets its
+  // code and reason. For a caller that failed elsewhere (the hierarchical
+  // backend, between nodes) and must not leave its node's ranks waiting.
+  // Returns the first failure. Thread-safe.
+  absl::Status Abort(absl::Status why);
+
   class Impl;
 
  private:

@@ -46,6 +46,8 @@ class ShmCommunicator::Impl {
   void UnlinkSegment() { seg_->Unlink(); }
   // Records this process in its RankControl (pid, start time).
   void RegisterSelf();
+  // Fails the communicator from outside a call (ShmCommunicator::Abort).
+  absl::Status Abort(absl::Status s) { return Fail(std::move(s)); }
 
   // ---- the algorithms (shm_coll_algorithms.cc) ----
   absl::Status AllReduce(const void* in, void* out, int64_t count, DType dtype,

@@ -1,0 +1,410 @@
+#include "collectives/gloo_communicator.h"
+
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "collectives/reduce_kernels.h"
+#include "gloo/allgather.h"
+#include "gloo/allreduce.h"
+#include "gloo/alltoall.h"
+#include "gloo/barrier.h"
+#include "gloo/broadcast.h"
+#include "gloo/common/error.h"
+#include "gloo/reduce.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/rendezvous/store.h"
+#include "gloo/transport/tcp/device.h"
+#include "gloo/transport/unbound_buffer.h"
+
+namespace shoal::collectives {
+
+namespace {
+
+// Point-to-point messages use one slot of their own, outside the range of
+// gloo's collectives (whose slots carry a prefix byte 0x01..0x08 on top):
+// between a pair, messages on one slot match in the order sent.
+constexpr uint64_t kP2pSlot = uint64_t{0x40} << 56;
+
+// gloo's Store over a shoal Rendezvous, its keys under a prefix. Gloo expects
+// failures as exceptions; they are caught by Create.
+class RendezvousStore : public gloo::rendezvous::Store {
+ public:
+  RendezvousStore(Rendezvous& rendezvous, std::string prefix,
+                  absl::Duration timeout)
+      : rendezvous_(rendezvous),
+        prefix_(std::move(prefix)),
+        timeout_(timeout) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    Check(rendezvous_.Set(prefix_ + key,
+                          absl::string_view(data.data(), data.size())));
+  }
+  std::vector<char> get(const std::string& key) override {
+    absl::StatusOr<std::string> v = rendezvous_.Get(prefix_ + key, timeout_);
+    Check(v.status());
+    return std::vector<char>(v->begin(), v->end());
+  }
+  void wait(const std::vector<std::string>& keys) override {
+    wait(keys, std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout_)));
+  }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    for (const std::string& key : keys) {
+      Check(rendezvous_.Get(prefix_ + key, absl::Milliseconds(timeout.count()))
+                .status());
+    }
+  }
+
+ private:
+  static void Check(const absl::Status& s) {
+    if (!s.ok()) throw gloo::IoException(s.ToString());
+  }
+
+  Rendezvous& rendezvous_;
+  const std::string prefix_;
+  const absl::Duration timeout_;
+};
+
+std::chrono::milliseconds Millis(absl::Duration d) {
+  return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
+}
+
+// Calls `f.template operator()<T>()` with an unsigned T of the dtype's size:
+// gloo moves bytes and needs only the element size.
+template <typename F>
+void WithElementType(DType dtype, F&& f) {
+  switch (DTypeSize(dtype)) {
+    case 1:
+      f(uint8_t{});
+      break;
+    case 2:
+      f(uint16_t{});
+      break;
+    case 4:
+      f(uint32_t{});
+      break;
+    default:
+      f(uint64_t{});
+      break;
+  }
+}
+
+// gloo's reduction callback running shoal's kernels. kAvg reduces as a sum
+// (the caller divides once at the end).
+gloo::AllreduceOptions::Func ReduceFunc(DType dtype, ReduceOp op) {
+  const ReduceOp combine = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  return [dtype, combine](void* out, const void* a, const void* b, size_t n) {
+    // ReduceN allows out == in[0] only; the ops are commutative.
+    if (out == b && out != a) std::swap(a, b);
+    const void* inputs[2] = {a, b};
+    absl::Status s =
+        ReduceN(dtype, combine, inputs, 2, out, static_cast<int64_t>(n), 1);
+    if (!s.ok()) throw gloo::Exception(s.ToString());
+  };
+}
+
+absl::Status CheckArgs(const char* what, int64_t count, DType dtype,
+                       bool reduces) {
+  if (count < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": negative count ", count));
+  }
+  if (reduces ? !IsReducible(dtype) : DTypeSize(dtype) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": dtype ", DTypeName(dtype), " is not supported here"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+GlooCommunicator::GlooCommunicator(int rank, int world, GlooCommOptions options)
+    : rank_(rank), world_(world), o_(std::move(options)) {}
+
+GlooCommunicator::~GlooCommunicator() = default;
+
+absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
+    Rendezvous& rendezvous, const std::string& name, int rank, int world,
+    const GlooCommOptions& options) {
+  if (world < 1 || rank < 0 || rank >= world) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gloo communicator '", name, "': rank ", rank, " of world ", world));
+  }
+  if (options.hostname.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gloo communicator '", name, "': no address to listen on"));
+  }
+  std::unique_ptr<GlooCommunicator> comm(
+      new GlooCommunicator(rank, world, options));
+  const std::string prefix = absl::StrCat("__shoal/gloo/", name, "/");
+  try {
+    gloo::transport::tcp::attr attr(options.hostname.c_str());
+    comm->device_ = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, world);
+    context->setTimeout(Millis(options.timeout));
+    RendezvousStore store(rendezvous, prefix, options.timeout);
+    context->connectFullMesh(store, comm->device_);
+    comm->context_ = std::move(context);
+  } catch (const std::exception& e) {
+    const std::string why = e.what();
+    const bool late = absl::StrContains(why, "DEADLINE_EXCEEDED") ||
+                      absl::StrContains(why, "Timed out");
+    return absl::Status(
+        late ? absl::StatusCode::kDeadlineExceeded
+             : absl::StatusCode::kUnavailable,
+        absl::StrCat("gloo communicator '", name, "' (rank ", rank, " of ",
+                     world, " at ", options.hostname, "): ", why));
+  }
+  // Everyone has read every address: the keys can go.
+  SHOAL_RETURN_IF_ERROR(rendezvous.Barrier(absl::StrCat(prefix, "connected"),
+                                           world, options.timeout));
+  SHOAL_RETURN_IF_ERROR(rendezvous.Delete(absl::StrCat(prefix, rank)));
+  return comm;
+}
+
+// ---- failure ---------------------------------------------------------------
+
+absl::Status GlooCommunicator::Usable() {
+  MutexLock lock(&mu_);
+  if (failure_.ok()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("this communicator failed earlier and cannot be used: ",
+                   failure_.message()));
+}
+
+absl::Status GlooCommunicator::Abort(absl::Status why) {
+  {
+    MutexLock lock(&mu_);
+    if (!failure_.ok()) return failure_;
+    failure_ = why;
+  }
+  // Closing the pairs makes every peer's pending operation with this rank
+  // fail with "connection closed" now.
+  try {
+    if (context_ != nullptr) context_->closeConnections();
+  } catch (const std::exception&) {
+    // Already closed or broken: nothing more to do.
+  }
+  return why;
+}
+
+absl::Status GlooCommunicator::Translate(const char* what,
+                                         const std::string& message,
+                                         absl::Duration timeout) const {
+  const bool late = absl::StrContains(message, "Timed out") ||
+                    absl::StrContains(message, "timed out");
+  std::string who;
+  for (const auto& [address, name] : o_.peer_names) {
+    if (absl::StrContains(message, absl::StrCat("[", address, "]")) ||
+        absl::StrContains(message, absl::StrCat(address, ":"))) {
+      who = absl::StrCat(" — the peer at ", address, " is ", name);
+      break;
+    }
+  }
+  if (late) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(what, " over gloo: a peer did not answer within ",
+                     absl::FormatDuration(timeout), who, " (", message, ")"));
+  }
+  return absl::UnavailableError(
+      absl::StrCat(what, " over gloo: lost a peer", who, " (", message,
+                   "): it died, or its rank gave up"));
+}
+
+template <typename Body>
+absl::Status GlooCommunicator::Guarded(const char* what, absl::Duration timeout,
+                                       Body body) {
+  SHOAL_RETURN_IF_ERROR(Usable());
+  if (timeout == absl::ZeroDuration()) timeout = o_.timeout;
+  try {
+    body(Millis(timeout));
+    return absl::OkStatus();
+  } catch (const std::exception& e) {
+    return Abort(Translate(what, e.what(), timeout));
+  }
+}
+
+// ---- collectives -----------------------------------------------------------
+
+absl::Status GlooCommunicator::AllReduce(const void* in, void* out,
+                                         int64_t count, DType dtype,
+                                         ReduceOp op, absl::Duration timeout) {
+  SHOAL_RETURN_IF_ERROR(CheckArgs("all_reduce", count, dtype, true));
+  if (count == 0) return Usable();
+  SHOAL_RETURN_IF_ERROR(
+      Guarded("all_reduce", timeout, [&](std::chrono::milliseconds t) {
+        gloo::AllreduceOptions opts(context_);
+        WithElementType(dtype, [&](auto zero) {
+          using T = decltype(zero);
+          if (in != out) {
+            opts.setInput(const_cast<T*>(static_cast<const T*>(in)), count);
+          }
+          opts.setOutput(static_cast<T*>(out), count);
+        });
+        opts.setReduceFunction(ReduceFunc(dtype, op));
+        opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+        opts.setTimeout(t);
+        gloo::allreduce(opts);
+      }));
+  if (op == ReduceOp::kAvg) return DivideInPlace(dtype, out, count, world_);
+  return absl::OkStatus();
+}
+
+absl::Status GlooCommunicator::Broadcast(const void* in, void* out,
+                                         int64_t count, DType dtype, int root,
+                                         absl::Duration timeout) {
+  SHOAL_RETURN_IF_ERROR(CheckArgs("broadcast", count, dtype, false));
+  if (root < 0 || root >= world_)
+    return absl::InvalidArgumentError(absl::StrCat("broadcast: root ", root));
+  if (count == 0) return Usable();
+  return Guarded("broadcast", timeout, [&](std::chrono::milliseconds t) {
+    gloo::BroadcastOptions opts(context_);
+    WithElementType(dtype, [&](auto zero) {
+      using T = decltype(zero);
+      if (rank_ == root && in != out) {
+        opts.setInput(const_cast<T*>(static_cast<const T*>(in)), count);
+      }
+      opts.setOutput(static_cast<T*>(out), count);
+    });
+    opts.setRoot(root);
+    opts.setTimeout(t);
+    gloo::broadcast(opts);
+  });
+}
+
+absl::Status GlooCommunicator::Reduce(const void* in, void* out, int64_t count,
+                                      DType dtype, ReduceOp op, int root,
+                                      absl::Duration timeout) {
+  SHOAL_RETURN_IF_ERROR(CheckArgs("reduce", count, dtype, true));
+  if (root < 0 || root >= world_)
+    return absl::InvalidArgumentError(absl::StrCat("reduce: root ", root));
+  if (count == 0) return Usable();
+  // gloo works in every rank's output: the others get a scratch buffer.
+  std::vector<uint8_t> scratch;
+  void* target = out;
+  if (rank_ != root) {
+    scratch.resize(count * DTypeSize(dtype));
+    target = scratch.data();
+  }
+  SHOAL_RETURN_IF_ERROR(
+      Guarded("reduce", timeout, [&](std::chrono::milliseconds t) {
+        gloo::ReduceOptions opts(context_);
+        WithElementType(dtype, [&](auto zero) {
+          using T = decltype(zero);
+          if (in != target) {
+            opts.setInput(const_cast<T*>(static_cast<const T*>(in)), count);
+          }
+          opts.setOutput(static_cast<T*>(target), count);
+        });
+        opts.setRoot(root);
+        opts.setReduceFunction(ReduceFunc(dtype, op));
+        opts.setTimeout(t);
+        gloo::reduce(opts);
+      }));
+  if (rank_ == root && op == ReduceOp::kAvg)
+    return DivideInPlace(dtype, out, count, world_);
+  return absl::OkStatus();
+}
+
+absl::Status GlooCommunicator::AllGather(const void* in, void* out,
+                                         int64_t count, DType dtype,
+                                         absl::Duration timeout) {
+  SHOAL_RETURN_IF_ERROR(CheckArgs("all_gather", count, dtype, false));
+  if (count == 0) return Usable();
+  const size_t block = count * DTypeSize(dtype);
+  const bool in_place = in == static_cast<uint8_t*>(out) + rank_ * block;
+  return Guarded("all_gather", timeout, [&](std::chrono::milliseconds t) {
+    gloo::AllgatherOptions opts(context_);
+    WithElementType(dtype, [&](auto zero) {
+      using T = decltype(zero);
+      if (!in_place) {
+        opts.setInput(const_cast<T*>(static_cast<const T*>(in)), count);
+      }
+      opts.setOutput(static_cast<T*>(out), count * world_);
+    });
+    opts.setTimeout(t);
+    gloo::allgather(opts);
+  });
+}
+
+absl::Status GlooCommunicator::ReduceScatter(const void* in, void* out,
+                                             int64_t count, DType dtype,
+                                             ReduceOp op,
+                                             absl::Duration timeout) {
+  SHOAL_RETURN_IF_ERROR(CheckArgs("reduce_scatter", count, dtype, true));
+  if (count == 0) return Usable();
+  const size_t block = count * DTypeSize(dtype);
+  std::vector<uint8_t> all(block * world_);
+  SHOAL_RETURN_IF_ERROR(
+      AllReduce(in, all.data(), count * world_, dtype, op, timeout));
+  std::memmove(out, all.data() + rank_ * block, block);
+  return absl::OkStatus();
+}
+
+absl::Status GlooCommunicator::AllToAll(const void* in, void* out,
+                                        int64_t count, DType dtype,
+                                        absl::Duration timeout) {
+  SHOAL_RETURN_IF_ERROR(CheckArgs("all_to_all", count, dtype, false));
+  if (count == 0) return Usable();
+  const size_t bytes = count * DTypeSize(dtype) * world_;
+  // gloo needs distinct buffers: in place goes through a copy.
+  std::vector<uint8_t> copy;
+  if (in == out) {
+    copy.assign(static_cast<const uint8_t*>(in),
+                static_cast<const uint8_t*>(in) + bytes);
+    in = copy.data();
+  }
+  return Guarded("all_to_all", timeout, [&](std::chrono::milliseconds t) {
+    gloo::AlltoallOptions opts(context_);
+    WithElementType(dtype, [&](auto zero) {
+      using T = decltype(zero);
+      opts.setInput(const_cast<T*>(static_cast<const T*>(in)), count * world_);
+      opts.setOutput(static_cast<T*>(out), count * world_);
+    });
+    opts.setTimeout(t);
+    gloo::alltoall(opts);
+  });
+}
+
+absl::Status GlooCommunicator::Send(const void* in, int64_t count, DType dtype,
+                                    int peer, absl::Duration timeout) {
+  SHOAL_RETURN_IF_ERROR(CheckArgs("send", count, dtype, false));
+  if (peer < 0 || peer >= world_ || peer == rank_)
+    return absl::InvalidArgumentError(absl::StrCat("send: peer ", peer));
+  if (count == 0) return Usable();
+  return Guarded("send", timeout, [&](std::chrono::milliseconds t) {
+    auto buf = context_->createUnboundBuffer(const_cast<void*>(in),
+                                             count * DTypeSize(dtype));
+    buf->send(peer, kP2pSlot);
+    if (!buf->waitSend(t)) throw gloo::IoException("send aborted");
+  });
+}
+
+absl::Status GlooCommunicator::Recv(void* out, int64_t count, DType dtype,
+                                    int peer, absl::Duration timeout) {
+  SHOAL_RETURN_IF_ERROR(CheckArgs("recv", count, dtype, false));
+  if (peer < 0 || peer >= world_ || peer == rank_)
+    return absl::InvalidArgumentError(absl::StrCat("recv: peer ", peer));
+  if (count == 0) return Usable();
+  return Guarded("recv", timeout, [&](std::chrono::milliseconds t) {
+    auto buf = context_->createUnboundBuffer(out, count * DTypeSize(dtype));
+    buf->recv(peer, kP2pSlot);
+    if (!buf->waitRecv(t)) throw gloo::IoException("recv aborted");
+  });
+}
+
+absl::Status GlooCommunicator::Barrier(absl::Duration timeout) {
+  return Guarded("barrier", timeout, [&](std::chrono::milliseconds t) {
+    gloo::BarrierOptions opts(context_);
+    opts.setTimeout(t);
+    gloo::barrier(opts);
+  });
+}
+
+}  // namespace shoal::collectives

@@ -1,0 +1,121 @@
+// GlooCommunicator: collectives on host buffers between processes on any
+// machines, over gloo's TCP transport (Debian's libgloo). The ranks meet
+// through a Rendezvous (the job's key-value store): each publishes its
+// listening addresses under "__shoal/gloo/<name>/", and gloo connects a full
+// mesh of TCP pairs. Gloo runs the algorithms (ring all_reduce, ...); the
+// reductions are shoal's kernels (reduce_kernels.h), so every reducible dtype
+// (f16, bf16, f32, f64, i32, i64) and every ReduceOp give the results the shm
+// backend gives.
+//
+// Failure: gloo reports a closed or reset connection, or a timeout, by an
+// exception; every verb catches it and returns Unavailable (a peer's
+// connection closed: it died, or gave up) or DeadlineExceeded, naming the
+// peer's address and, where the caller gave `peer_names`, the rank and node
+// behind it. The first failure aborts the communicator: its connections are
+// closed at once, so peers blocked on this rank fail now rather than at their
+// timeout. Later calls get FailedPrecondition carrying the first error.
+//
+// Thread safety: one collective at a time; Send and Recv may run on other
+// threads beside it (they use their own slot).
+#ifndef SHOAL_COLLECTIVES_GLOO_COMMUNICATOR_H_
+#define SHOAL_COLLECTIVES_GLOO_COMMUNICATOR_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/mutex.h"
+#include "collectives/host_collectives.h"
+#include "collectives/reduce_op.h"
+#include "collectives/rendezvous.h"
+#include "ipc/tensor_meta.h"
+
+namespace gloo {
+class Context;
+namespace transport {
+class Device;
+}
+}  // namespace gloo
+
+namespace shoal::collectives {
+
+struct GlooCommOptions {
+  // The address this rank listens on (an IP address or host name that the
+  // other ranks can reach). Required.
+  std::string hostname;
+  // Default limit for each call, and for the rendezvous. Default 5 min.
+  absl::Duration timeout = absl::Minutes(5);
+  // Names for error messages: a peer's address (as gloo prints it, without
+  // the port) → who is there ("node 1 (ranks 2, 3)"). Optional.
+  std::map<std::string, std::string> peer_names;
+};
+
+class GlooCommunicator : public HostCollectives {
+ public:
+  // Collective over `world` ranks: each publishes its address through
+  // `rendezvous` (used only during the call) and connects to every other.
+  // Errors: InvalidArgument (bad rank/world/hostname), DeadlineExceeded (a
+  // rank did not come), Unavailable (gloo could not listen or connect).
+  static absl::StatusOr<std::unique_ptr<GlooCommunicator>> Create(
+      Rendezvous& rendezvous, const std::string& name, int rank, int world,
+      const GlooCommOptions& options);
+  ~GlooCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return world_; }
+
+  absl::Status AllReduce(const void* in, void* out, int64_t count, DType dtype,
+                         ReduceOp op, absl::Duration timeout) override;
+  absl::Status Broadcast(const void* in, void* out, int64_t count, DType dtype,
+                         int root, absl::Duration timeout) override;
+  absl::Status Reduce(const void* in, void* out, int64_t count, DType dtype,
+                      ReduceOp op, int root, absl::Duration timeout) override;
+  absl::Status AllGather(const void* in, void* out, int64_t count, DType dtype,
+                         absl::Duration timeout) override;
+  // All_reduce of the whole input, then this rank's block: world × the
+  // optimal traffic; the hierarchical backend does better between nodes.
+  absl::Status ReduceScatter(const void* in, void* out, int64_t count,
+                             DType dtype, ReduceOp op,
+                             absl::Duration timeout) override;
+  absl::Status AllToAll(const void* in, void* out, int64_t count, DType dtype,
+                        absl::Duration timeout) override;
+  absl::Status Send(const void* in, int64_t count, DType dtype, int peer,
+                    absl::Duration timeout) override;
+  absl::Status Recv(void* out, int64_t count, DType dtype, int peer,
+                    absl::Duration timeout) override;
+  absl::Status Barrier(absl::Duration timeout) override;
+
+  // Fails the communicator with `why` (if it has not failed yet) and closes
+  // its connections, so that peers waiting on this rank fail at once.
+  // Returns the first failure.
+  absl::Status Abort(absl::Status why) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  GlooCommunicator(int rank, int world, GlooCommOptions options);
+
+  // Runs `body` (which calls gloo) with the failure rules above; `what`
+  // names the op in messages.
+  template <typename Body>
+  absl::Status Guarded(const char* what, absl::Duration timeout, Body body);
+  absl::Status Usable() ABSL_LOCKS_EXCLUDED(mu_);
+  // The status for a gloo exception's message.
+  absl::Status Translate(const char* what, const std::string& message,
+                         absl::Duration timeout) const;
+
+  const int rank_;
+  const int world_;
+  const GlooCommOptions o_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::Context> context_;
+
+  Mutex mu_;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace shoal::collectives
+
+#endif  // SHOAL_COLLECTIVES_GLOO_COMMUNICATOR_H_

@@ -1,0 +1,313 @@
+#include "collectives/hierarchical_communicator.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "collectives/reduce_kernels.h"
+
+namespace shoal::collectives {
+
+namespace {
+
+const uint8_t* Bytes(const void* p) { return static_cast<const uint8_t*>(p); }
+uint8_t* Bytes(void* p) { return static_cast<uint8_t*>(p); }
+
+}  // namespace
+
+std::string GlooListenAddress() {
+  const char* forced = std::getenv("SHOAL_GLOO_HOSTNAME");
+  if (forced != nullptr && *forced != '\0') return forced;
+  const char* head = std::getenv("MASTER_ADDR");
+  std::string address = "127.0.0.1";
+  if (head == nullptr || *head == '\0') return address;
+  // A UDP "connection" sends nothing: it only asks the kernel for the route,
+  // whose source address is the one the head node (and so the others) reach.
+  sockaddr_in to = {};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(9);
+  if (inet_pton(AF_INET, head, &to.sin_addr) != 1) return address;
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0) return address;
+  sockaddr_in me = {};
+  socklen_t len = sizeof(me);
+  char text[INET_ADDRSTRLEN] = {};
+  if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len) == 0 &&
+      inet_ntop(AF_INET, &me.sin_addr, text, sizeof(text)) != nullptr) {
+    address = text;
+  }
+  close(fd);
+  return address;
+}
+
+bool HierarchicalCommunicator::Fits(const std::vector<int>& node_of) {
+  if (node_of.empty()) return false;
+  int local_size = 0;
+  while (local_size < static_cast<int>(node_of.size()) &&
+         node_of[local_size] == node_of[0]) {
+    ++local_size;
+  }
+  if (node_of.size() % local_size != 0) return false;
+  std::vector<int> seen;
+  for (size_t block = 0; block < node_of.size(); block += local_size) {
+    const int node = node_of[block];
+    if (std::find(seen.begin(), seen.end(), node) != seen.end()) return false;
+    seen.push_back(node);
+    for (int k = 0; k < local_size; ++k) {
+      if (node_of[block + k] != node) return false;
+    }
+  }
+  return true;
+}
+
+HierarchicalCommunicator::HierarchicalCommunicator(
+    int rank, const HierarchicalOptions& options, GlooCommunicator* flat)
+    : rank_(rank),
+      world_(static_cast<int>(options.node_of.size())),
+      o_(options),
+      flat_(flat) {}
+
+HierarchicalCommunicator::~HierarchicalCommunicator() = default;
+
+absl::StatusOr<std::unique_ptr<HierarchicalCommunicator>>
+HierarchicalCommunicator::Create(Rendezvous& rendezvous,
+                                 const std::string& name, int rank,
+                                 GlooCommunicator* flat,
+                                 const HierarchicalOptions& options) {
+  const int world = static_cast<int>(options.node_of.size());
+  if (!Fits(options.node_of) || rank < 0 || rank >= world || flat == nullptr ||
+      flat->size() != world) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hierarchical communicator '", name, "': rank ", rank, " of ", world,
+        ": the ranks must form equal blocks by node"));
+  }
+  HierarchicalOptions o = options;
+  const char* leaders = std::getenv("SHOAL_COLL_HIER_LEADERS");
+  if (leaders != nullptr && std::string(leaders) == "1") o.leaders_only = true;
+  if (o.job_ranks.size() != options.node_of.size()) {
+    o.job_ranks.clear();
+    for (int r = 0; r < world; ++r) o.job_ranks.push_back(r);
+  }
+  std::unique_ptr<HierarchicalCommunicator> c(
+      new HierarchicalCommunicator(rank, o, flat));
+  const std::vector<int>& node_of = options.node_of;
+  c->local_size_ =
+      static_cast<int>(std::count(node_of.begin(), node_of.end(), node_of[0]));
+  c->nodes_ = world / c->local_size_;
+  c->node_ = rank / c->local_size_;
+  c->local_ = rank % c->local_size_;
+  SHOAL_ASSIGN_OR_RETURN(
+      c->shm_,
+      ShmCommunicator::Create(rendezvous, options.job_id,
+                              absl::StrCat(name, ".node", node_of[rank]),
+                              c->local_, c->local_size_, options.shm));
+  SHOAL_ASSIGN_OR_RETURN(c->column_,
+                         GlooCommunicator::Create(
+                             rendezvous, absl::StrCat(name, ".col", c->local_),
+                             c->node_, c->nodes_, options.gloo));
+  return c;
+}
+
+// ---- failure ---------------------------------------------------------------
+
+absl::Status HierarchicalCommunicator::Fail(absl::Status s, bool from_shm) {
+  if (s.code() == absl::StatusCode::kFailedPrecondition) return s;
+  if (from_shm) {
+    const int first = node_ * local_size_;
+    s = absl::Status(
+        s.code(),
+        absl::StrCat("within node ", o_.node_of[rank_], " (local ranks 0-",
+                     local_size_ - 1, " are ranks ", o_.job_ranks[first], "-",
+                     o_.job_ranks[first + local_size_ - 1],
+                     "): ", s.message()));
+  }
+  shm_->Abort(s).IgnoreError();
+  column_->Abort(s).IgnoreError();
+  flat_->Abort(s).IgnoreError();
+  return s;
+}
+
+absl::Duration HierarchicalCommunicator::Left(absl::Time deadline) {
+  return std::max(deadline - absl::Now(), absl::Milliseconds(1));
+}
+
+absl::Time HierarchicalCommunicator::DeadlineFor(absl::Duration timeout) const {
+  if (timeout == absl::ZeroDuration()) timeout = o_.gloo.timeout;
+  return absl::Now() + timeout;
+}
+
+ReduceOp HierarchicalCommunicator::Combine(ReduceOp op) {
+  return op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+}
+
+// ---- collectives -----------------------------------------------------------
+
+absl::Status HierarchicalCommunicator::AllReduce(const void* in, void* out,
+                                                 int64_t count, DType dtype,
+                                                 ReduceOp op,
+                                                 absl::Duration timeout) {
+  const absl::Time deadline = DeadlineFor(timeout);
+  const ReduceOp combine = Combine(op);
+  const size_t es = DTypeSize(dtype);
+  const int64_t slice = count / local_size_;
+  if (static_cast<uint64_t>(count) * es <= o_.small_bytes || slice == 0) {
+    // Every local rank ends up with the node's sum, and every column
+    // all_reduces the same values: all ranks get identical results.
+    SHOAL_RETURN_IF_ERROR(
+        Shm(shm_->AllReduce(in, out, count, dtype, combine, Left(deadline))));
+    SHOAL_RETURN_IF_ERROR(Net(
+        column_->AllReduce(out, out, count, dtype, combine, Left(deadline))));
+  } else if (o_.leaders_only) {
+    SHOAL_RETURN_IF_ERROR(
+        Shm(shm_->Reduce(in, out, count, dtype, combine, 0, Left(deadline))));
+    if (local_ == 0) {
+      SHOAL_RETURN_IF_ERROR(Net(
+          column_->AllReduce(out, out, count, dtype, combine, Left(deadline))));
+    }
+    SHOAL_RETURN_IF_ERROR(
+        Shm(shm_->Broadcast(out, out, count, dtype, 0, Left(deadline))));
+  } else {
+    uint8_t* mine = Bytes(out) + local_ * slice * es;
+    SHOAL_RETURN_IF_ERROR(Shm(
+        shm_->ReduceScatter(in, mine, slice, dtype, combine, Left(deadline))));
+    SHOAL_RETURN_IF_ERROR(Net(
+        column_->AllReduce(mine, mine, slice, dtype, combine, Left(deadline))));
+    SHOAL_RETURN_IF_ERROR(
+        Shm(shm_->AllGather(mine, out, slice, dtype, Left(deadline))));
+    // The last count % L elements: a tiny all_reduce of their own (in place,
+    // they are still this rank's input).
+    const int64_t done = slice * local_size_;
+    if (done < count) {
+      uint8_t* tail = Bytes(out) + done * es;
+      SHOAL_RETURN_IF_ERROR(
+          Shm(shm_->AllReduce(Bytes(in) + done * es, tail, count - done, dtype,
+                              combine, Left(deadline))));
+      SHOAL_RETURN_IF_ERROR(Net(column_->AllReduce(
+          tail, tail, count - done, dtype, combine, Left(deadline))));
+    }
+  }
+  if (op == ReduceOp::kAvg) return DivideInPlace(dtype, out, count, world_);
+  return absl::OkStatus();
+}
+
+absl::Status HierarchicalCommunicator::Broadcast(const void* in, void* out,
+                                                 int64_t count, DType dtype,
+                                                 int root,
+                                                 absl::Duration timeout) {
+  if (root < 0 || root >= world_)
+    return absl::InvalidArgumentError(absl::StrCat("broadcast: root ", root));
+  const absl::Time deadline = DeadlineFor(timeout);
+  const int root_local = root % local_size_;
+  if (rank_ == root && in != out && count > 0)
+    std::memmove(out, in, count * DTypeSize(dtype));
+  // The root's column carries it to every node, then each node's shm.
+  if (local_ == root_local) {
+    SHOAL_RETURN_IF_ERROR(Net(column_->Broadcast(
+        out, out, count, dtype, root / local_size_, Left(deadline))));
+  }
+  return Shm(
+      shm_->Broadcast(out, out, count, dtype, root_local, Left(deadline)));
+}
+
+absl::Status HierarchicalCommunicator::Reduce(const void* in, void* out,
+                                              int64_t count, DType dtype,
+                                              ReduceOp op, int root,
+                                              absl::Duration timeout) {
+  if (root < 0 || root >= world_)
+    return absl::InvalidArgumentError(absl::StrCat("reduce: root ", root));
+  const absl::Time deadline = DeadlineFor(timeout);
+  const ReduceOp combine = Combine(op);
+  const int root_local = root % local_size_;
+  // Each node reduces to its rank in the root's column, which reduces
+  // between nodes to the root.
+  std::vector<uint8_t> scratch;
+  void* partial = out;
+  if (rank_ != root && local_ == root_local) {
+    scratch.resize(count * DTypeSize(dtype));
+    partial = scratch.data();
+  }
+  SHOAL_RETURN_IF_ERROR(Shm(shm_->Reduce(in, partial, count, dtype, combine,
+                                         root_local, Left(deadline))));
+  if (local_ == root_local) {
+    SHOAL_RETURN_IF_ERROR(
+        Net(column_->Reduce(partial, partial, count, dtype, combine,
+                            root / local_size_, Left(deadline))));
+  }
+  if (rank_ == root && op == ReduceOp::kAvg)
+    return DivideInPlace(dtype, out, count, world_);
+  return absl::OkStatus();
+}
+
+absl::Status HierarchicalCommunicator::AllGather(const void* in, void* out,
+                                                 int64_t count, DType dtype,
+                                                 absl::Duration timeout) {
+  const absl::Time deadline = DeadlineFor(timeout);
+  const size_t node_bytes = count * DTypeSize(dtype) * local_size_;
+  uint8_t* node_block = Bytes(out) + node_ * node_bytes;
+  // In place (in = out + rank·count) is the shm backend's in-place form too.
+  SHOAL_RETURN_IF_ERROR(
+      Shm(shm_->AllGather(in, node_block, count, dtype, Left(deadline))));
+  return Net(column_->AllGather(node_block, out, count * local_size_, dtype,
+                                Left(deadline)));
+}
+
+absl::Status HierarchicalCommunicator::ReduceScatter(const void* in, void* out,
+                                                     int64_t count, DType dtype,
+                                                     ReduceOp op,
+                                                     absl::Duration timeout) {
+  if (count < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("reduce_scatter: negative count ", count));
+  const size_t block = count * DTypeSize(dtype);
+  std::vector<uint8_t> all(block * world_);
+  SHOAL_RETURN_IF_ERROR(
+      AllReduce(in, all.data(), count * world_, dtype, op, timeout));
+  if (block > 0) std::memmove(out, all.data() + rank_ * block, block);
+  return absl::OkStatus();
+}
+
+absl::Status HierarchicalCommunicator::AllToAll(const void* in, void* out,
+                                                int64_t count, DType dtype,
+                                                absl::Duration timeout) {
+  return Net(flat_->AllToAll(in, out, count, dtype, timeout));
+}
+
+absl::Status HierarchicalCommunicator::Send(const void* in, int64_t count,
+                                            DType dtype, int peer,
+                                            absl::Duration timeout) {
+  if (peer >= 0 && peer < world_ && peer / local_size_ == node_) {
+    return Shm(shm_->Send(in, count, dtype, peer % local_size_, timeout));
+  }
+  return Net(flat_->Send(in, count, dtype, peer, timeout));
+}
+
+absl::Status HierarchicalCommunicator::Recv(void* out, int64_t count,
+                                            DType dtype, int peer,
+                                            absl::Duration timeout) {
+  if (peer >= 0 && peer < world_ && peer / local_size_ == node_) {
+    return Shm(shm_->Recv(out, count, dtype, peer % local_size_, timeout));
+  }
+  return Net(flat_->Recv(out, count, dtype, peer, timeout));
+}
+
+absl::Status HierarchicalCommunicator::Barrier(absl::Duration timeout) {
+  // Everyone on this node arrived; then every column: rank (n, k) passing
+  // its column's barrier knows every node's shm barrier was entered.
+  const absl::Time deadline = DeadlineFor(timeout);
+  SHOAL_RETURN_IF_ERROR(Shm(shm_->Barrier(Left(deadline))));
+  return Net(column_->Barrier(Left(deadline)));
+}
+
+}  // namespace shoal::collectives

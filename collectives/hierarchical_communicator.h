@@ -1,0 +1,144 @@
+// HierarchicalCommunicator: collectives on host buffers across nodes — shared
+// memory within each node (ShmCommunicator), gloo over TCP between nodes
+// (GlooCommunicator), so that only the bytes that must cross the network do.
+//
+// Shape: the communicator's ranks form N nodes of L ranks each, in blocks
+// (ranks n·L … n·L+L−1 on node n: what `shoal launch` gives). Local rank k of
+// every node belongs to "column" k, a gloo communicator of N ranks. Large
+// all_reduce:
+//   1. reduce_scatter within the node (shm): local rank k holds the node's
+//      sum of slice k (1/L of the buffer);
+//   2. all_reduce of slice k within column k (gloo ring between nodes): all L
+//      local ranks use the network at once, each with 1/L of the bytes;
+//   3. all_gather within the node (shm).
+// Small all_reduce (≤ small_bytes): a one-step shm all_reduce, then every
+// column all_reduces the whole (tiny) buffer: two latencies instead of three.
+// Broadcast and reduce go through the root's column and the nodes' shm;
+// all_gather is a node all_gather then a column all_gather of node blocks;
+// reduce_scatter is an all_reduce of the whole input; all_to_all, and
+// send/recv to another node, use a flat gloo communicator of all ranks
+// (send/recv within the node, shm). kAvg reduces as a sum everywhere and
+// divides once at the end, so every dtype gives the shm backend's results.
+//
+// Failure: a failure in any part (a rank died on this node, a peer's
+// connection closed, a timeout, a mismatch) aborts all three parts: this
+// node's shm ranks get its reason, and closing the gloo connections makes the
+// ranks on other nodes that wait on this one fail at once (naming this node),
+// so every rank fails within the timeout. Shm errors name the job ranks
+// behind the node's local ranks. After a failure, FailedPrecondition.
+//
+// Thread safety: one collective at a time; Send and Recv may run beside it
+// on other threads.
+#ifndef SHOAL_COLLECTIVES_HIERARCHICAL_COMMUNICATOR_H_
+#define SHOAL_COLLECTIVES_HIERARCHICAL_COMMUNICATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "collectives/gloo_communicator.h"
+#include "collectives/host_collectives.h"
+#include "collectives/rendezvous.h"
+#include "collectives/shm_communicator.h"
+
+namespace shoal::collectives {
+
+struct HierarchicalOptions {
+  // Which node each rank is on (any ids; equal means the same machine).
+  std::vector<int> node_of;
+  // Job ranks behind the communicator's ranks, for messages. Default: equal.
+  std::vector<int> job_ranks;
+  // The job id (names the shm segments).
+  std::string job_id;
+  ShmCommOptions shm;
+  // The column communicators' options (hostname, timeout, peer names).
+  GlooCommOptions gloo;
+  // All_reduces up to this many bytes take the two-step path. Default
+  // 64 KiB.
+  uint64_t small_bytes = 64 << 10;
+  // Large all_reduce through the node leaders only (shm reduce to local
+  // rank 0, gloo among the leaders, shm broadcast) instead of every column:
+  // the alternative the default was measured against (docs/collectives.md).
+  // Default false; SHOAL_COLL_HIER_LEADERS=1 sets it.
+  bool leaders_only = false;
+};
+
+class HierarchicalCommunicator : public HostCollectives {
+ public:
+  // Whether `node_of` has the shape above (N ≥ 1 blocks of one size L).
+  static bool Fits(const std::vector<int>& node_of);
+
+  // Collective over every rank of `options.node_of`: creates this node's shm
+  // communicator ("<name>.node<id>") and this rank's column
+  // ("<name>.col<k>"), meeting through `rendezvous` (used only during the
+  // call). `flat` (all ranks, over gloo; not owned, must outlive this) runs
+  // all_to_all and send/recv between nodes.
+  // Errors: InvalidArgument (a shape Fits refuses, a bad rank), the parts'
+  // creation errors.
+  static absl::StatusOr<std::unique_ptr<HierarchicalCommunicator>> Create(
+      Rendezvous& rendezvous, const std::string& name, int rank,
+      GlooCommunicator* flat, const HierarchicalOptions& options);
+  ~HierarchicalCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return world_; }
+
+  absl::Status AllReduce(const void* in, void* out, int64_t count, DType dtype,
+                         ReduceOp op, absl::Duration timeout) override;
+  absl::Status Broadcast(const void* in, void* out, int64_t count, DType dtype,
+                         int root, absl::Duration timeout) override;
+  absl::Status Reduce(const void* in, void* out, int64_t count, DType dtype,
+                      ReduceOp op, int root, absl::Duration timeout) override;
+  absl::Status AllGather(const void* in, void* out, int64_t count, DType dtype,
+                         absl::Duration timeout) override;
+  absl::Status ReduceScatter(const void* in, void* out, int64_t count,
+                             DType dtype, ReduceOp op,
+                             absl::Duration timeout) override;
+  absl::Status AllToAll(const void* in, void* out, int64_t count, DType dtype,
+                        absl::Duration timeout) override;
+  absl::Status Send(const void* in, int64_t count, DType dtype, int peer,
+                    absl::Duration timeout) override;
+  absl::Status Recv(void* out, int64_t count, DType dtype, int peer,
+                    absl::Duration timeout) override;
+  absl::Status Barrier(absl::Duration timeout) override;
+
+ private:
+  HierarchicalCommunicator(int rank, const HierarchicalOptions& options,
+                           GlooCommunicator* flat);
+
+  // Aborts every part with `s` (the shm part's messages first get the job
+  // ranks of this node); returns the status to report.
+  absl::Status Fail(absl::Status s, bool from_shm);
+  // Runs one step; a failure fails the whole communicator.
+  absl::Status Shm(absl::Status s) { return s.ok() ? s : Fail(s, true); }
+  absl::Status Net(absl::Status s) { return s.ok() ? s : Fail(s, false); }
+  // The rest of a call's time, at least 1 ms.
+  static absl::Duration Left(absl::Time deadline);
+  absl::Time DeadlineFor(absl::Duration timeout) const;
+  // The reduction every step runs (kAvg: kSum, divided at the end).
+  static ReduceOp Combine(ReduceOp op);
+
+  const int rank_;
+  const int world_;
+  const HierarchicalOptions o_;
+  int nodes_ = 1;       // N
+  int local_size_ = 1;  // L
+  int node_ = 0;        // this rank's node index (0..N-1)
+  int local_ = 0;       // k
+  std::unique_ptr<ShmCommunicator> shm_;
+  std::unique_ptr<GlooCommunicator> column_;
+  GlooCommunicator* flat_;
+};
+
+// The address this process should listen on for gloo: SHOAL_GLOO_HOSTNAME if
+// set, else the local address of the route toward MASTER_ADDR (the head node,
+// as `shoal launch` sets it), else 127.0.0.1. Errors: none (falls back).
+std::string GlooListenAddress();
+
+}  // namespace shoal::collectives
+
+#endif  // SHOAL_COLLECTIVES_HIERARCHICAL_COMMUNICATOR_H_
