@@ -70,9 +70,10 @@ def disconnect():
         _client_now = None
 
 
-def submit(fn, *args, **options):
-    """Client.submit on the default client (connecting if needed)."""
-    return client().submit(fn, *args, **options)
+def submit(fn, *args, _options=None, **kwargs):
+    """Client.submit on the default client (connecting if needed): queues
+    fn(*args, **kwargs); task options as the dict `_options`."""
+    return client()._submit_call(fn, args, kwargs, _options)
 
 
 def wait(futures, timeout=None, num_returns=None):
@@ -143,15 +144,26 @@ def put(obj, *, dtype=None):
     return _store.put_into(_default_store(), obj, dtype)
 
 
-def get(ref, *, timeout=0):
-    """A read-only numpy view (StoreArray) of a store object — no copy.
+_UNSET = object()
+
+
+def get(ref, *, timeout=_UNSET):
+    """A read-only numpy view (StoreArray) of a store object — no copy; a
+    Future's value; or for a list or tuple of those, their values in order.
 
     `ref` is an ObjectRef, or an object id (hex) made by another process on
-    this node; then get waits up to `timeout` seconds (None: forever) for it
-    to appear. bf16 objects come out as uint16 (use torch.from_dlpack(ref));
-    raw byte objects as uint8.
+    this node; then get waits up to `timeout` seconds (default 0; None:
+    forever) for it to appear. A Future is waited for up to `timeout`
+    (default: until it finished) and raises what its task raised. bf16
+    objects come out as uint16 (use torch.from_dlpack(ref)); raw byte
+    objects as uint8.
     """
-    return _store.get_from(_default_store, ref, timeout)
+    if isinstance(ref, (list, tuple)):
+        return [get(r, timeout=timeout) for r in ref]
+    if isinstance(ref, _client.Future):
+        return ref.result(None if timeout is _UNSET else timeout)
+    return _store.get_from(_default_store, ref,
+                           0 if timeout is _UNSET else timeout)
 
 
 def borrow(object_id, *, timeout=0):

@@ -1,0 +1,134 @@
+"""Any picklable argument and return value, end to end on a real node: the
+plain values as before, everything else pickled (protocol 5), with numpy
+arrays and torch CPU tensors inside containers put into the store once and
+viewed in place by the worker (issue 12)."""
+
+import fractions
+import sys
+
+import numpy as np
+import pytest
+
+import shoal
+import valtasks
+from shoal import _serialize
+
+torch = pytest.importorskip("torch")
+
+STORE_MAPPING = "-store"  # /dev/shm/shoal-<job>-store
+
+
+VALUES = [
+    {"x": 1, "y": "s"},
+    [1, 2.5, "three", None, b"four"],
+    (1, (2, [3, {"four": 4}])),
+    {1, 2, 3},
+    frozenset({"a"}),
+    1 << 100,  # beyond int64: pickled, not an error
+    3 + 4j,
+    fractions.Fraction(1, 3),
+    {"nested": {"deeper": [{"k": (1, 2)}]}},
+    [],
+    {},
+    bytearray(b"xyz"),
+    range(5),
+    valtasks.Point(3, "p", [1, 2]),
+]
+
+
+@pytest.mark.parametrize("value", VALUES, ids=lambda v: type(v).__name__)
+def test_round_trip(client, value):
+    back = client.submit(valtasks.echo, value).result(30)
+    assert back == value and type(back) is type(value)
+
+
+def test_plain_values_keep_their_fast_path(client):
+    assert client.submit(valtasks.type_names, 1, 2.0, "s", b"b", None,
+                         True, np.zeros(3)).result(30) == (
+        ["int", "float", "str", "bytes", "NoneType", "bool", "ndarray"], {})
+    # A tuple of plain values comes back as a tuple, as before.
+    assert client.submit(valtasks.echo, 1, "a").result(30) == (1, "a")
+
+
+def test_keyword_arguments(client):
+    args, kwargs = client.submit(valtasks.echo, 1, k={"v": [2]}).result(30)
+    assert args == (1,) and kwargs == {"k": {"v": [2]}}
+    assert client.submit(valtasks.total, np.ones(4), b=2).result(30) == 6.0
+
+
+def test_nested_arrays_and_dataclass(client):
+    a = np.arange(10, dtype=np.float32)
+    big = np.random.default_rng(0).standard_normal((512, 256))
+    value = {"small": a, "big": [big, {"again": big[::2]}],
+             "point": valtasks.Point(1, "q", big)}
+    back = client.submit(valtasks.echo, value).result(60)
+    np.testing.assert_array_equal(back["small"], a)
+    np.testing.assert_array_equal(back["big"][0], big)
+    np.testing.assert_array_equal(back["big"][1]["again"], big[::2])
+    assert isinstance(back["point"], valtasks.Point)
+    np.testing.assert_array_equal(back["point"].data, big)
+
+
+def test_torch_tensors_in_containers(client):
+    t = torch.arange(100_000, dtype=torch.float32).reshape(1000, 100)
+    half = torch.ones(40_000, dtype=torch.bfloat16)
+    small = torch.tensor([1, 2, 3])
+    back = client.submit(valtasks.echo, {"t": t, "bf": half,
+                                         "small": small}).result(60)
+    assert isinstance(back["t"], torch.Tensor)
+    assert torch.equal(back["t"], t)
+    assert back["bf"].dtype == torch.bfloat16 and torch.equal(back["bf"], half)
+    assert torch.equal(back["small"], small)
+    grad = torch.ones(3, requires_grad=True)
+    assert client.submit(valtasks.echo, [grad]).result(30)[0].requires_grad
+
+
+def test_large_arrays_are_viewed_in_place_in_the_worker(client):
+    """The worker's arrays lie inside the store's shared-memory mapping
+    (read-only), not in a copy; torch tensors too."""
+    a = np.arange(1 << 20, dtype=np.float32)  # 4 MiB
+    b = np.ones((1024, 1024), dtype=np.float64)  # 8 MiB
+    t = torch.full((1 << 18,), 2.0)  # 1 MiB
+    where = client.submit(valtasks.where_are,
+                          {"a": a, "b": b, "t": t}).result(60)
+    for key, expected_sum in (("a", float(a.sum())), ("b", float(b.sum())),
+                              ("t", float(t.sum()))):
+        path, writeable, total = where[key]
+        assert path.startswith("/dev/shm/shoal-") and \
+            path.endswith(STORE_MAPPING), (key, path)
+        assert total == expected_sum
+        if key != "t":
+            assert writeable is False
+    # Small arrays stay in the pickle stream: the worker's own memory.
+    small = client.submit(valtasks.where_are,
+                          {"s": np.arange(10.0)}).result(30)["s"]
+    assert not small[0].endswith(STORE_MAPPING)
+
+
+def test_large_result_arrays_are_store_views_in_the_client(client):
+    n = 1 << 20
+    back = client.submit(lambda: {"a": np.full(n, 3.0, np.float32)}
+                         ).result(60)["a"]
+    assert back.sum() == 3.0 * n and not back.flags.writeable
+    assert valtasks.mapping_of(valtasks.array_address(back)).endswith(
+        STORE_MAPPING)
+
+
+def test_buffers_leave_the_pickle_stream():
+    """Large buffers go out of band (into the store, by the client), so the
+    pickle itself stays small; small ones stay in band."""
+    a = np.zeros(1 << 20, dtype=np.uint8)
+    t = torch.zeros(1 << 18)
+    header, buffers = _serialize.dumps({"a": a, "t": t, "s": np.zeros(8)})
+    assert len(header) < 2048
+    assert sorted(b.nbytes for b in buffers) == [1 << 20, 1 << 20]
+    # A remote client has no store: everything in band.
+    header, buffers = _serialize.dumps({"a": a}, out_of_band=False)
+    assert len(header) > (1 << 20) and not buffers
+
+
+def test_submitting_many_dicts_holds_nothing_back(client):
+    futures = [client.submit(valtasks.echo, {"i": i, "s": str(i)})
+               for i in range(300)]
+    assert [f.result(60)["i"] for f in futures] == list(range(300))
+    assert sys.getrefcount(futures[0]) > 0
