@@ -38,7 +38,7 @@ as_user() {
   (cd "$work" && env -u PYTHONPATH -u SHOAL_BIN PYTHONDONTWRITEBYTECODE=1 "$@")
 }
 
-echo "install_check: venv in $venv, pip install --no-index $root"
+echo "install_check: [${SECONDS}s] venv in $venv, pip install --no-index $root"
 /usr/bin/python3 -m venv --system-site-packages "$venv" ||
   fail "python3 -m venv (Debian's python3-venv is needed)"
 (cd "$root" && env -u PYTHONPATH "$venv/bin/pip" install --no-index \
@@ -88,7 +88,7 @@ assert (x == expected).all(), (job.rank, x[:4])
 print(f"rank {job.rank}/{job.world_size}: ok {shoal.__file__}")
 EOF
 
-echo "install_check: shoal start, one task"
+echo "install_check: [${SECONDS}s] shoal start, one task"
 as_user "$venv/bin/shoal" start -n 1 --daemon --job-id "$job" ||
   fail "shoal start --daemon"
 node_started=1
@@ -101,11 +101,11 @@ esac
 as_user "$venv/bin/shoal" stop --job-id "$job" >/dev/null || fail "shoal stop"
 node_started=0
 
-echo "install_check: shoal launch, 2 ranks"
+echo "install_check: [${SECONDS}s] shoal launch, 2 ranks"
 got="$(as_user timeout 120 "$venv/bin/shoal" launch --nproc-per-node 2 -- \
   "$venv/bin/python" launch_check.py)" || fail "shoal launch: $got"
 for rank in 0 1; do
   grep -q "^rank $rank/2: ok $venv/lib/python3.*/site-packages/shoal/" \
     <<< "$got" || fail "shoal launch printed: $got"
 done
-echo "install_check: ok (shoal $version: pip install --no-index, a task, a 2-rank launch)"
+echo "install_check: [${SECONDS}s] ok (shoal $version: pip install --no-index, a task, a 2-rank launch)"

@@ -3,10 +3,10 @@
 standard library only.
 
   build_wheel       `bazel build //tools:shoal //python:site` (the repo's
-                    .bazelrc applies), then a wheel of the package Bazel
-                    assembled (bazel-bin/python/site/shoal: *.py and every
-                    extension in it) with the binary as shoal/_bin/shoal,
-                    where base/python_env.cc looks for the package from it
+                    .bazelrc applies), then a wheel of the files //python:site
+                    built (python/site/shoal: *.py and every extension in
+                    it) with the binary as shoal/_bin/shoal, where
+                    base/python_env.cc finds the package from
   prepare_metadata_for_build_wheel   the .dist-info, without building
   build_sdist       the source files git knows (or the tree of an unpacked
                     sdist), plus PKG-INFO
@@ -16,10 +16,13 @@ config_settings (pip install --config-settings KEY=VALUE .):
                     (e.g. "--config=opt")
 """
 
+import json
 import os
 import shlex
 import subprocess
 import sys
+import tempfile
+import urllib.parse
 
 import shoal_wheel
 
@@ -80,15 +83,14 @@ def _bazel_args(config_settings):
     return shlex.split(extra)
 
 
-def _bazel(root, args, capture=False):
+def _bazel(root, args):
     env = bazel_environment(os.environ, sys.prefix, sys.base_prefix)
     cmd = ["bazel"] + args
     # Bazel's progress goes to stderr; pip shows it with -v, or on failure.
     print("shoal_build_backend: " + " ".join(cmd), file=sys.stderr,
           flush=True)
     try:
-        done = subprocess.run(cmd, cwd=root, env=env, text=True,
-                              stdout=subprocess.PIPE if capture else None)
+        done = subprocess.run(cmd, cwd=root, env=env)
     except FileNotFoundError as e:
         raise shoal_wheel.WheelError(
             "bazel is not on PATH: tools/setup installs it (Debian's "
@@ -96,41 +98,85 @@ def _bazel(root, args, capture=False):
     if done.returncode != 0:
         raise shoal_wheel.WheelError(
             f"`{' '.join(cmd)}` failed (exit {done.returncode}): see above")
-    return done.stdout
+
+
+def target_outputs(build_events, label):
+    """The files Bazel built for LABEL (its default outputs), as absolute
+    paths, from the lines of a --build_event_json_file.
+
+    Why not the bazel-bin folder: a genrule's output folder keeps files it
+    no longer declares (a renamed .py stays there until `bazel clean`);
+    the build event stream names exactly this build's outputs.
+
+    Raises WheelError if LABEL did not complete.
+    """
+    named_sets = {}  # id -> ([uri], [nested set id])
+    file_sets = None
+    for line in build_events:
+        if not line.strip():
+            continue
+        event = json.loads(line)
+        event_id = event.get("id", {})
+        if "namedSet" in event_id:
+            files = event.get("namedSetOfFiles", {})
+            named_sets[event_id["namedSet"]["id"]] = (
+                [f["uri"] for f in files.get("files", []) if "uri" in f],
+                [n["id"] for n in files.get("fileSets", [])])
+        elif (event_id.get("targetCompleted", {}).get("label") == label
+              and event.get("completed", {}).get("success")):
+            file_sets = [fs["id"]
+                         for group in event["completed"].get("outputGroup", [])
+                         if group.get("name") == "default"
+                         for fs in group.get("fileSets", [])]
+    if file_sets is None:
+        raise shoal_wheel.WheelError(
+            f"the Bazel build did not complete {label}")
+    paths, seen, pending = [], set(), list(file_sets)
+    while pending:
+        set_id = pending.pop()
+        if set_id in seen or set_id not in named_sets:
+            continue
+        seen.add(set_id)
+        uris, nested = named_sets[set_id]
+        paths += [urllib.parse.unquote(urllib.parse.urlparse(u).path)
+                  for u in uris if u.startswith("file://")]
+        pending += nested
+    return sorted(set(paths))
 
 
 def build_outputs(root, config_settings=None):
-    """Runs the Bazel build; returns the bazel-bin folder of its
-    configuration (bazel info with the same arguments, so --config=opt's
-    outputs are found where they are)."""
-    extra = _bazel_args(config_settings)
-    _bazel(root, ["build"] + extra + list(BAZEL_TARGETS))
-    return _bazel(root, ["info"] + extra + ["bazel-bin"],
-                  capture=True).strip()
+    """Runs the Bazel build; returns {label: [files it built]} for
+    BAZEL_TARGETS (outputs of the configuration the arguments select, e.g.
+    --config=opt's)."""
+    with tempfile.TemporaryDirectory(prefix="shoal-wheel-") as tmp:
+        events = os.path.join(tmp, "build_events.json")
+        _bazel(root, ["build", f"--build_event_json_file={events}"] +
+               _bazel_args(config_settings) + list(BAZEL_TARGETS))
+        with open(events, encoding="utf-8") as f:
+            lines = f.readlines()
+    return {label: target_outputs(lines, label) for label in BAZEL_TARGETS}
 
 
-def wheel_payload(bazel_bin):
-    """(name in the wheel, file) pairs: every file of the package Bazel
-    assembled, and the binary.
+def wheel_payload(outputs):
+    """(name in the wheel, file) pairs: every file of the package that
+    //python:site assembled (…/python/site/shoal/…) and the binary.
 
-    Raises WheelError if the package or the binary is missing.
+    Raises WheelError if the package's __init__.py or the binary is missing.
     """
-    package = os.path.join(bazel_bin, "python", "site", "shoal")
-    binary = os.path.join(bazel_bin, "tools", "shoal")
-    for path in (os.path.join(package, "__init__.py"), binary):
-        if not os.path.isfile(path):
-            raise shoal_wheel.WheelError(
-                f"{path} is missing after the Bazel build")
     payload = []
-    for folder, dirs, files in os.walk(package):
-        dirs[:] = [d for d in dirs if d != "__pycache__"]
-        for file in files:
-            if file.endswith(".pyc"):
-                continue
-            path = os.path.join(folder, file)
-            rel = os.path.relpath(path, os.path.dirname(package))
-            payload.append((rel.replace(os.sep, "/"), path))
-    payload.append((BINARY_IN_WHEEL, binary))
+    for path in outputs["//python:site"]:
+        at = path.rfind("/python/site/shoal/")
+        if at >= 0:
+            payload.append((path[at + len("/python/site/"):], path))
+    binaries = [p for p in outputs["//tools:shoal"]
+                if os.path.basename(p) == "shoal"]
+    if "shoal/__init__.py" not in {name for name, _ in payload}:
+        raise shoal_wheel.WheelError(
+            "//python:site built no python/site/shoal/__init__.py")
+    if len(binaries) != 1 or not os.path.isfile(binaries[0]):
+        raise shoal_wheel.WheelError(
+            f"//tools:shoal built {binaries}, not one shoal binary")
+    payload.append((BINARY_IN_WHEEL, binaries[0]))
     return payload
 
 
@@ -156,20 +202,19 @@ def build_wheel(wheel_directory, config_settings=None,
                 metadata_directory=None):
     root = _root()
     version, tag, built_for = _version_and_tag(root)  # fails before Bazel
-    bazel_bin = build_outputs(root, config_settings)
+    outputs = build_outputs(root, config_settings)
     return shoal_wheel.write_wheel(wheel_directory, version, tag, built_for,
-                                   wheel_payload(bazel_bin))
+                                   wheel_payload(outputs))
 
 
 def sdist_files(root):
-    """The files of the sdist, relative to ROOT: the ones git tracks or
-    would track (not ignored), that exist; in a tree that is not a git
-    checkout (an unpacked sdist), every regular file but the skipped
-    folders and Bazel's convenience links."""
+    """The files of the sdist, relative to ROOT: the ones git tracks (not a
+    stray untracked file, which may be anything) that exist; in a tree that
+    is not a git checkout (an unpacked sdist), every regular file but the
+    skipped folders and Bazel's convenience links."""
     try:
         out = subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others",
-             "--exclude-standard"],
+            ["git", "ls-files", "-z", "--cached"],
             cwd=root, check=True, capture_output=True).stdout
         names = [n for n in out.decode().split("\0") if n]
     except (OSError, subprocess.CalledProcessError):

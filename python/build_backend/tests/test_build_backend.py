@@ -1,13 +1,15 @@
 """shoal's PEP 517 backend (python/build_backend): the wheel's files, RECORD
-hashes and sizes, tags, metadata, the sdist, the environment Bazel runs in;
-and, given the package Bazel built (tools/test passes SHOAL_BIN), a wheel of
-it unpacked and run. tools/test also pip-installs the real wheel into a
-fresh venv and runs a task and a launch from it (its "wheel" step)."""
+hashes and sizes, tags, metadata, the sdist, the environment Bazel runs in,
+the outputs read from Bazel's build events; and, where tools/test built the
+package (it sets SHOAL_BIN), build_wheel for real, its wheel unpacked and run.
+tools/test also pip-installs the wheel into a fresh venv and runs a task and
+a launch from it (python/build_backend/install_check.sh)."""
 
 import base64
 import csv
 import hashlib
 import io
+import json
 import os
 import stat
 import subprocess
@@ -37,15 +39,57 @@ def make_file(path, data, executable=False):
     return path
 
 
-def fake_bazel_bin(tmp_path):
-    """A bazel-bin with the layout //python:site and //tools:shoal give."""
+def fake_outputs(tmp_path):
+    """What build_outputs returns for a build: the files of //python:site
+    (under python/site/shoal) and of //tools:shoal."""
     site = tmp_path / "bin" / "python" / "site" / "shoal"
-    make_file(str(site / "__init__.py"), b"__version__ = '0'\n")
-    make_file(str(site / "_shoal.so"), b"\x7fELF extension")
-    make_file(str(site / "__pycache__" / "x.cpython-311.pyc"), b"stale")
-    make_file(str(tmp_path / "bin" / "tools" / "shoal"), b"\x7fELF binary",
-              executable=True)
-    return str(tmp_path / "bin")
+    binary = make_file(str(tmp_path / "bin" / "tools" / "shoal"),
+                       b"\x7fELF binary", executable=True)
+    return {
+        "//python:site": [
+            make_file(str(site / "__init__.py"), b"__version__ = '0'\n"),
+            make_file(str(site / "_shoal.so"), b"\x7fELF extension"),
+            make_file(str(site / "sub" / "m.py"), b"x = 1\n"),
+        ],
+        "//tools:shoal": [binary],
+    }
+
+
+def build_event(event_id, **body):
+    return json.dumps(dict(id=event_id, **body)) + "\n"
+
+
+def test_outputs_are_the_files_the_build_event_stream_names():
+    events = [
+        build_event({"started": {}}, started={"command": "build"}),
+        build_event({"namedSet": {"id": "1"}}, namedSetOfFiles={"files": [
+            {"name": "python/site/shoal/b.py",
+             "uri": "file:///out/bin/python/site/shoal/b.py"}]}),
+        build_event({"namedSet": {"id": "0"}}, namedSetOfFiles={
+            "files": [{"name": "python/site/shoal/a%20b.py",
+                       "uri": "file:///out/bin/python/site/shoal/a%20b.py"}],
+            "fileSets": [{"id": "1"}]}),
+        build_event({"namedSet": {"id": "2"}}, namedSetOfFiles={"files": [
+            {"name": "tools/shoal", "uri": "file:///out/bin/tools/shoal"}]}),
+        build_event({"targetCompleted": {"label": "//python:site"}},
+                    completed={"success": True, "outputGroup": [
+                        {"name": "default", "fileSets": [{"id": "0"}]}]}),
+        build_event({"targetCompleted": {"label": "//tools:shoal"}},
+                    completed={"success": True, "outputGroup": [
+                        {"name": "default", "fileSets": [{"id": "2"}]}]}),
+        "\n",
+    ]
+    assert shoal_build_backend.target_outputs(events, "//python:site") == [
+        "/out/bin/python/site/shoal/a b.py",
+        "/out/bin/python/site/shoal/b.py"]
+    assert shoal_build_backend.target_outputs(events, "//tools:shoal") == [
+        "/out/bin/tools/shoal"]
+    with pytest.raises(shoal_wheel.WheelError, match="did not complete"):
+        shoal_build_backend.target_outputs(events, "//python:other")
+    failed = [build_event({"targetCompleted": {"label": "//python:site"}},
+                          completed={"success": False})]
+    with pytest.raises(shoal_wheel.WheelError, match="did not complete"):
+        shoal_build_backend.target_outputs(failed, "//python:site")
 
 
 def read_record(whl):
@@ -55,7 +99,7 @@ def read_record(whl):
 
 
 def test_wheel_record_lists_every_file_with_its_hash_and_size(tmp_path):
-    payload = shoal_build_backend.wheel_payload(fake_bazel_bin(tmp_path))
+    payload = shoal_build_backend.wheel_payload(fake_outputs(tmp_path))
     name = shoal_wheel.write_wheel(str(tmp_path), VERSION, TAG, BUILT_FOR,
                                    payload)
     assert name == f"shoal-{VERSION}-{TAG}.whl"
@@ -73,7 +117,7 @@ def test_wheel_record_lists_every_file_with_its_hash_and_size(tmp_path):
                 hashlib.sha256(data).digest()).rstrip(b"=").decode()
             assert digest == "sha256=" + expected, path
             assert int(size) == len(data), path
-        assert "shoal/__pycache__/x.cpython-311.pyc" not in names
+        assert "shoal/sub/m.py" in names
         binary = whl.getinfo("shoal/_bin/shoal")
         assert stat.S_IMODE(binary.external_attr >> 16) == 0o755
         assert whl.read("shoal/_bin/shoal") == b"\x7fELF binary"
@@ -82,7 +126,7 @@ def test_wheel_record_lists_every_file_with_its_hash_and_size(tmp_path):
 
 
 def test_wheel_metadata_tag_and_console_script(tmp_path):
-    payload = shoal_build_backend.wheel_payload(fake_bazel_bin(tmp_path))
+    payload = shoal_build_backend.wheel_payload(fake_outputs(tmp_path))
     name = shoal_wheel.write_wheel(str(tmp_path), VERSION, TAG, BUILT_FOR,
                                    payload)
     dist_info = shoal_wheel.dist_info_dir(VERSION)
@@ -99,7 +143,7 @@ def test_wheel_metadata_tag_and_console_script(tmp_path):
 
 
 def test_wheel_bytes_are_reproducible(tmp_path):
-    payload = shoal_build_backend.wheel_payload(fake_bazel_bin(tmp_path))
+    payload = shoal_build_backend.wheel_payload(fake_outputs(tmp_path))
     first, second = tmp_path / "a", tmp_path / "b"
     first.mkdir()
     second.mkdir()
@@ -122,10 +166,13 @@ def test_wheel_rejects_paths_outside_the_package(tmp_path):
 
 
 def test_payload_needs_the_package_and_the_binary(tmp_path):
-    bazel_bin = fake_bazel_bin(tmp_path)
-    os.unlink(os.path.join(bazel_bin, "tools", "shoal"))
-    with pytest.raises(shoal_wheel.WheelError, match="tools/shoal"):
-        shoal_build_backend.wheel_payload(bazel_bin)
+    outputs = fake_outputs(tmp_path)
+    no_binary = dict(outputs, **{"//tools:shoal": []})
+    with pytest.raises(shoal_wheel.WheelError, match="not one shoal binary"):
+        shoal_build_backend.wheel_payload(no_binary)
+    no_init = dict(outputs, **{"//python:site": outputs["//python:site"][1:]})
+    with pytest.raises(shoal_wheel.WheelError, match="__init__.py"):
+        shoal_build_backend.wheel_payload(no_init)
 
 
 def test_tag_is_this_cpython_and_refuses_another():
@@ -231,25 +278,26 @@ def test_sdist_of_a_tree_git_does_not_know(tmp_path, monkeypatch):
     assert f"Version: {VERSION}" in pkg_info and "Name: shoal" in pkg_info
 
 
-def built_bazel_bin():
-    """bazel-bin of the build tools/test made (SHOAL_BIN is its
-    tools/shoal), or None."""
+def built_by_tools_test():
+    """Whether tools/test's Bazel build of the package is there (it sets
+    SHOAL_BIN to its tools/shoal)."""
     binary = os.environ.get("SHOAL_BIN", "")
     bazel_bin = os.path.dirname(os.path.dirname(os.path.realpath(binary)))
-    site = os.path.join(bazel_bin, "python", "site", "shoal", "_shoal.so")
-    return bazel_bin if binary and os.path.isfile(site) else None
+    return bool(binary) and os.path.isfile(
+        os.path.join(bazel_bin, "python", "site", "shoal", "_shoal.so"))
 
 
-@pytest.mark.skipif(built_bazel_bin() is None,
+@pytest.mark.skipif(not built_by_tools_test(),
                     reason="needs SHOAL_BIN in a Bazel build with "
                     "//python:site (tools/test sets it)")
-def test_wheel_of_the_real_build_runs_unpacked(tmp_path):
-    """The wheel's layout is one the binary and the package find each other
-    in: shoal --version, and python -m shoal from the unpacked wheel."""
-    tag = shoal_wheel.wheel_tag(BUILT_FOR)
-    name = shoal_wheel.write_wheel(
-        str(tmp_path), VERSION, tag, BUILT_FOR,
-        shoal_build_backend.wheel_payload(built_bazel_bin()))
+def test_wheel_of_the_real_build_runs_unpacked(tmp_path, monkeypatch):
+    """build_wheel for real (a Bazel build that has nothing left to do after
+    tools/test's), and a layout in which the binary and the package find
+    each other: shoal --version, python -m shoal, import shoal."""
+    monkeypatch.chdir(ROOT)
+    name = shoal_build_backend.build_wheel(str(tmp_path))
+    assert name == shoal_wheel.wheel_filename(
+        VERSION, shoal_wheel.wheel_tag(BUILT_FOR))
     site = tmp_path / "site"
     with zipfile.ZipFile(tmp_path / name) as whl:
         for info in whl.infolist():
@@ -280,3 +328,25 @@ def test_wheel_of_the_real_build_runs_unpacked(tmp_path):
     assert out.returncode == 0, out
     assert out.stdout.split() == [
         VERSION, str(site / "shoal" / "_bin" / "shoal")]
+
+
+def test_sdist_of_a_git_checkout_has_only_tracked_files(tmp_path,
+                                                        monkeypatch):
+    tree = tmp_path / "src"
+    for rel in ("WORKSPACE", "pyproject.toml", "python/shoal/__init__.py"):
+        make_file(str(tree / rel), b"x\n")
+    (tree / "VERSION").write_text(VERSION + "\n")
+    make_file(str(tree / "third_party" / "system.BUILD"),
+              b'glob(["include/python3.11/**/*.h"])\n')
+    monkeypatch.chdir(tree)
+    for var in ("GIT_DIR", "GIT_INDEX_FILE", "GIT_WORK_TREE"):
+        monkeypatch.delenv(var, raising=False)
+    subprocess.run(["git", "init", "-q"], check=True)
+    subprocess.run(["git", "add", "."], check=True)
+    make_file(str(tree / "notes.txt"), b"untracked: not shipped\n")
+    make_file(str(tree / "gone.txt"), b"")
+    subprocess.run(["git", "add", "gone.txt"], check=True)
+    os.unlink(str(tree / "gone.txt"))  # tracked, deleted: skipped
+    assert shoal_build_backend.sdist_files(str(tree)) == [
+        "VERSION", "WORKSPACE", "pyproject.toml", "python/shoal/__init__.py",
+        "third_party/system.BUILD"]
