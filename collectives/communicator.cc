@@ -1,13 +1,17 @@
 #include "collectives/communicator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <deque>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -43,6 +47,17 @@ absl::Status ApplyTuningEnv(collectives::ShmCommOptions& o) {
     }
   }
   return absl::OkStatus();
+}
+
+// This machine, as the ranks of a rendezvous compare it: the host name (the
+// UTS namespace, for containers) and the boot id (the kernel).
+std::string MachineId() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string boot;
+  std::getline(in, boot);
+  return absl::StrCat(host, "/", boot);
 }
 
 }  // namespace
@@ -114,9 +129,15 @@ class Communicator::Impl {
   };
   static constexpr int kSendLane = 1, kRecvLane = 2;
 
-  Impl(launch::Job& job, std::vector<int> ranks, int rank,
-       CommunicatorOptions o)
-      : job_(job), ranks_(std::move(ranks)), rank_(rank), o_(std::move(o)) {}
+  // Exactly one of `job` and `rendezvous` is set: a launched job's
+  // communicator, or one made through a Rendezvous.
+  Impl(launch::Job* job, std::shared_ptr<Rendezvous> rendezvous,
+       std::vector<int> ranks, int rank, CommunicatorOptions o)
+      : job_(job),
+        rendezvous_(std::move(rendezvous)),
+        ranks_(std::move(ranks)),
+        rank_(rank),
+        o_(std::move(o)) {}
   ~Impl() {
     {
       MutexLock lock(&mu_);
@@ -132,21 +153,21 @@ class Communicator::Impl {
     // The shm backend needs every member on this node.
     const std::string node_key =
         absl::StrCat("__shoal/coll/", o_.name, "/node/");
-    SHOAL_RETURN_IF_ERROR(job_.kv().Set(absl::StrCat(node_key, rank_),
-                                        absl::StrCat(job_.node_rank())));
+    SHOAL_RETURN_IF_ERROR(job_->kv().Set(absl::StrCat(node_key, rank_),
+                                         absl::StrCat(job_->node_rank())));
     bool one_node = true;
     for (int r = 0; r < size(); ++r) {
       SHOAL_ASSIGN_OR_RETURN(
           std::string node,
-          job_.kv().Get(absl::StrCat(node_key, r), o_.timeout));
-      if (node != absl::StrCat(job_.node_rank())) one_node = false;
+          job_->kv().Get(absl::StrCat(node_key, r), o_.timeout));
+      if (node != absl::StrCat(job_->node_rank())) one_node = false;
     }
     collectives::ShmCommOptions so;
     so.slot_bytes = o_.shm_slot_bytes;
     so.timeout = o_.timeout;
     SHOAL_RETURN_IF_ERROR(ApplyTuningEnv(so));
     SHOAL_ASSIGN_OR_RETURN(force_gloo_, ForceGlooFromEnv());
-    collectives::KvRendezvous rendezvous(job_.kv());
+    collectives::KvRendezvous rendezvous(job_->kv());
     if (!one_node) {
       shm_error_ = absl::FailedPreconditionError(absl::StrCat(
           "communicator '", o_.name,
@@ -155,7 +176,7 @@ class Communicator::Impl {
       return InitAcrossNodes(rendezvous, node_key, so);
     }
     SHOAL_ASSIGN_OR_RETURN(
-        shm_, collectives::ShmCommunicator::Create(rendezvous, job_.job_id(),
+        shm_, collectives::ShmCommunicator::Create(rendezvous, job_->job_id(),
                                                    o_.name, rank_, size(), so));
     if (force_gloo_) SHOAL_RETURN_IF_ERROR(CreateFlatGloo(rendezvous));
     return absl::OkStatus();
@@ -170,7 +191,7 @@ class Communicator::Impl {
     for (int r = 0; r < size(); ++r) {
       SHOAL_ASSIGN_OR_RETURN(
           std::string node,
-          job_.kv().Get(absl::StrCat(node_key, r), o_.timeout));
+          job_->kv().Get(absl::StrCat(node_key, r), o_.timeout));
       int id = 0;
       if (!absl::SimpleAtoi(node, &id)) {
         return absl::InternalError(
@@ -181,7 +202,7 @@ class Communicator::Impl {
     SHOAL_RETURN_IF_ERROR(CreateFlatGloo(rendezvous, &ho.node_of));
     if (!HierarchicalCommunicator::Fits(ho.node_of)) return absl::OkStatus();
     ho.job_ranks = ranks_;
-    ho.job_id = job_.job_id();
+    ho.job_id = job_->job_id();
     ho.shm = so;
     ho.gloo = gloo_options_;
     SHOAL_ASSIGN_OR_RETURN(hierarchical_,
@@ -230,6 +251,37 @@ class Communicator::Impl {
     if (value == "gloo") return true;
     return absl::InvalidArgumentError(absl::StrCat(
         "SHOAL_COLLECTIVES_BACKEND=", value, ": expected gloo or auto"));
+  }
+
+  // Init for CreateWithRendezvous: the same machine for every rank, then
+  // the shm backend.
+  absl::Status InitWithRendezvous(const std::string& job_id) {
+    Rendezvous& rendezvous = *rendezvous_;
+    const std::string machine_key =
+        absl::StrCat("__shoal/coll/", o_.name, "/machine/");
+    const std::string mine = MachineId();
+    SHOAL_RETURN_IF_ERROR(
+        rendezvous.Set(absl::StrCat(machine_key, rank_), mine));
+    for (int r = 0; r < size(); ++r) {
+      SHOAL_ASSIGN_OR_RETURN(
+          std::string theirs,
+          rendezvous.Get(absl::StrCat(machine_key, r), o_.timeout));
+      if (theirs != mine) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "communicator '", o_.name, "': rank ", r, " runs on ", theirs,
+            " and rank ", rank_, " on ", mine,
+            "; a communicator made through a rendezvous needs all its ranks "
+            "on one machine"));
+      }
+    }
+    collectives::ShmCommOptions so;
+    so.slot_bytes = o_.shm_slot_bytes;
+    so.timeout = o_.timeout;
+    SHOAL_RETURN_IF_ERROR(ApplyTuningEnv(so));
+    SHOAL_ASSIGN_OR_RETURN(
+        shm_, collectives::ShmCommunicator::Create(rendezvous, job_id, o_.name,
+                                                   rank_, size(), so));
+    return absl::OkStatus();
   }
 
   int rank() const { return rank_; }
@@ -326,7 +378,11 @@ class Communicator::Impl {
       backend = CollectiveBackend::kGloo;
     if (backend == CollectiveBackend::kGloo) {
       if (gloo_ == nullptr) {
-        collectives::KvRendezvous rendezvous(job_.kv());
+        if (job_ == nullptr) {
+          return absl::FailedPreconditionError(
+              "the gloo backend needs a launched job's communicator");
+        }
+        collectives::KvRendezvous rendezvous(job_->kv());
         SHOAL_RETURN_IF_ERROR(CreateFlatGloo(rendezvous));
       }
       return gloo_.get();
@@ -347,10 +403,12 @@ class Communicator::Impl {
     if (nccl_ == nullptr) {
       collectives::NcclOptions no;
       no.timeout = o_.timeout;
-      collectives::KvRendezvous rendezvous(job_.kv());
+      std::optional<collectives::KvRendezvous> job_kv;
+      Rendezvous* rendezvous = rendezvous_.get();
+      if (job_ != nullptr) rendezvous = &job_kv.emplace(job_->kv());
       SHOAL_ASSIGN_OR_RETURN(
           nccl_, collectives::NcclCommunicator::Create(
-                     rendezvous, o_.name, rank_, size(), o_.cuda_device, no));
+                     *rendezvous, o_.name, rank_, size(), o_.cuda_device, no));
     }
     void* stream = call.stream;
     SHOAL_RETURN_IF_ERROR(op.nccl(*nccl_, stream));
@@ -365,7 +423,8 @@ class Communicator::Impl {
     return work;
   }
 
-  launch::Job& job_;
+  launch::Job* job_;
+  std::shared_ptr<Rendezvous> rendezvous_;
   std::vector<int> ranks_;
   int rank_;
   CommunicatorOptions o_;
@@ -398,8 +457,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   std::vector<int> ranks(job.world_size());
   for (int r = 0; r < job.world_size(); ++r) ranks[r] = r;
   if (options.name.empty()) options.name = "world";
-  auto impl = std::make_unique<Impl>(job, std::move(ranks), job.rank(),
-                                     std::move(options));
+  auto impl = std::make_unique<Impl>(&job, nullptr, std::move(ranks),
+                                     job.rank(), std::move(options));
   SHOAL_RETURN_IF_ERROR(impl->Init());
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
 }
@@ -434,9 +493,36 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::CreateGroup(
                                 (*counts)[ranks]++);
   }
   const int rank = static_cast<int>(me - ranks.begin());
-  auto impl =
-      std::make_unique<Impl>(job, std::move(ranks), rank, std::move(options));
+  auto impl = std::make_unique<Impl>(&job, nullptr, std::move(ranks), rank,
+                                     std::move(options));
   SHOAL_RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>>
+Communicator::CreateWithRendezvous(std::shared_ptr<Rendezvous> rendezvous,
+                                   const std::string& job_id, int rank,
+                                   int world, CommunicatorOptions options) {
+  if (rendezvous == nullptr) {
+    return absl::InvalidArgumentError("no rendezvous");
+  }
+  if (world < 1 || rank < 0 || rank >= world) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " of a world of ", world));
+  }
+  if (job_id.empty() || !std::all_of(job_id.begin(), job_id.end(), [](char c) {
+        return absl::ascii_isalnum(c) || c == '-' || c == '_';
+      })) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job id '", job_id, "': letters, digits, '-' and '_' only"));
+  }
+  std::vector<int> ranks(world);
+  for (int r = 0; r < world; ++r) ranks[r] = r;
+  if (options.name.empty()) options.name = "world";
+  auto impl =
+      std::make_unique<Impl>(nullptr, std::move(rendezvous), std::move(ranks),
+                             rank, std::move(options));
+  SHOAL_RETURN_IF_ERROR(impl->InitWithRendezvous(job_id));
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
 }
 

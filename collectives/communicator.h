@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "collectives/reduce_op.h"
+#include "collectives/rendezvous.h"
 #include "ipc/tensor_meta.h"
 #include "launch/job.h"
 
@@ -100,6 +101,19 @@ class Communicator {
   static absl::StatusOr<std::unique_ptr<Communicator>> CreateGroup(
       launch::Job& job, std::vector<int> ranks,
       CommunicatorOptions options = {});
+  // `world` ranks that meet through `rendezvous` instead of a launched job's
+  // key-value store (e.g. torch's c10d Store under torchrun). Collective:
+  // every rank calls it with the same `job_id` (names the shared-memory
+  // segment: letters, digits, '-', '_') and options.name (default "world").
+  // The communicator keeps `rendezvous` for NCCL's bootstrap at the first
+  // CUDA-buffer call. Every rank must run on this machine (checked through
+  // the rendezvous: host name and boot id).
+  // Errors: FailedPrecondition (the ranks span machines), InvalidArgument
+  // (bad rank/world/job id/options), DeadlineExceeded (a rank did not
+  // come), the rendezvous's errors.
+  static absl::StatusOr<std::unique_ptr<Communicator>> CreateWithRendezvous(
+      std::shared_ptr<Rendezvous> rendezvous, const std::string& job_id,
+      int rank, int world, CommunicatorOptions options = {});
   // Finishes queued async work first.
   ~Communicator();
 

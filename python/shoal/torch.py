@@ -1,0 +1,42 @@
+"""torch.distributed's "shoal" backend: shoal's collectives under torch's API.
+
+    import torch.distributed as dist
+    import shoal.torch                  # registers the backend "shoal"
+    dist.init_process_group("shoal")    # env:// (shoal launch, torchrun), or
+                                        # init_method/store, rank, world_size
+    dist.all_reduce(t)                  # CPU tensors: shared memory
+    model = torch.nn.parallel.DistributedDataParallel(model)
+
+The process group is C++ (torch_backend/, a c10d ProcessGroup over
+shoal::collectives::Communicator, in the extension shoal._shoal_torch): DDP
+waits on its Work objects from C++. It meets the group's other ranks through
+the store torch gives it, so it needs nothing from `shoal launch`; every rank
+of a group must be on one machine. See docs/torch.md for the ops, dtypes and
+limits.
+"""
+
+import torch.distributed as dist
+
+from . import _shoal_torch
+
+BACKEND = "shoal"
+
+
+def _create(options, pg_options):
+    """register_backend's extended creator: options is torch's
+    _DistributedBackendOptions (store, group_rank, group_size, timeout,
+    group_id)."""
+    if pg_options is not None:
+        raise RuntimeError("the shoal backend takes no pg_options")
+    return _shoal_torch.create_process_group(
+        options.store, options.group_rank, options.group_size,
+        options.timeout, str(options.group_id))
+
+
+def _register():
+    if BACKEND.upper() in dist.Backend._plugins:  # imported twice
+        return
+    dist.Backend.register_backend(BACKEND, _create, extended_api=True)
+
+
+_register()
