@@ -387,6 +387,20 @@ absl::StatusOr<ipc::NodeStatus> Client::Status() {
                                                impl_->o_.rpc_timeout);
 }
 
+absl::StatusOr<ipc::ActorCreateReply> Client::CreateActor(
+    ipc::ActorCreateRequest request) {
+  if (request.pid() == 0) request.set_pid(static_cast<int32_t>(getpid()));
+  return impl_->channel_.Call<ipc::ActorCreateReply>(std::move(request),
+                                                     impl_->o_.rpc_timeout);
+}
+
+absl::Status Client::KillActor(uint32_t actor_id) {
+  ipc::ActorKillRequest k;
+  k.set_actor_id(actor_id);
+  return impl_->channel_.Call<ipc::OkReply>(std::move(k), impl_->o_.rpc_timeout)
+      .status();
+}
+
 absl::Status Client::StopNode() {
   return impl_->channel_
       .Call<ipc::OkReply>(ipc::StopRequest{}, impl_->o_.rpc_timeout)

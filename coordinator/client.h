@@ -103,6 +103,17 @@ class Client {
   // Copies a store object's bytes (for remote clients). Errors: NotFound.
   absl::StatusOr<TensorValue> Fetch(const ObjectId& id);
 
+  // Makes an actor on the node (docs/actors.md): a worker process of its own
+  // that first runs `request.init_function` on `request.init`, then the calls
+  // submitted as ActorCall(function, id). Owned by this process unless
+  // detached. Errors: FailedPrecondition (not local and not detached),
+  // ResourceExhausted (GPUs, actors), InvalidArgument, Unavailable.
+  absl::StatusOr<ipc::ActorCreateReply> CreateActor(
+      ipc::ActorCreateRequest request);
+  // Ends an actor: its process is killed, queued and later calls fail with
+  // Unavailable ("actor <id> ... has ended"). Errors: NotFound.
+  absl::Status KillActor(uint32_t actor_id);
+
   // The node's workers, queue and store.
   absl::StatusOr<ipc::NodeStatus> Status();
   // Asks the coordinator to shut the node down.

@@ -69,6 +69,7 @@ absl::Status Coordinator::Impl::Init() {
                            gpu::ChildVisibleDevices(gpus, logical));
     worker_gpus_.push_back(std::move(visible));
   }
+  node_gpus_ = gpus;
   SHOAL_ASSIGN_OR_RETURN(stop_, EventFd::Create());
   SHOAL_ASSIGN_OR_RETURN(completion_, EventFd::Create());
   SHOAL_RETURN_IF_ERROR(StartStore());
@@ -242,6 +243,8 @@ absl::Status Coordinator::Impl::StartWorkers() {
   Supervisor::Hooks hooks;
   hooks.before_start =
       [this](uint32_t w) -> absl::StatusOr<std::map<std::string, std::string>> {
+    if (auto a = actor_of_worker_.find(w); a != actor_of_worker_.end())
+      return BeforeActorStart(actors_.at(a->second), w);
     SHOAL_ASSIGN_OR_RETURN(
         const uint32_t slot,
         table_->AddWorker(0, static_cast<uint32_t>(options_.cpus_per_worker),
@@ -301,6 +304,7 @@ absl::Status Coordinator::Impl::Run() {
     if (items[3].revents & ZMQ_POLLIN) {
       completion_.Drain();
       OnCompletions();
+      CheckActorInits();
     }
     for (size_t i = workers_at; i < clients_at; ++i) {
       if (items[i].revents & ZMQ_POLLIN) {
@@ -360,7 +364,9 @@ void Coordinator::Impl::OnLocalClientExit(uint32_t client) {
   close(it->second.pidfd);
   SHOAL_LOG(DEBUG, "local client pid %d exited; freeing its tasks",
             it->second.pid);
+  const pid_t pid = it->second.pid;
   local_clients_.erase(it);
+  EndActorsOwnedBy(pid);
   absl::StatusOr<std::vector<std::string>> freed = table_->RemoveClient(client);
   if (!freed.ok()) {
     SHOAL_LOG(ERROR, "freeing a dead client's tasks: %s",
@@ -380,6 +386,10 @@ void Coordinator::Impl::OnLocalClientExit(uint32_t client) {
 }
 
 void Coordinator::Impl::OnWorkerExit(uint32_t w, const std::string& how) {
+  if (auto a = actor_of_worker_.find(w); a != actor_of_worker_.end()) {
+    OnActorWorkerExit(actors_.at(a->second), how);
+    return;
+  }
   const int32_t slot = worker_slot_[w];
   if (slot < 0) return;
   worker_slot_[w] = -1;

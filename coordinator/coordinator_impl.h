@@ -64,6 +64,22 @@ class Coordinator::Impl {
     uint32_t worker;
     absl::Time kill_at;
   };
+  // An actor: a worker process of its own whose class in the task table
+  // holds its calls (actors.cc, docs/actors.md).
+  struct Actor {
+    uint32_t id = 0;
+    uint32_t worker = 0;  // the supervisor's id of its process
+    std::string name;
+    std::string init_function;
+    std::string python_path;
+    ObjectId init_object;  // the constructor's argument, held by us
+    uint64_t init_bytes = 0;
+    pid_t owner = 0;        // 0: detached (lives until killed or node stop)
+    std::vector<int> gpus;  // the node's logical GPUs it holds
+    std::optional<uint64_t> init_task;  // the constructor call in flight
+    bool ended = false;
+    std::string end_message;  // why it ended, for the call it was running
+  };
 
   // Start-up pieces.
   absl::Status StartStore();
@@ -98,6 +114,22 @@ class Coordinator::Impl {
                               const ipc::ReleaseTasksRequest& m);
   ipc::Message OnFetch(const ipc::FetchObjectRequest& m);
   ipc::Message OnStatus();
+
+  // Actors (actors.cc).
+  ipc::Message OnActorCreate(const ipc::ActorCreateRequest& m);
+  ipc::Message OnActorKill(const ipc::ActorKillRequest& m);
+  absl::StatusOr<std::vector<int>> PickActorGpus(uint32_t count) const;
+  // The before_start hook of an actor's worker: its table slot, and its
+  // constructor call queued first in its class.
+  absl::StatusOr<std::map<std::string, std::string>> BeforeActorStart(
+      Actor& a, uint32_t worker);
+  void OnActorWorkerExit(Actor& a, const std::string& how);
+  // Constructor calls that finished: a failed one ends its actor.
+  void CheckActorInits();
+  // Ends an actor: fails its queued calls with `why`, kills its process,
+  // drops its constructor argument.
+  void EndActor(Actor& a, const std::string& why);
+  void EndActorsOwnedBy(pid_t pid);
   // Tries to answer a wait now; returns the reply if it is satisfied (or
   // `force`, at its deadline).
   std::optional<ipc::Message> TryWait(const std::string& routing_id,
@@ -142,6 +174,10 @@ class Coordinator::Impl {
   // Functions the workers reported (empty until the first hello): remote
   // submissions of anything else are refused up front.
   std::set<std::string> functions_;
+  std::vector<std::string> node_gpus_;  // the node's GPUs (for actors)
+  std::map<uint32_t, Actor> actors_;    // by actor id
+  std::map<uint32_t, uint32_t> actor_of_worker_;  // supervisor id → actor
+  uint32_t next_actor_ = 1;
 };
 
 }  // namespace shoal::coordinator

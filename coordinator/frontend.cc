@@ -59,6 +59,12 @@ std::optional<ipc::Message> Coordinator::Impl::Handle(
           [&](const ipc::StatusRequest&) -> std::optional<ipc::Message> {
             return OnStatus();
           },
+          [&](const ipc::ActorCreateRequest& m) -> std::optional<ipc::Message> {
+            return OnActorCreate(m);
+          },
+          [&](const ipc::ActorKillRequest& m) -> std::optional<ipc::Message> {
+            return OnActorKill(m);
+          },
           [&](const ipc::StopRequest&) -> std::optional<ipc::Message> {
             stop_requested_ = true;
             return ipc::OkReply{};
@@ -254,7 +260,8 @@ ipc::Message Coordinator::Impl::OnStatus() {
     *st.add_workers() = std::move(w);
   }
   for (ipc::WorkerStatus& w : *st.mutable_workers()) {
-    const int32_t slot = worker_slot_[w.id()];
+    const int32_t slot =
+        w.id() < worker_slot_.size() ? worker_slot_[w.id()] : -1;
     if (slot >= 0) {
       absl::StatusOr<tasks::TaskWorkerCounters> c =
           table_->WorkerCounters(static_cast<uint32_t>(slot));

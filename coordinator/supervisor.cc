@@ -65,6 +65,37 @@ absl::Status Supervisor::StartAll() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<uint32_t> Supervisor::Add(WorkerSpec spec) {
+  if (stopping_) return absl::UnavailableError("the node is shutting down");
+  spec.id = static_cast<uint32_t>(workers_.size());
+  Worker w;
+  w.spec = std::move(spec);
+  workers_.push_back(std::move(w));
+  Worker& added = workers_.back();
+  absl::Status s = Start(added);
+  if (!s.ok()) {
+    added.state = State::kStopped;
+    added.retired = true;
+    return s;
+  }
+  return added.spec.id;
+}
+
+void Supervisor::Retire(uint32_t id) {
+  if (id >= workers_.size()) return;
+  Worker& w = workers_[id];
+  w.retired = true;
+  if (w.state == State::kRunning) {
+    w.process.Signal(SIGKILL);
+  } else {
+    w.state = State::kStopped;
+  }
+}
+
+bool Supervisor::WillRestart(uint32_t id) const {
+  return id < workers_.size() && workers_[id].state == State::kBackoff;
+}
+
 void Supervisor::PollFds(std::vector<int>* fds,
                          std::vector<uint32_t>* ids) const {
   for (const Worker& w : workers_) {
@@ -91,13 +122,19 @@ void Supervisor::OnExit(uint32_t id) {
                options_.backoff_initial *
                    (1 << std::min<uint32_t>(w.consecutive_failures, 16)));
   ++w.consecutive_failures;
-  w.state = stopping_ ? State::kStopped : State::kBackoff;
+  const bool restarts_left =
+      w.spec.max_restarts < 0 ||
+      w.restarts < static_cast<uint32_t>(w.spec.max_restarts);
+  w.state = stopping_ || w.retired || !restarts_left ? State::kStopped
+                                                     : State::kBackoff;
   w.restart_at = now + delay;
-  SHOAL_LOG(WARNING, "worker %d (pid %d) exited: %s%s", id, w.process.pid(),
-            w.last_exit,
-            stopping_ ? ""
-                      : absl::StrCat("; restarting in ",
-                                     absl::FormatDuration(delay)));
+  SHOAL_LOG(
+      WARNING, "worker %d%s (pid %d) exited: %s%s", id,
+      w.spec.label.empty() ? "" : absl::StrCat(" (", w.spec.label, ")"),
+      w.process.pid(), w.last_exit,
+      w.state == State::kStopped
+          ? ""
+          : absl::StrCat("; restarting in ", absl::FormatDuration(delay)));
   if (hooks_.on_exit) hooks_.on_exit(id, w.last_exit);
 }
 
@@ -160,6 +197,7 @@ std::vector<ipc::WorkerStatus> Supervisor::Status() const {
     s.set_gpus(w.spec.visible_devices);
     s.set_restarts(w.restarts);
     s.set_last_exit(w.last_exit);
+    s.set_role(w.spec.label);
     switch (w.state) {
       case State::kRunning:
         s.set_pid(w.process.pid());

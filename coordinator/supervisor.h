@@ -30,6 +30,11 @@ struct WorkerSpec {
   // CUDA_VISIBLE_DEVICES for this worker: its GPUs, mapped through the
   // coordinator's own list. Empty: the worker sees no GPU.
   std::string visible_devices;
+  // Restarts after deaths: -1 (the pool's workers) without limit; an actor's
+  // worker gets its max_restarts.
+  int max_restarts = -1;
+  // What it is, for status ("actor 3 Counter"); empty for pool workers.
+  std::string label;
 };
 
 struct SupervisorOptions {
@@ -69,6 +74,16 @@ class Supervisor {
   // Starts every worker. Errors: the first start failure (exec errors are
   // reported here).
   absl::Status StartAll();
+  // Adds a worker (an actor's) and starts it; its id is the next free one
+  // (spec.id is ignored). Errors: the start's (it is then stopped, never
+  // restarted).
+  absl::StatusOr<uint32_t> Add(WorkerSpec spec);
+  // No more restarts for `worker`; SIGKILLs it if it runs (its exit arrives
+  // through the pidfd as usual).
+  void Retire(uint32_t worker);
+  // Whether `worker` is waiting to be restarted (call from on_exit: false
+  // when it was retired or used up its max_restarts).
+  bool WillRestart(uint32_t worker) const;
 
   // The pidfds to poll (readable when that worker exits), with worker ids.
   void PollFds(std::vector<int>* fds, std::vector<uint32_t>* workers) const;
@@ -104,6 +119,7 @@ class Supervisor {
     absl::Time last_heartbeat;
     absl::Time restart_at;
     std::string last_exit;
+    bool retired = false;
   };
 
   absl::Status Start(Worker& w);

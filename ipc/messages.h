@@ -216,6 +216,11 @@ struct FetchObjectReply {
   TensorValue tensor;
 };
 
+// Actors: plain records (see the rule above).
+using ActorCreateRequest = wire::ActorCreateRequest;
+using ActorCreateReply = wire::ActorCreateReply;
+using ActorKillRequest = wire::ActorKillRequest;
+
 struct WorkerHello {
   uint32_t worker_id = 0;
   int32_t pid = 0;
@@ -300,7 +305,8 @@ using Message = std::variant<
     FetchObjectReply, WorkerHello, WorkerHeartbeat, StatusRequest, NodeStatus,
     StopRequest, KvSetRequest, KvGetRequest, KvValue, KvAddRequest,
     KvCompareAndSetRequest, KvDeleteRequest, KvListRequest, KvListReply,
-    KvWaitRequest, BarrierRequest>;
+    KvWaitRequest, BarrierRequest, ActorCreateRequest, ActorCreateReply,
+    ActorKillRequest>;
 
 struct Envelope {
   uint64_t request_id = 0;

@@ -97,6 +97,9 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
     case wire::Envelope::kStatus:
     case wire::Envelope::kNodeStatus:
     case wire::Envelope::kStop:
+    case wire::Envelope::kActorCreate:
+    case wire::Envelope::kActorCreateReply:
+    case wire::Envelope::kActorKill:
       return protocol_internal::TaskBodyFromWire(w, limits);
     case wire::Envelope::kKvSet:
     case wire::Envelope::kKvGet:
@@ -224,7 +227,10 @@ absl::string_view MessageName(const Message& m) {
                                                  "kv_list",
                                                  "kv_list_reply",
                                                  "kv_wait",
-                                                 "barrier"};
+                                                 "barrier",
+                                                 "actor_create",
+                                                 "actor_create_reply",
+                                                 "actor_kill"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[m.index()];
 }

@@ -76,6 +76,9 @@ absl::Status EncodeBody(const WorkerHello& m, wire::Envelope* w);
 absl::Status EncodeBody(const WorkerHeartbeat& m, wire::Envelope* w);
 absl::Status EncodeBody(const StatusRequest& m, wire::Envelope* w);
 absl::Status EncodeBody(const NodeStatus& m, wire::Envelope* w);
+absl::Status EncodeBody(const ActorCreateRequest& m, wire::Envelope* w);
+absl::Status EncodeBody(const ActorCreateReply& m, wire::Envelope* w);
+absl::Status EncodeBody(const ActorKillRequest& m, wire::Envelope* w);
 absl::Status EncodeBody(const StopRequest& m, wire::Envelope* w);
 
 // protocol_kv.cc

@@ -113,6 +113,21 @@ absl::Status EncodeBody(const StopRequest&, wire::Envelope* w) {
   return absl::OkStatus();
 }
 
+absl::Status EncodeBody(const ActorCreateRequest& m, wire::Envelope* w) {
+  *w->mutable_actor_create() = m;
+  return absl::OkStatus();
+}
+
+absl::Status EncodeBody(const ActorCreateReply& m, wire::Envelope* w) {
+  *w->mutable_actor_create_reply() = m;
+  return absl::OkStatus();
+}
+
+absl::Status EncodeBody(const ActorKillRequest& m, wire::Envelope* w) {
+  *w->mutable_actor_kill() = m;
+  return absl::OkStatus();
+}
+
 // ---- decode -----------------------------------------------------------------
 
 namespace {
@@ -246,6 +261,12 @@ absl::StatusOr<Message> TaskBodyFromWire(const wire::Envelope& w,
       return w.node_status();
     case wire::Envelope::kStop:
       return StopRequest{};
+    case wire::Envelope::kActorCreate:
+      return w.actor_create();
+    case wire::Envelope::kActorCreateReply:
+      return w.actor_create_reply();
+    case wire::Envelope::kActorKill:
+      return w.actor_kill();
     default:
       return NotInArea("task", w);
   }

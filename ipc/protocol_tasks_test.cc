@@ -351,5 +351,27 @@ TEST(ProtocolTaskTest, MessageNamesOfTaskMessages) {
   EXPECT_EQ(MessageName(StopRequest{}), "stop");
 }
 
+TEST(ProtocolTaskTest, ActorMessagesRoundTrip) {
+  ActorCreateRequest c;
+  c.set_init_function("py:shoal._actor:_init");
+  c.set_init(std::string("\x80\x05\0pickle", 10));
+  c.set_python_path("/a:/b");
+  c.set_cpus(2);
+  c.set_gpus(1);
+  c.set_max_restarts(3);
+  c.set_detached(true);
+  c.set_pid(1234);
+  c.set_name("Counter");
+  ActorCreateRequest got = RoundTrip(c, "actor_create");
+  EXPECT_EQ(got.SerializeAsString(), c.SerializeAsString());
+  ActorCreateReply r;
+  r.set_actor_id(5);
+  r.set_worker_id(9);
+  EXPECT_EQ(RoundTrip(r, "actor_create_reply").worker_id(), 9u);
+  ActorKillRequest k;
+  k.set_actor_id(5);
+  EXPECT_EQ(RoundTrip(k, "actor_kill").actor_id(), 5u);
+}
+
 }  // namespace
 }  // namespace shoal::ipc

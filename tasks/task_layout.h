@@ -23,8 +23,10 @@ namespace shoal::tasks {
 
 inline constexpr uint64_t kTaskSegmentMagic =
     0x4b5341544c414f48ULL;  // "HOALTASK"
-inline constexpr uint32_t kTaskLayoutVersion = 1;
-inline constexpr uint32_t kMaxResourceClasses = 16;
+inline constexpr uint32_t kTaskLayoutVersion = 2;
+// Ordinary classes (distinct cpus/gpus requests) and actor classes (one per
+// live actor) together.
+inline constexpr uint32_t kMaxResourceClasses = 80;
 inline constexpr uint32_t kMaxTaskWorkers = 64;
 inline constexpr uint32_t kMaxTaskClients = 64;
 inline constexpr uint32_t kFunctionNameBytes = 96;  // including the NUL
@@ -43,14 +45,17 @@ inline constexpr uint32_t kTaskReleaseWhenDone = 1u
                                                  << 1;  // owner gone/released
 inline constexpr uint32_t kTaskTimedOut = 1u << 2;  // cancelled by its deadline
 
-// Tasks needing these resources share one FIFO.
+// Tasks needing these resources share one FIFO. An actor's class holds the
+// calls to that actor: only the worker slot serving it claims from it, and
+// ordinary workers never do.
 struct ResourceClass {
   uint32_t cpus;
   uint32_t gpus;
   uint32_t head;  // entry index + 1, 0 = empty
   uint32_t tail;
   uint32_t depth;
-  uint32_t reserved;
+  uint32_t actor;        // 0: an ordinary class; else the actor's id
+  uint32_t actor_ended;  // 1 once the actor ended: submits are refused
 };
 
 struct alignas(64) TaskWorkerSlot {
@@ -59,6 +64,7 @@ struct alignas(64) TaskWorkerSlot {
   uint32_t cpus;
   uint32_t gpus;
   uint32_t current;  // entry index + 1 of the task it runs, 0 when idle
+  uint32_t actor;    // 0: claims ordinary tasks; else only this actor's
   // bell.rings as the worker saw it when it last armed to sleep: Submit
   // rings it only if nobody has since (see TaskTable::Submit).
   std::atomic<uint32_t> armed;

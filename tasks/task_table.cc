@@ -93,7 +93,7 @@ void TaskTable::Close() {
 // ------------------------------------------------------------------
 
 absl::StatusOr<uint32_t> TaskTable::AddWorker(pid_t pid, uint32_t cpus,
-                                              uint32_t gpus) {
+                                              uint32_t gpus, uint32_t actor) {
   SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
   for (uint32_t w = 0; w < kMaxTaskWorkers; ++w) {
     TaskWorkerSlot& s = op.h()->workers[w];
@@ -102,11 +102,67 @@ absl::StatusOr<uint32_t> TaskTable::AddWorker(pid_t pid, uint32_t cpus,
     op.W32(&s.cpus, cpus);
     op.W32(&s.gpus, gpus);
     op.W32(&s.current, 0);
+    op.W32(&s.actor, actor);
     op.W32(&s.in_use, 1);
     return w;
   }
   return absl::ResourceExhaustedError(
       absl::StrCat("at most ", kMaxTaskWorkers, " workers"));
+}
+
+absl::Status TaskTable::AddActor(uint32_t actor) {
+  if (actor == 0) return absl::InvalidArgumentError("actor ids start at 1");
+  SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
+  uint32_t reuse = kMaxResourceClasses;
+  for (uint32_t k = 0; k < op.h()->num_classes; ++k) {
+    const ResourceClass& c = op.h()->classes[k];
+    if (c.actor == actor)
+      return absl::AlreadyExistsError(absl::StrCat("actor ", actor));
+    if (c.actor != 0 && c.actor_ended && c.depth == 0) reuse = k;
+  }
+  uint32_t k = reuse;
+  if (k == kMaxResourceClasses) {
+    if (op.h()->num_classes >= kMaxResourceClasses) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("too many actors and distinct resource requests (",
+                       kMaxResourceClasses, " at most)"));
+    }
+    k = op.h()->num_classes;
+  }
+  ResourceClass& c = op.h()->classes[k];
+  op.W32(&c.cpus, 0);
+  op.W32(&c.gpus, 0);
+  op.W32(&c.head, 0);
+  op.W32(&c.tail, 0);
+  op.W32(&c.depth, 0);
+  op.W32(&c.actor, actor);
+  op.W32(&c.actor_ended, 0);
+  if (k == op.h()->num_classes) op.W32(&op.h()->num_classes, k + 1);
+  return absl::OkStatus();
+}
+
+absl::Status TaskTable::EndActor(uint32_t actor, int32_t code,
+                                 absl::string_view result) {
+  std::vector<uint32_t> ring;
+  {
+    SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
+    uint32_t k = 0;
+    while (k < op.h()->num_classes && op.h()->classes[k].actor != actor) ++k;
+    if (actor == 0 || k == op.h()->num_classes)
+      return absl::NotFoundError(absl::StrCat("no actor ", actor));
+    ResourceClass& c = op.h()->classes[k];
+    op.W32(&c.actor_ended, 1);
+    op.Checkpoint();
+    while (c.head != 0) {
+      const uint32_t i = c.head - 1;
+      op.Unlink(i);
+      SHOAL_ASSIGN_OR_RETURN(const uint32_t owner, op.Finish(i, code, result));
+      op.Checkpoint();
+      if (owner != 0) ring.push_back(owner);
+    }
+  }
+  for (uint32_t owner : ring) ClientBell(owner - 1).Ring();
+  return absl::OkStatus();
 }
 
 absl::Status TaskTable::RemoveWorker(uint32_t worker) {
@@ -115,6 +171,7 @@ absl::Status TaskTable::RemoveWorker(uint32_t worker) {
   SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
   TaskWorkerSlot& s = op.h()->workers[worker];
   op.W32(&s.current, 0);
+  op.W32(&s.actor, 0);
   op.W32(&s.in_use, 0);
   return absl::OkStatus();
 }

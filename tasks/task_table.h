@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -45,14 +46,32 @@ struct TaskTableOptions {
   absl::Duration lock_timeout = absl::Seconds(10);
 };
 
+// A task for an actor names it in its function: "<function>@actor=<id>"
+// (these three functions are the only readers and writers of that form; a
+// client may append a marker after the id, "<function>@actor=<id>!", which
+// stays on the function). Submit queues
+// it in that actor's class, which only the actor's worker claims; the worker
+// runs <function>. Naming the actor in the function keeps every submit path
+// (local clients, the remote proxy) routing actor calls with no new field.
+inline constexpr char kActorSuffix[] = "@actor=";
+// The actor a function name is addressed to, or 0 for an ordinary task.
+uint32_t ActorOfFunction(absl::string_view function);
+// The function without "@actor=<id>" (what the actor's worker runs).
+std::string FunctionWithoutActor(absl::string_view function);
+// "<function>@actor=<id>".
+std::string ActorFunction(absl::string_view function, uint32_t actor);
+
 // What a client submits.
 struct TaskSubmission {
-  std::string function;  // at most 95 bytes
+  std::string function;  // at most 95 bytes, the actor suffix included
   uint32_t cpus = 1;
   uint32_t gpus = 0;
   int64_t timeout_ns = 0;  // 0: none
   uint32_t max_retries = 3;
   std::string args;  // encoded arguments (opaque here)
+  // Queue it ahead of the tasks already waiting in its class (the coordinator
+  // puts an actor's constructor call first when it restarts the actor).
+  bool at_head = false;
 };
 
 // What a worker claims.
@@ -116,8 +135,17 @@ class TaskTable {
   static std::string SegmentNameForJob(absl::string_view job_id);
 
   // ---- coordinator ----------------------------------------------------------
-  // Registers a worker slot. Errors: ResourceExhausted (64 workers).
-  absl::StatusOr<uint32_t> AddWorker(pid_t pid, uint32_t cpus, uint32_t gpus);
+  // Registers a worker slot; with `actor` != 0 it claims only that actor's
+  // calls. Errors: ResourceExhausted (64 workers).
+  absl::StatusOr<uint32_t> AddWorker(pid_t pid, uint32_t cpus, uint32_t gpus,
+                                     uint32_t actor = 0);
+  // Makes the FIFO of actor `actor` (> 0), so calls to it can be submitted.
+  // An ended actor's class is reused when the table has no free class.
+  // Errors: InvalidArgument (0), AlreadyExists, ResourceExhausted (classes).
+  absl::Status AddActor(uint32_t actor);
+  // Ends actor `actor`: its queued calls complete with `code` and `result`,
+  // and later submits to it fail with Unavailable. Errors: NotFound.
+  absl::Status EndActor(uint32_t actor, int32_t code, absl::string_view result);
   // Frees a worker slot. REQUIRES: its task was handled (FailRunning).
   absl::Status RemoveWorker(uint32_t worker);
   // Registers a client slot; `store_slot` is the client's store connection
@@ -153,7 +181,9 @@ class TaskTable {
   // ---- clients --------------------------------------------------------------
   // Queues tasks (one lock for the batch). Returns their ids in order.
   // Errors: InvalidArgument (bad function name, cpus = 0), ResourceExhausted
-  // (table or chunks full: too many tasks in flight; payload too large).
+  // (table or chunks full: too many tasks in flight; payload too large),
+  // NotFound (an actor never created), Unavailable (an actor that ended:
+  // the message starts "actor <id>").
   absl::StatusOr<std::vector<uint64_t>> Submit(
       uint32_t client, absl::Span<const TaskSubmission> tasks);
   // A task's state without the lock. NotFound for a stale id.
@@ -228,7 +258,11 @@ class TaskTable {
   // workers woken, one each.
   static void InitSubmittedEntry(Op& op, TaskEntry* x, const TaskSubmission& t,
                                  uint32_t client, uint32_t klass);
-  void WakeSleepingWorkers(size_t n);
+  // The class a submission goes to (its actor's, or one for its resources).
+  static absl::StatusOr<uint32_t> ClassOf(Op& op, const TaskSubmission& t);
+  // Wakes up to `n` sleeping ordinary workers, and the worker of each actor
+  // in `actors`.
+  void WakeSleepingWorkers(size_t n, absl::Span<const uint32_t> actors = {});
 
   std::unique_ptr<shm::Segment> segment_;
   absl::Duration lock_timeout_;

@@ -96,12 +96,14 @@ class TaskTable::Op {
 
   absl::StatusOr<uint32_t> ClassFor(uint32_t cpus, uint32_t gpus) {
     for (uint32_t k = 0; k < h()->num_classes; ++k) {
-      if (h()->classes[k].cpus == cpus && h()->classes[k].gpus == gpus)
+      if (h()->classes[k].actor == 0 && h()->classes[k].cpus == cpus &&
+          h()->classes[k].gpus == gpus)
         return k;
     }
     if (h()->num_classes >= kMaxResourceClasses) {
       return absl::ResourceExhaustedError(
-          "too many distinct resource requests (16 at most)");
+          absl::StrCat("too many distinct resource requests and actors (",
+                       kMaxResourceClasses, " at most)"));
     }
     const uint32_t k = h()->num_classes;
     W32(&h()->classes[k].cpus, cpus);

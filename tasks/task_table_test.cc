@@ -351,4 +351,66 @@ TEST_F(TaskTableTest, DeathInsideOperationsIsRolledBack) {
 }
 
 }  // namespace
+TEST_F(TaskTableTest, ActorCallsGoOnlyToTheActorsWorkerInOrder) {
+  const uint32_t actor_worker = *table_->AddWorker(getpid(), 1, 0, /*actor=*/7);
+  EXPECT_TRUE(absl::IsNotFound(
+      table_->Submit(client_, {Task(ActorFunction("m", 7))}).status()));
+  ASSERT_TRUE(table_->AddActor(7).ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(table_->AddActor(7)));
+  auto ids = table_->Submit(client_, {Task(ActorFunction("m1", 7)), Task("t"),
+                                      Task(ActorFunction("m2", 7))});
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  // The ordinary worker gets only the ordinary task.
+  auto c = table_->Claim(worker_);
+  ASSERT_TRUE(c.ok() && c->has_value());
+  EXPECT_EQ((*c)->function, "t");
+  ASSERT_TRUE(table_->Complete(worker_, (*c)->id, 0, "").ok());
+  EXPECT_FALSE(table_->Claim(worker_)->has_value());
+  // The actor's worker gets its calls in submission order.
+  for (const char* want : {"m1", "m2"}) {
+    auto a = table_->Claim(actor_worker);
+    ASSERT_TRUE(a.ok() && a->has_value());
+    EXPECT_EQ(FunctionWithoutActor((*a)->function), want);
+    EXPECT_EQ(ActorOfFunction((*a)->function), 7u);
+    ASSERT_TRUE(table_->Complete(actor_worker, (*a)->id, 0, "").ok());
+  }
+  EXPECT_FALSE(table_->Claim(actor_worker)->has_value());
+}
+
+TEST(ActorFunctionTest, NamesRoundTripWithAMarkerAfterTheId) {
+  EXPECT_EQ(ActorFunction("py:m:f", 12), "py:m:f@actor=12");
+  EXPECT_EQ(ActorOfFunction("py:m:f@actor=12"), 12u);
+  EXPECT_EQ(ActorOfFunction("py:m:f@actor=12!"), 12u);
+  EXPECT_EQ(FunctionWithoutActor("py:m:f@actor=12!"), "py:m:f!");
+  EXPECT_EQ(ActorOfFunction("py:m:f"), 0u);
+  EXPECT_EQ(ActorOfFunction("py:m:f@actor="), 0u);
+  EXPECT_EQ(ActorOfFunction("py:m:f@actor=99999999999"), 0u);
+  EXPECT_EQ(FunctionWithoutActor("add"), "add");
+}
+
+TEST_F(TaskTableTest, EndActorFailsQueuedAndLaterCalls) {
+  ASSERT_TRUE(table_->AddActor(3).ok());
+  TaskSubmission first = Task(ActorFunction("init", 3));
+  auto queued = table_->Submit(client_, {Task(ActorFunction("m", 3))});
+  first.at_head = true;
+  auto init = table_->Submit(client_, {first});
+  ASSERT_TRUE(queued.ok() && init.ok());
+  const uint32_t w = *table_->AddWorker(getpid(), 1, 0, 3);
+  auto c = table_->Claim(w);
+  ASSERT_TRUE(c.ok() && c->has_value());
+  EXPECT_EQ((*c)->id, (*init)[0]);  // at_head: ahead of the queued call
+  ASSERT_TRUE(table_->Complete(w, (*c)->id, 0, "").ok());
+  ASSERT_TRUE(table_->EndActor(3, 14, "gone").ok());
+  auto out = table_->Take(client_, (*queued)[0], true);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->code, 14);
+  EXPECT_EQ(out->result, "gone");
+  absl::Status later =
+      table_->Submit(client_, {Task(ActorFunction("m", 3))}).status();
+  EXPECT_TRUE(absl::IsUnavailable(later)) << later;
+  EXPECT_TRUE(absl::StartsWith(later.message(), "actor 3")) << later;
+  // An ended, empty class is reused for a new actor.
+  ASSERT_TRUE(table_->AddActor(4).ok());
+}
+
 }  // namespace shoal::tasks

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "tasks/task_table.h"
@@ -36,7 +37,69 @@ absl::Status CheckSubmissions(uint32_t client,
   return absl::OkStatus();
 }
 
+// Whether worker slot `s` may claim from class `c`.
+bool Serves(const TaskWorkerSlot& s, const ResourceClass& c) {
+  const uint32_t actor = RelaxedLoad(&c.actor);
+  if (actor != 0 || RelaxedLoad(&s.actor) != 0)
+    return actor == RelaxedLoad(&s.actor);
+  return RelaxedLoad(&c.cpus) <= s.cpus && RelaxedLoad(&c.gpus) <= s.gpus;
+}
+
 }  // namespace
+
+namespace {
+
+// Where "@actor=<digits>" sits in `function`: {start, length}; length 0 if
+// it has none. Text may follow the digits (a runner's marker, e.g. "!").
+std::pair<size_t, size_t> FindActorSuffix(absl::string_view function) {
+  const size_t at = function.rfind(kActorSuffix);
+  if (at == absl::string_view::npos) return {0, 0};
+  size_t end = at + sizeof(kActorSuffix) - 1;
+  const size_t digits = end;
+  while (end < function.size() && function[end] >= '0' && function[end] <= '9')
+    ++end;
+  if (end == digits || end - digits > 9) return {0, 0};
+  return {at, end - at};
+}
+
+}  // namespace
+
+uint32_t ActorOfFunction(absl::string_view function) {
+  const auto [at, n] = FindActorSuffix(function);
+  uint32_t actor = 0;
+  if (n == 0 || !absl::SimpleAtoi(function.substr(at + sizeof(kActorSuffix) - 1,
+                                                  n - sizeof(kActorSuffix) + 1),
+                                  &actor)) {
+    return 0;
+  }
+  return actor;
+}
+
+std::string FunctionWithoutActor(absl::string_view function) {
+  const auto [at, n] = FindActorSuffix(function);
+  if (n == 0) return std::string(function);
+  return absl::StrCat(function.substr(0, at), function.substr(at + n));
+}
+
+std::string ActorFunction(absl::string_view function, uint32_t actor) {
+  return absl::StrCat(function, kActorSuffix, actor);
+}
+
+absl::StatusOr<uint32_t> TaskTable::ClassOf(Op& op, const TaskSubmission& t) {
+  const uint32_t actor = ActorOfFunction(t.function);
+  if (actor == 0) return op.ClassFor(t.cpus, t.gpus);
+  for (uint32_t k = 0; k < op.h()->num_classes; ++k) {
+    const ResourceClass& c = op.h()->classes[k];
+    if (c.actor != actor) continue;
+    if (c.actor_ended) {
+      return absl::UnavailableError(
+          absl::StrCat("actor ", actor, " has ended (it died or was killed)"));
+    }
+    return k;
+  }
+  return absl::NotFoundError(
+      absl::StrCat("actor ", actor, " does not exist on this node"));
+}
 
 // ---- clients
 // ------------------------------------------------------------------------
@@ -46,6 +109,8 @@ absl::StatusOr<std::vector<uint64_t>> TaskTable::Submit(
   SHOAL_RETURN_IF_ERROR(CheckSubmissions(client, tasks));
   std::vector<uint64_t> ids;
   ids.reserve(tasks.size());
+  std::vector<uint32_t> actors;  // to wake
+  size_t ordinary = 0;
   {
     SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
     if (op.h()->prefix.closed.load())
@@ -55,10 +120,17 @@ absl::StatusOr<std::vector<uint64_t>> TaskTable::Submit(
           "this client is not registered with the coordinator");
     }
     for (const TaskSubmission& t : tasks) {
-      SHOAL_ASSIGN_OR_RETURN(const uint32_t k, op.ClassFor(t.cpus, t.gpus));
+      absl::StatusOr<uint32_t> k = ClassOf(op, t);
+      if (!k.ok()) {
+        if (ids.empty()) return k.status();
+        return absl::Status(
+            k.status().code(),
+            absl::StrCat(k.status().message(), " (the first ", ids.size(),
+                         " tasks of the batch were submitted)"));
+      }
       SHOAL_ASSIGN_OR_RETURN(const uint32_t i, op.AllocEntry());
       TaskEntry* x = op.e(i);
-      InitSubmittedEntry(op, x, t, client, k);
+      InitSubmittedEntry(op, x, t, client, *k);
       absl::Status s = op.WritePayload(t.args, &x->args_bytes, &x->args_chunk,
                                        x->inline_args);
       if (!s.ok()) {
@@ -71,8 +143,14 @@ absl::StatusOr<std::vector<uint64_t>> TaskTable::Submit(
                                    " tasks of the batch were submitted)"));
       }
       FaultPoint("submit:before-enqueue");
-      op.Enqueue(i, /*at_head=*/false);
+      op.Enqueue(i, t.at_head);
       FaultPoint("submit:after-enqueue");
+      if (const uint32_t a = op.h()->classes[*k].actor; a != 0) {
+        if (std::find(actors.begin(), actors.end(), a) == actors.end())
+          actors.push_back(a);
+      } else {
+        ++ordinary;
+      }
       op.W64(&op.h()->submitted, op.h()->submitted + 1);
       op.W64(&op.h()->clients[client].submitted,
              op.h()->clients[client].submitted + 1);
@@ -81,7 +159,7 @@ absl::StatusOr<std::vector<uint64_t>> TaskTable::Submit(
     }
   }
   header()->enqueues.fetch_add(ids.size(), std::memory_order_seq_cst);
-  WakeSleepingWorkers(ids.size());
+  WakeSleepingWorkers(ordinary, actors);
   return ids;
 }
 
@@ -104,7 +182,16 @@ void TaskTable::InitSubmittedEntry(Op& op, TaskEntry* x,
   op.W32(&x->result_chunk, 0);
 }
 
-void TaskTable::WakeSleepingWorkers(size_t n) {
+void TaskTable::WakeSleepingWorkers(size_t n,
+                                    absl::Span<const uint32_t> actors) {
+  for (uint32_t a : actors) {
+    for (TaskWorkerSlot& s : header()->workers) {
+      if (RelaxedLoad(&s.in_use) && RelaxedLoad(&s.actor) == a &&
+          s.bell.sleepers.load(std::memory_order_seq_cst) != 0) {
+        s.bell.RingIfUnrung(s.armed.load(std::memory_order_seq_cst));
+      }
+    }
+  }
   // A worker rung by an earlier submit that has not woken up yet still counts
   // among the sleepers: it is skipped (rung since it armed), so that
   // back-to-back submits wake one worker each instead of ringing the same one
@@ -112,7 +199,7 @@ void TaskTable::WakeSleepingWorkers(size_t n) {
   size_t to_wake = n;
   for (uint32_t w = 0; w < kMaxTaskWorkers && to_wake > 0; ++w) {
     TaskWorkerSlot& s = header()->workers[w];
-    if (!RelaxedLoad(&s.in_use) ||
+    if (!RelaxedLoad(&s.in_use) || RelaxedLoad(&s.actor) != 0 ||
         s.bell.sleepers.load(std::memory_order_seq_cst) == 0)
       continue;
     if (s.bell.RingIfUnrung(s.armed.load(std::memory_order_seq_cst))) --to_wake;
@@ -213,7 +300,7 @@ absl::StatusOr<std::optional<TaskClaim>> TaskTable::Claim(uint32_t worker) {
   uint64_t best_seq = ~uint64_t{0};
   for (uint32_t k = 0; k < op.h()->num_classes; ++k) {
     const ResourceClass& c = op.h()->classes[k];
-    if (c.head == 0 || c.cpus > s.cpus || c.gpus > s.gpus) continue;
+    if (c.head == 0 || !Serves(s, c)) continue;
     const uint64_t seq = op.e(c.head - 1)->seq;
     if (seq < best_seq) {
       best_seq = seq;
@@ -291,10 +378,7 @@ void TaskTable::WaitForWork(uint32_t worker, absl::Duration spin,
         std::min(RelaxedLoad(&h->num_classes), kMaxResourceClasses);
     for (uint32_t k = 0; k < n; ++k) {
       const ResourceClass& c = h->classes[k];
-      if (RelaxedLoad(&c.depth) > 0 && RelaxedLoad(&c.cpus) <= s.cpus &&
-          RelaxedLoad(&c.gpus) <= s.gpus) {
-        return true;
-      }
+      if (RelaxedLoad(&c.depth) > 0 && Serves(s, c)) return true;
     }
     return false;
   };

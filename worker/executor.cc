@@ -176,9 +176,12 @@ Executor::Executor(uint32_t worker_id, shm::StoreClient* store,
       runners_(std::move(runners)) {}
 
 TaskOutcome Executor::Execute(const tasks::TaskClaim& claim) {
+  // A call to an actor is named "<function>@actor=<id>"; only the actor's own
+  // worker claims it, and runs <function> (the actor's state lives in it).
+  const std::string function = tasks::FunctionWithoutActor(claim.function);
   TaskRunner* runner = nullptr;
   for (auto& r : runners_) {
-    if (r->Handles(claim.function)) {
+    if (r->Handles(function)) {
       runner = r.get();
       break;
     }
@@ -187,7 +190,7 @@ TaskOutcome Executor::Execute(const tasks::TaskClaim& claim) {
     std::vector<std::string> offers;
     for (auto& r : runners_) offers.push_back(r->Describe());
     return Failed(absl::NotFoundError(
-        absl::StrCat("no task function '", claim.function, "' on this worker (",
+        absl::StrCat("no task function '", function, "' on this worker (",
                      absl::StrJoin(offers, "; "),
                      "); load more with `shoal start --plugin lib.so`")));
   }
@@ -195,7 +198,7 @@ TaskOutcome Executor::Execute(const tasks::TaskClaim& claim) {
   if (!body.ok()) return Failed(body.status());
   ExecutionContext ctx(std::move(body->args), std::move(body->python_path),
                        claim, worker_id_, store_, table_);
-  absl::Status s = runner->Run(claim.function, ctx);
+  absl::Status s = runner->Run(function, ctx);
   if (s.ok() && ctx.cancelled()) s = absl::CancelledError("cancelled");
   absl::Status objects = ctx.FinishObjects(s.ok());
   if (s.ok() && !objects.ok()) s = objects;

@@ -8,5 +8,6 @@ PYBIND11_MODULE(_shoal, m) {
   shoal::pyext::DefineClient(m);
   shoal::pyext::DefineJob(m);
   shoal::pyext::DefineCollectives(m);
+  shoal::pyext::DefineActors(m);
   shoal::pyext::WatchInterpreterExit();
 }

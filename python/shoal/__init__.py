@@ -20,6 +20,9 @@ function to dodge a cycle); the arrows name its imports besides _errors:
 
     __init__       the public names
     _collectives   Communicator, all_reduce, ...        → _context, _ext
+    _remote        @shoal.remote: RemoteFunction           → _actor, _context
+    _actor         actor classes, handles, kill; the actor
+                   worker's _init/_call                 → _context, _ext
     _node          start_node: `shoal start` as a child → _client, _paths
     _context       THE global state: the current Client and Job, made on
                    first use; connect/submit/wait, init/kv_*/barrier,
@@ -39,7 +42,8 @@ function to dodge a cycle); the arrows name its imports besides _errors:
 """
 
 from ._version import __version__
-from ._errors import (AbortedError, AlreadyExistsError, CancelledError,
+from ._errors import (AbortedError, ActorDiedError, AlreadyExistsError,
+                      CancelledError,
                       Error, FailedPreconditionError, InternalError,
                       InvalidArgumentError, NotFoundError,
                       PermissionDeniedError, ResourceExhaustedError,
@@ -54,10 +58,13 @@ from ._collectives import (Communicator, Work, all_gather, all_reduce,
                            all_to_all, broadcast, new_group, recv, reduce,
                            reduce_scatter, send, world)
 from ._node import Node, start_node
+from ._actor import ActorHandle, kill
+from ._remote import remote
 from . import task
 
 __all__ = [
-    "AbortedError", "AlreadyExistsError", "CancelledError", "Client",
+    "AbortedError", "ActorDiedError", "ActorHandle", "AlreadyExistsError",
+    "CancelledError", "Client",
     "Communicator", "Error", "FailedPreconditionError", "Future",
     "InternalError", "InvalidArgumentError", "Job", "Node", "NotFoundError",
     "ObjectRef", "PermissionDeniedError", "ResourceExhaustedError",
@@ -65,7 +72,7 @@ __all__ = [
     "UnknownError", "Work", "all_gather", "all_reduce", "all_to_all",
     "barrier", "borrow", "broadcast", "connect", "disconnect", "get", "init",
     "kv_add", "kv_compare_and_set", "kv_delete", "kv_get", "kv_list",
-    "kv_set", "kv_wait", "new_group", "put", "recv", "reduce",
-    "reduce_scatter", "send", "start_node", "submit", "task", "wait",
-    "world",
+    "kv_set", "kv_wait", "kill", "new_group", "put", "recv", "reduce",
+    "reduce_scatter", "remote", "send", "start_node", "submit", "task",
+    "wait", "world",
 ]

@@ -74,6 +74,12 @@ class UnavailableError(Error, ConnectionError):
     code = "UNAVAILABLE"
 
 
+class ActorDiedError(UnavailableError):
+    """An actor call failed because the actor ended: its process died (with
+    no restarts left, or while running this call), it was killed, its
+    constructor raised, or its owner exited. The message says which."""
+
+
 class DataLossError(Error):
     code = "DATA_LOSS"
 
@@ -127,8 +133,14 @@ def _text(message):
 
 
 def from_status(code, message):
-    """The exception for a status (code as absl::StatusCode's number)."""
-    return _BY_CODE.get(code, UnknownError)(_text(message))
+    """The exception for a status (code as absl::StatusCode's number).
+
+    Unavailable whose message starts "actor " is the node saying an actor
+    ended (coordinator/actors.cc, tasks' Submit): ActorDiedError."""
+    message = _text(message)
+    if code == 14 and message.startswith("actor "):
+        return ActorDiedError(message)
+    return _BY_CODE.get(code, UnknownError)(message)
 
 
 def task_failure(code, message, exception=None):

@@ -1,0 +1,244 @@
+// Actors: a worker process of its own per actor, and a class of its own in
+// the task table that only that process claims from (docs/actors.md).
+//
+// The coordinator makes the actor (its class, its constructor argument in the
+// store, its process), queues the constructor call first in its class at
+// every (re)start, and ends it when it is killed, when its owner process
+// exits, when its constructor fails, or when it dies with no restarts left.
+// Method calls never pass through here: clients submit them to the table
+// like any task, named "<function>@actor=<id>".
+#include <signal.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "base/log.h"
+#include "base/status_macros.h"
+#include "coordinator/coordinator_impl.h"
+#include "gpu/device_visibility.h"
+#include "ipc/task_payload.h"
+
+namespace shoal::coordinator {
+namespace {
+
+ipc::Message Error(const absl::Status& s) { return ipc::ErrorReply{s}; }
+
+constexpr uint32_t kMaxActorNameBytes = 200;
+
+std::string Describe(uint32_t id, const std::string& name) {
+  return name.empty() ? absl::StrCat("actor ", id)
+                      : absl::StrCat("actor ", id, " (", name, ")");
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int>> Coordinator::Impl::PickActorGpus(
+    uint32_t count) const {
+  if (count == 0) return std::vector<int>{};
+  std::vector<bool> held(node_gpus_.size(), false);
+  for (const auto& [id, a] : actors_) {
+    if (a.ended) continue;
+    for (int g : a.gpus) held[static_cast<size_t>(g)] = true;
+  }
+  std::vector<int> out;
+  for (size_t g = 0; g < node_gpus_.size() && out.size() < count; ++g) {
+    if (!held[g]) out.push_back(static_cast<int>(g));
+  }
+  if (out.size() < count) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the actor asks for ", count, " GPUs; the node has ", node_gpus_.size(),
+        ", of which ", node_gpus_.size() - out.size(),
+        " are held by other actors"));
+  }
+  return out;
+}
+
+ipc::Message Coordinator::Impl::OnActorCreate(
+    const ipc::ActorCreateRequest& m) {
+  if (m.init_function().empty() || m.init_function().size() > 80 ||
+      m.name().size() > kMaxActorNameBytes) {
+    return Error(absl::InvalidArgumentError(
+        "an actor needs a constructor function name of 1-80 bytes and a "
+        "name of at most 200 bytes"));
+  }
+  pid_t owner = 0;
+  if (!m.detached()) {
+    for (const auto& [slot, c] : local_clients_) {
+      if (c.pid == m.pid() && m.pid() > 0) owner = c.pid;
+    }
+    if (owner == 0) {
+      return Error(absl::FailedPreconditionError(absl::StrCat(
+          "pid ", m.pid(),
+          " is not a client on the node's machine: only such a client can "
+          "own an actor (create it detached to have it outlive its creator)")));
+    }
+  }
+  absl::StatusOr<std::vector<int>> gpus = PickActorGpus(m.gpus());
+  if (!gpus.ok()) return Error(gpus.status());
+  absl::StatusOr<std::string> visible =
+      gpu::ChildVisibleDevices(node_gpus_, *gpus);
+  if (!visible.ok()) return Error(visible.status());
+
+  Actor a;
+  a.id = next_actor_++;
+  a.name = m.name();
+  a.init_function = m.init_function();
+  a.python_path = m.python_path();
+  a.owner = owner;
+  a.gpus = *gpus;
+  a.init_object = ObjectId::Random();
+  a.init_bytes = m.init().size();
+  absl::Status s = store_client_->Put(
+      a.init_object, TensorMeta::Bytes(static_cast<int64_t>(m.init().size())),
+      m.init().data());
+  if (!s.ok()) return Error(s);
+  s = table_->AddActor(a.id);
+  if (!s.ok()) {
+    (void)store_client_->Release(a.init_object);
+    (void)store_client_->Delete(a.init_object);
+    return Error(s);
+  }
+  const uint32_t worker = static_cast<uint32_t>(worker_slot_.size());
+  worker_slot_.push_back(-1);
+  a.worker = worker;
+  const uint32_t id = a.id;
+  actors_.emplace(id, std::move(a));
+  actor_of_worker_[worker] = id;
+  WorkerSpec spec;
+  spec.cpus = std::max<uint32_t>(1, m.cpus());
+  spec.gpus = m.gpus();
+  spec.visible_devices = *visible;
+  spec.max_restarts = static_cast<int>(m.max_restarts());
+  spec.label =
+      absl::StrCat("actor ", id, m.name().empty() ? "" : " ", m.name());
+  absl::StatusOr<uint32_t> started = supervisor_->Add(std::move(spec));
+  if (!started.ok() || *started != worker) {
+    const absl::Status why = started.ok()
+                                 ? absl::InternalError("worker ids out of step")
+                                 : started.status();
+    EndActor(actors_.at(id),
+             absl::StrCat("its process did not start: ", why.message()));
+    return Error(why);
+  }
+  SHOAL_LOG(INFO, "%s started as worker %d (owner pid %d)",
+            Describe(id, m.name()), worker, owner);
+  ipc::ActorCreateReply reply;
+  reply.set_actor_id(id);
+  reply.set_worker_id(worker);
+  return reply;
+}
+
+ipc::Message Coordinator::Impl::OnActorKill(const ipc::ActorKillRequest& m) {
+  auto it = actors_.find(m.actor_id());
+  if (it == actors_.end())
+    return Error(absl::NotFoundError(absl::StrCat("no actor ", m.actor_id())));
+  if (!it->second.ended) EndActor(it->second, "it was killed (shoal.kill)");
+  return ipc::OkReply{};
+}
+
+absl::StatusOr<std::map<std::string, std::string>>
+Coordinator::Impl::BeforeActorStart(Actor& a, uint32_t worker) {
+  if (a.ended) return absl::FailedPreconditionError("the actor has ended");
+  SHOAL_ASSIGN_OR_RETURN(
+      const uint32_t slot,
+      table_->AddWorker(0, 1, static_cast<uint32_t>(a.gpus.size()), a.id));
+  worker_slot_[worker] = static_cast<int32_t>(slot);
+  // The constructor runs first, ahead of calls queued while it restarted.
+  tasks::TaskSubmission init;
+  init.function = tasks::ActorFunction(a.init_function, a.id);
+  init.max_retries = 0;
+  init.at_head = true;
+  ObjectValue arg;
+  arg.id = a.init_object;
+  arg.meta = TensorMeta::Bytes(static_cast<int64_t>(a.init_bytes));
+  arg.nbytes = a.init_bytes;
+  init.args = ipc::EncodeTaskArgs({Value{arg}}, a.python_path);
+  absl::StatusOr<std::vector<uint64_t>> ids =
+      table_->Submit(own_client_, {init});
+  if (!ids.ok()) {
+    (void)table_->RemoveWorker(slot);
+    worker_slot_[worker] = -1;
+    return ids.status();
+  }
+  a.init_task = (*ids)[0];
+  return std::map<std::string, std::string>{
+      {"SHOAL_WORKER_SLOT", absl::StrCat(slot)},
+      {"SHOAL_ACTOR_ID", absl::StrCat(a.id)},
+      {"RANK", absl::StrCat(worker)},
+      {"LOCAL_RANK", absl::StrCat(worker)}};
+}
+
+void Coordinator::Impl::OnActorWorkerExit(Actor& a, const std::string& how) {
+  const int32_t slot = worker_slot_[a.worker];
+  worker_slot_[a.worker] = -1;
+  const bool restarting = supervisor_->WillRestart(a.worker);
+  if (slot >= 0) {
+    // Ended first (killed, constructor failed, owner gone): the call that
+    // was running fails for that reason, not for the SIGKILL that followed.
+    const std::string died =
+        a.ended ? a.end_message
+                : absl::StrCat(Describe(a.id, a.name), " died (", how,
+                               ") while running this call");
+    if (table_->RunningOn(static_cast<uint32_t>(slot))) {
+      expiring_.erase(*table_->RunningOn(static_cast<uint32_t>(slot)));
+      (void)table_->FailRunning(
+          static_cast<uint32_t>(slot),
+          static_cast<int32_t>(absl::StatusCode::kUnavailable),
+          ipc::EncodeTaskOutcome(died, {}));
+    }
+    (void)table_->RemoveWorker(static_cast<uint32_t>(slot));
+  }
+  if (a.ended) return;
+  if (restarting) {
+    SHOAL_LOG(WARNING, "%s died (%s); restarting it", Describe(a.id, a.name),
+              how);
+    return;
+  }
+  EndActor(a, absl::StrCat("its process died (", how,
+                           ") and it has no restarts left"));
+}
+
+void Coordinator::Impl::CheckActorInits() {
+  for (auto& [id, a] : actors_) {
+    if (!a.init_task) continue;
+    absl::StatusOr<tasks::TaskState> state = table_->Poll(*a.init_task);
+    if (state.ok() && *state != tasks::TaskState::kDone) continue;
+    absl::StatusOr<tasks::TaskOutcome> out =
+        table_->Take(own_client_, *a.init_task, /*release=*/true);
+    a.init_task.reset();
+    if (!out.ok() || out->code == 0 || a.ended) continue;
+    absl::StatusOr<ipc::TaskOutcomeBody> body =
+        ipc::DecodeTaskOutcome(out->result);
+    const std::string message =
+        body.ok() ? body->message : std::string(body.status().message());
+    // A constructor that died with its process is the exit's business
+    // (restarts); one that raised ends the actor.
+    if (out->code == static_cast<int32_t>(absl::StatusCode::kUnavailable))
+      continue;
+    EndActor(a, absl::StrCat("its constructor failed: ", message));
+  }
+}
+
+void Coordinator::Impl::EndActor(Actor& a, const std::string& why) {
+  a.ended = true;
+  const std::string message =
+      absl::StrCat(Describe(a.id, a.name), " has ended: ", why);
+  a.end_message = message;
+  SHOAL_LOG(INFO, "%s", message);
+  absl::Status s = table_->EndActor(
+      a.id, static_cast<int32_t>(absl::StatusCode::kUnavailable),
+      ipc::EncodeTaskOutcome(message, {}));
+  if (!s.ok()) SHOAL_LOG(WARNING, "ending actor %d: %s", a.id, s.ToString());
+  supervisor_->Retire(a.worker);
+  (void)store_client_->Release(a.init_object);
+  (void)store_client_->Delete(a.init_object);
+}
+
+void Coordinator::Impl::EndActorsOwnedBy(pid_t pid) {
+  for (auto& [id, a] : actors_) {
+    if (!a.ended && a.owner == pid)
+      EndActor(a, absl::StrCat("its owner (pid ", pid, ") exited"));
+  }
+}
+
+}  // namespace shoal::coordinator

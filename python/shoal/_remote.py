@@ -1,0 +1,116 @@
+"""@shoal.remote: functions and classes made remote, Ray's way.
+
+    @shoal.remote
+    def square(x):
+        return x * x
+
+    square.remote(3).result()                       # 9, on a worker
+    square.options(num_cpus=2, timeout=5).remote(3)
+    square(3)                                       # 9, here
+
+Calling a remote function directly runs it here, in this process, as the
+plain function (Ray raises instead): the decorated name stays a function, so
+other code and the worker, which imports it by name, can call it. A class
+becomes an actor class (shoal._actor). shoal.submit(f, ...) keeps working.
+"""
+
+import functools
+import sys
+
+from . import _actor, _context
+
+# Ray's option names → Client.submit's.
+_FUNCTION_OPTIONS = {"num_cpus": "cpus", "num_gpus": "gpus",
+                     "max_retries": "max_retries", "timeout": "timeout"}
+
+
+def _check_options(options):
+    bad = set(options) - set(_FUNCTION_OPTIONS)
+    if bad:
+        raise TypeError(f"unknown option(s) {', '.join(sorted(bad))} for a "
+                        f"remote function; options are "
+                        f"{', '.join(_FUNCTION_OPTIONS)}")
+    for key in ("num_cpus", "num_gpus", "max_retries"):
+        v = options.get(key)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool)
+                              or v < 0):
+            raise ValueError(f"{key} must be an int >= 0, got {v!r}")
+    if options.get("num_cpus") == 0:
+        raise ValueError("num_cpus must be at least 1")
+    t = options.get("timeout")
+    if t is not None and (not isinstance(t, (int, float)) or t < 0):
+        raise ValueError(f"timeout must be seconds >= 0 or None, got {t!r}")
+    return dict(options)
+
+
+class RemoteFunction:
+    """A function made remote: f.remote(*args, **kwargs) → Future."""
+
+    def __init__(self, fn, options):
+        self._fn = fn
+        self._options = _check_options(options)
+        self._submit_options = {_FUNCTION_OPTIONS[k]: v
+                                for k, v in self._options.items()
+                                if v is not None}
+        self._name = None  # what a worker runs: see _task_name
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        """Runs the function here (not on a worker)."""
+        return self._fn(*args, **kwargs)
+
+    def remote(self, *args, **kwargs):
+        """Queues the function on the node; returns its Future."""
+        if self._name is None:
+            self._name = _task_name(self)
+        return _actor.submit(_context.client(), self._name, args, kwargs,
+                             self._submit_options)
+
+    def options(self, **options):
+        """The same function with these options (num_cpus, num_gpus,
+        max_retries, timeout in seconds)."""
+        merged = dict(self._options)
+        merged.update(_check_options(options))
+        return RemoteFunction(self._fn, merged)
+
+    def __get__(self, obj, objtype=None):
+        # As a class attribute it stays a plain function for instances.
+        if obj is None:
+            return self
+        return functools.partial(self._fn, obj)
+
+    def __repr__(self):
+        return f"<shoal remote function {self._fn.__qualname__}>"
+
+
+def _task_name(rf):
+    """"py:module:qualname" when that name, imported in a worker, is this
+    RemoteFunction (whose __call__ runs the function there); else the plain
+    function, which the client sends by value."""
+    fn = rf._fn
+    module, qualname = fn.__module__, fn.__qualname__
+    obj = sys.modules.get(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    if (module != "__main__" and "<" not in qualname and
+            isinstance(obj, RemoteFunction) and obj._fn is fn):
+        name = f"py:{module}:{qualname}"
+        if len(name.encode()) <= 95:
+            return name
+    return fn
+
+
+def remote(*args, **options):
+    """@shoal.remote, or @shoal.remote(num_cpus=..., ...): a function
+    becomes a RemoteFunction, a class an actor class."""
+    if args:
+        if len(args) != 1 or options or not callable(args[0]):
+            raise TypeError("use @shoal.remote or @shoal.remote(option=...)")
+        return _make(args[0], {})
+    return lambda obj: _make(obj, options)
+
+
+def _make(obj, options):
+    if isinstance(obj, type):
+        return _actor.ActorClass(obj, options)
+    return RemoteFunction(obj, options)
