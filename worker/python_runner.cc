@@ -168,6 +168,7 @@ class PythonRunner : public TaskRunner {
     // finalizing could wait on threads a task left behind).
     PyGILState_STATE g = PyGILState_Ensure();
     functions_.clear();
+    load_call_ = py::object();
     PyGILState_Release(g);
   }
 
@@ -304,9 +305,11 @@ class PythonRunner : public TaskRunner {
     args = py::reinterpret_steal<py::object>(raw_args);
     if (name.envelope) {
       try {
-        py::tuple call = py::module_::import("shoal._serialize")
-                             .attr("load_call")(*args)
-                             .cast<py::tuple>();
+        if (!load_call_) {
+          load_call_ =
+              py::module_::import("shoal._serialize").attr("load_call");
+        }
+        py::tuple call = load_call_(*args).cast<py::tuple>();
         carried = call[0];
         args = py::tuple(call[1]);
         kwargs = call[2];
@@ -438,6 +441,7 @@ class PythonRunner : public TaskRunner {
   // the objects.
   std::map<std::string, py::object> functions_;
   size_t by_value_cached_ = 0;
+  py::object load_call_;  // shoal._serialize.load_call, once imported
 };
 
 }  // namespace

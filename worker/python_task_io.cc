@@ -135,7 +135,6 @@ absl::Status AddOne(PyObject* obj, TaskContext& ctx, size_t index) {
 // Whether `obj` travels as one output Value as it is: None, a scalar, str,
 // bytes, or an array shoal has a dtype for. Leaves no error pending.
 bool IsPlainOutput(PyObject* obj) {
-  if (PyByteArray_Check(obj)) return false;  // pickled: stays a bytearray
   absl::StatusOr<std::optional<Value>> scalar = python::ScalarFromPython(obj);
   if (!scalar.ok()) return false;  // an int beyond 64 bits: pickled
   if (scalar->has_value()) return true;

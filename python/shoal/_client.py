@@ -151,6 +151,7 @@ class Client:
 
     def __init__(self, handle):
         self._handle = handle
+        self._local = handle.local
         _CLIENTS.add(self)
         self._forgotten = []
         self._path_key = None
@@ -172,7 +173,7 @@ class Client:
     @property
     def local(self):
         """True when this process maps the node's task table and store."""
-        return self._handle.local
+        return self._local
 
     @property
     def job_id(self):
@@ -279,7 +280,7 @@ class Client:
                 "(None, bool, int, float, str, bytes, arrays)")
         try:
             header, buffers = _serialize.dumps((fn_bytes, args, kwargs),
-                                               out_of_band=self.local)
+                                               out_of_band=self._local)
         except Exception as e:  # noqa: BLE001 (any pickling failure)
             raise _serialize.unpicklable_argument(args, kwargs, e) from None
         task_id, keep = self._handle.submit(
@@ -339,7 +340,7 @@ class Client:
         self.function_stats["pickled"] += 1
         entry = self._by_hash.get(digest)
         if entry is None:
-            if self.local:
+            if self._local:
                 ref = _store.put_into(
                     self._handle.store, np.frombuffer(data, dtype=np.uint8),
                     "raw")

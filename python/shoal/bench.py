@@ -12,6 +12,11 @@ library's answers, in the same run, on the same cores.
           process (request → usable read-only view, µs) — beside
           multiprocessing.shared_memory (create + copy in; attach + view).
           Medians over repetitions, shoal and shared_memory alternating.
+  values  what Python programs pass (issue 12; shoal._bench_values): a
+          small dict, the same in a closure, a dict of two 32 MiB arrays —
+          beside multiprocessing.Pool, ProcessPoolExecutor and Ray (from a
+          virtualenv; skipped when absent).
+  actors  (issue 12 part B: actor method calls; its section goes here.)
 
 --json prints one JSON object per row.
 """
@@ -26,7 +31,7 @@ from multiprocessing import shared_memory
 
 import numpy as np
 
-from shoal import _bench_tasks
+from shoal import _bench_tasks, _bench_values
 
 SHOAL = "shoal (Python client)"
 
@@ -316,38 +321,85 @@ def main(argv=None):
                    help="skip multiprocessing.Pool")
     p.add_argument("--json", action="store_true",
                    help="one JSON object per row")
+    p.add_argument("--sections", default="tasks,store,values",
+                   help="comma-separated: tasks, store, values (default "
+                   "all)")
+    p.add_argument("--values-async", type=int, default=5000,
+                   help="values: tasks submitted then awaited per round "
+                   "(default 5000)")
+    p.add_argument("--values-sync", type=int, default=1000,
+                   help="values: sequential submit + result per round "
+                   "(default 1000)")
+    p.add_argument("--values-rounds", type=int, default=3,
+                   help="values: rounds (median; default 3)")
+    p.add_argument("--array-reps", type=int, default=5,
+                   help="values: two-array repetitions per round "
+                   "(default 5)")
+    p.add_argument("--ray-venv", default=_bench_values.DEFAULT_VENV,
+                   help="values: the virtualenv holding Ray (default "
+                   "%(default)s)")
+    p.add_argument("--install-ray", action="store_true",
+                   help="values: create --ray-venv (--system-site-packages) "
+                   "and pip-install ray into it first")
     args = p.parse_args(argv)
+    sections = set(args.sections.split(","))
 
     import shoal
-    # The Pool forks before this process holds any shoal connection (a
-    # ZeroMQ context must not cross fork()).
-    pool = (None if args.no_peers else
+    # The Pools fork before this process holds any shoal connection (a
+    # ZeroMQ context must not cross fork()); Ray starts before the node.
+    pool = (None if args.no_peers or "tasks" not in sections else
             multiprocessing.get_context("fork").Pool(args.workers))
-    store_rows = []
+    value_peers, notes = [], []
+    ray = None
+    if "values" in sections and not args.no_peers:
+        value_peers = [_bench_values._Pool(args.workers),
+                       _bench_values._Executor(args.workers)]
+    if sections & {"values", "actors"} and not args.no_peers:
+        ray, note = _bench_values.load_ray(args.ray_venv, args.install_ray,
+                                           args.workers)
+        value_peers += [ray] if ray else []
+        notes += [note] if note else []
+    if value_peers:
+        notes.append("closure: multiprocessing.Pool and ProcessPoolExecutor "
+                     "skipped (the standard pickle refuses closures)")
+    task_rows, store_rows, value_rows, actor_rows = [], [], [], []
     try:
         with shoal.start_node(args.workers, store_bytes="1G") as node:
             client = shoal.connect(job_id=node.job_id)
-            systems = [(SHOAL, _shoal_system(client))]
-            if pool is not None:
-                systems.append((f"multiprocessing.Pool({args.workers})",
-                                _pool_system(pool)))
-            task_rows = bench_tasks(systems, args.n_async, args.n_sync,
-                                    args.rounds)
-            if args.put_bytes > 0:
+            if "tasks" in sections:
+                systems = [(SHOAL, _shoal_system(client))]
+                if pool is not None:
+                    systems.append((f"multiprocessing.Pool({args.workers})",
+                                    _pool_system(pool)))
+                task_rows = bench_tasks(systems, args.n_async, args.n_sync,
+                                        args.rounds)
+                del systems
+            if "store" in sections and args.put_bytes > 0:
                 store_rows = bench_store(node.job_id, args.put_bytes,
                                          args.store_reps)
+            if "values" in sections:
+                value_rows = _bench_values.run(
+                    [_bench_values._Shoal(client)] + value_peers,
+                    args.values_async, args.values_sync, args.values_rounds,
+                    args.array_reps)
+            # (issue 12 part B: the actors section runs here.)
             shoal.disconnect()
-            del client, systems
+            del client
     finally:
         if pool is not None:
             pool.terminate()
             pool.join()
+        for peer in value_peers:
+            peer.close()
     if args.json:
-        for r in task_rows + store_rows:
+        for r in task_rows + store_rows + value_rows + actor_rows:
             r["workers"] = args.workers
             print(json.dumps(r))
-    else:
+        return 0
+    if task_rows:
         _print_tables(task_rows, store_rows, args.workers)
+    if value_rows:
+        _bench_values.print_tables(value_rows, args.workers, notes)
     return 0
 
 
