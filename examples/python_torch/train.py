@@ -11,12 +11,13 @@ outputs of a fixed random "teacher" network on a synthetic data set.
   node's store once; every process reads its shard in place
   (torch.from_dlpack of the store object: no copy on the CPU; on a GPU, the
   shard is copied to the device once).
-- Each process computes forward and backward on its batch; the gradients
-  live in one flat buffer (the parameters' .grad are views of it, like DDP's
-  gradient_as_bucket_view) which one shoal.all_reduce(op="avg") averages in
-  place — shared memory for CPU tensors, NCCL for CUDA tensors. This rank's
-  loss rides along in the buffer's last element, so every rank gets the
-  global loss from the same collective.
+- The model is wrapped in torch's DistributedDataParallel over the
+  torch.distributed backend "shoal" (`import shoal.torch`;
+  dist.init_process_group("shoal") from the env:// variables shoal launch
+  sets): DDP averages the gradients in buckets during backward through
+  shoal's collectives — shared memory for CPU tensors, NCCL for CUDA
+  tensors. One small all_reduce (AVG) of the loss gives every rank the
+  global loss.
 - Every rank applies the same SGD update; every --check-every steps a hash of
   the parameters is compared across ranks through the job's key-value store
   (rank 0 compares and stops the job if they differ).
@@ -34,8 +35,10 @@ import sys
 import time
 
 import torch
+import torch.distributed as dist
 
 import shoal
+import shoal.torch  # noqa: F401  (registers the backend "shoal")
 
 CSV_HEADER = "step,loss,samples_per_s,step_ms,ranks,batch_per_rank,device"
 
@@ -154,19 +157,6 @@ def make_model(a):
     return torch.nn.Sequential(*layers[:-1])
 
 
-def flat_gradients(model, device):
-    """One flat buffer for every parameter's gradient, plus one element for
-    the loss; each parameter's .grad becomes a view of its slice."""
-    params = list(model.parameters())
-    total = sum(p.numel() for p in params)
-    flat = torch.zeros(total + 1, device=device)
-    views, at = [], 0
-    for p in params:
-        views.append(flat[at:at + p.numel()].view_as(p))
-        at += p.numel()
-    return flat, params, views
-
-
 def params_hash(params):
     h = hashlib.blake2b(digest_size=8)
     for p in params:
@@ -226,11 +216,14 @@ def main(argv=None):
     if device.type == "cuda":
         shard = shard.to(device)  # this rank's rows, copied once
 
+    dist.init_process_group("shoal")  # env:// from shoal launch
     model = make_model(a).to(device)
-    flat, params, grad_views = flat_gradients(model, device)
-    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    params = list(model.parameters())
+    n_params = sum(p.numel() for p in params)
+    ddp = torch.nn.parallel.DistributedDataParallel(
+        model, gradient_as_bucket_view=True)
+    opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=a.momentum)
     check = ReplicaCheck(job, prefix)
-    n_params = flat.numel() - 1
     if lead:
         widths = [a.inputs] + [a.hidden] * (a.layers - 1) + [a.outputs]
         on = device.type
@@ -241,30 +234,25 @@ def main(argv=None):
               f"{torch.__version__}, {torch.get_num_threads()} thread(s) per "
               f"rank\n"
               f"  model {'-'.join(map(str, widths))}: {n_params} parameters; "
-              f"gradients averaged by one all_reduce of "
-              f"{4 * flat.numel() / 2**20:.1f} MiB per step\n"
+              f"gradients ({4 * n_params / 2**20:.1f} MiB) averaged by DDP "
+              f"over torch.distributed's \"shoal\" backend\n"
               f"  data: {a.samples} samples ({view.nbytes / 2**20:.1f} MiB) "
               f"in the node's store (object {own_ref.id}), read in place; "
               f"{per_epoch} global batches per epoch", flush=True)
 
-    records = []  # (step, loss, seconds, seconds in all_reduce)
+    records = []  # (step, loss, seconds, seconds in the loss all_reduce)
     window_start, window_steps, window_wait = time.perf_counter(), 0, 0.0
     for step in range(a.steps):
         t0 = time.perf_counter()
         batch = shard[step % per_epoch]
         x, y = batch[:, :a.inputs], batch[:, a.inputs:]
 
-        flat.zero_()
-        for p, g in zip(params, grad_views):
-            p.grad = g  # backward accumulates into the flat buffer
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        if params[0].grad.data_ptr() != grad_views[0].data_ptr():
-            raise RuntimeError("torch replaced .grad instead of accumulating "
-                               "into the flat buffer")
-        flat[-1] = loss.detach()
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(ddp(x), y)
+        loss.backward()  # DDP averages the gradients across ranks
         t_sync = time.perf_counter()
-        shoal.all_reduce(flat, op="avg")  # gradients and loss, every rank
+        global_loss = loss.detach().clone()
+        dist.all_reduce(global_loss, op=dist.ReduceOp.AVG)
         wait = time.perf_counter() - t_sync
 
         diverge = step + 1 == a.diverge_at and rank == 1
@@ -273,7 +261,7 @@ def main(argv=None):
         opt.step()
         if diverge:
             opt.param_groups[0]["lr"] = a.lr
-        global_loss = float(flat[-1])  # waits for the GPU, if any
+        global_loss = float(global_loss)  # waits for the GPU, if any
         seconds = time.perf_counter() - t0
         records.append((step + 1, global_loss, seconds, wait))
         window_steps += 1
@@ -289,11 +277,12 @@ def main(argv=None):
             print(f"step {step + 1:6d}  loss {global_loss:.6f}  "
                   f"{world * a.batch * n / span:9.0f} samples/s  "
                   f"{1e3 * span / n:6.2f} ms/step  "
-                  f"({1e3 * window_wait / n:.2f} ms in all_reduce)",
+                  f"({1e3 * window_wait / n:.2f} ms in the loss all_reduce)",
                   flush=True)
             window_start, window_steps = time.perf_counter(), 0
             window_wait = 0.0
 
+    dist.destroy_process_group()
     job.barrier()  # nobody reads the data set any more
     if not lead:
         return 0
@@ -305,7 +294,7 @@ def main(argv=None):
     print(f"done: {a.steps} steps, final loss {records[-1][1]:.6f} (first "
           f"{records[0][1]:.6f}); {sps:.0f} samples/s ({sps / world:.0f} per "
           f"rank), {step_ms:.2f} ms/step of which {wait_ms:.2f} ms in "
-          f"all_reduce; parameters bit-identical across ranks at "
+          f"the loss all_reduce; parameters bit-identical across ranks at "
           f"{check.checks} checks")
     print(f"summary: ranks={world} batch={a.batch} "
           f"global_batch={world * a.batch} device={device.type} "

@@ -40,8 +40,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def torchrun_style(mode, nproc=2):
-    """(returncode, output) of each rank, started as torchrun would."""
+def torchrun_style(mode, nproc=2, wrap=lambda rank: []):
+    """(returncode, output) of each rank, started as torchrun would;
+    wrap(rank) prefixes a rank's command line."""
     port = free_port()
     procs = []
     for rank in range(nproc):
@@ -50,7 +51,8 @@ def torchrun_style(mode, nproc=2):
                    WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         procs.append(subprocess.Popen(
-            [sys.executable, PROBE, mode], env=env, stdout=subprocess.PIPE,
+            wrap(rank) + [sys.executable, PROBE, mode], env=env,
+            stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True))
     results = []
     for p in procs:
@@ -86,3 +88,22 @@ def test_a_failed_rank_fails_the_others_within_the_timeout(kind):
     else:
         assert "did not arrive within the timeout" in out0, out0
 
+
+
+def test_a_world_across_machines_is_refused_at_init():
+    # Rank 1 on "another machine": its own UTS namespace with another host
+    # name (the check compares host name and boot id).
+    probe = subprocess.run(["unshare", "--uts", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("cannot create a UTS namespace here (unshare --uts: "
+                    f"{probe.stderr.decode().strip()})")
+
+    def wrap(rank):
+        if rank == 0:
+            return []
+        return ["unshare", "--uts", "sh", "-c",
+                'hostname shoal-test-other && exec "$@"', "sh"]
+
+    for rank, (code, out) in enumerate(torchrun_style("machines", wrap=wrap)):
+        assert code == 0, out
+        assert f"rank {rank}: refused" in out and "ok" in out, out

@@ -6,6 +6,7 @@ torchrun-style environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
     torch_probe.py ddp       3 DDP steps; parameters equal across ranks
     torch_probe.py dead      rank 1 exits; rank 0's all_reduce must fail
     torch_probe.py stall     rank 1 stops taking part; rank 0's must fail
+    torch_probe.py machines  (ranks on "different machines") init must fail
 Prints "rank <r>: ok" at the end; an assertion failure exits non-zero.
 """
 
@@ -270,9 +271,16 @@ def failure(kind):
     assert took < 5 + 10, took
 
 
+def machines():
+    msg = expect_error(lambda: init(timeout_s=20), "one machine")
+    print(f"rank {os.environ['RANK']}: refused: {msg}", flush=True)
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
-    if what in ("dead", "stall"):
+    if what == "machines":
+        machines()
+    elif what in ("dead", "stall"):
         failure(what)
     else:
         {"ops": ops, "ddp": ddp}[what]()
