@@ -6,7 +6,8 @@
 #      in-tree PEP 517 backend;
 #   2. from that temp folder, with no PYTHONPATH and no SHOAL_BIN:
 #      `shoal --version` and `python -m shoal --version` print VERSION;
-#      `import shoal` finds the venv's package;
+#      `import shoal` finds the venv's package (and `import shoal.torch`
+#      loads the torch backend's extension, if the wheel has it);
 #   3. `shoal start --daemon`, one Python task on it (the worker must import
 #      shoal from the venv), `shoal stop`;
 #   4. a 2-rank `shoal launch` of the venv's python doing an all_reduce.
@@ -58,6 +59,12 @@ case "$got" in
   "$version $venv/lib/python3"*/site-packages/shoal/__init__.py) ;;
   *) fail "import shoal gave '$got', not the venv's package" ;;
 esac
+# The torch.distributed backend's extension, where //python:site builds it.
+torch_ext=("$venv"/lib/python3*/site-packages/shoal/_shoal_torch.so)
+if [ -f "${torch_ext[0]}" ]; then
+  as_user "$venv/bin/python" -c 'import shoal.torch' ||
+    fail "import shoal.torch (the wheel's torch.distributed backend)"
+fi
 
 cat > "$work/task_check.py" <<'EOF'
 import sys
