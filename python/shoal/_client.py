@@ -630,20 +630,17 @@ def task_name(fn, by_value_ok=False):
             return fn
         return "py:" + fn
     try:
-        return _NAMES[fn]
+        name = _NAMES[fn]  # "" for a function that goes by value
     except (KeyError, TypeError):
-        pass
-    name = _importable_name(fn)
-    if name is None:
-        if by_value_ok:
-            return None
-        raise _errors.InvalidArgumentError(
-            f"{fn!r} cannot be imported by a worker by name")
-    try:
-        _NAMES[fn] = name
-    except TypeError:
-        pass
-    return name
+        name = _importable_name(fn) or ""
+        try:
+            _NAMES[fn] = name
+        except TypeError:
+            pass
+    if name or by_value_ok:
+        return name or None
+    raise _errors.InvalidArgumentError(
+        f"{fn!r} cannot be imported by a worker by name")
 
 
 def _importable_name(fn):
