@@ -179,7 +179,8 @@ CollectiveFlags DeclareCollectiveFlags(cli::ArgParser& p) {
                      "reduce_scatter, alltoall, sendrecv");
   f.root = &p.Int("root", 0, "root of broadcast and reduce (-r)");
   f.backend = &p.String("backend", d.backend,
-                        "auto (host buffers, so shm), shm, nccl (device "
+                        "auto (host buffers: shm on one node, hierarchical "
+                        "across nodes), shm, gloo (flat), nccl (device "
                         "buffers)");
   for (auto [letter, name] :
        std::vector<std::pair<char, const char*>>{{'b', "minbytes"},
@@ -217,11 +218,10 @@ absl::StatusOr<CollectiveBenchConfig> ConfigFromFlags(
   c.check = *f.check != 0;
   c.root = static_cast<int>(*f.root);
   c.backend = *f.backend;
-  if (c.backend == "auto")
-    c.backend = "shm";  // the harness's buffers are host memory
-  if (c.backend != "shm" && c.backend != "nccl") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--backend ", c.backend, ": expected auto, shm or nccl"));
+  if (c.backend != "auto" && c.backend != "shm" && c.backend != "gloo" &&
+      c.backend != "nccl") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--backend ", c.backend, ": expected auto, shm, gloo or nccl"));
   }
   if (c.backend == "nccl" && c.coll == Collective::kSendRecv) {
     return absl::InvalidArgumentError(

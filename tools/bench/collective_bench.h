@@ -5,11 +5,13 @@
 #define SHOAL_TOOLS_BENCH_COLLECTIVE_BENCH_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "collectives/reduce_op.h"
 #include "ipc/tensor_meta.h"
 #include "tools/cli/args.h"
@@ -95,6 +97,25 @@ std::vector<std::string> ConfigArgs(const CollectiveBenchConfig& c);
 // Returns the exit code (1 if any result was wrong).
 int CollectiveBenchRank(const CollectiveBenchConfig& c, bool json,
                         const std::string& rows_file);
+
+// `shoal bench collective --nodes 2` (collective_nodes.cc): two network
+// namespaces joined by a veth pair, `nproc` ranks in each; hierarchical shoal,
+// flat gloo (--backend gloo) and Open MPI across them, and the link's raw
+// one-stream TCP bandwidth. Returns the exit code.
+int OrchestrateNodes(const CollectiveBenchConfig& c, int64_t nproc, int rounds,
+                     const std::string& peers, bool json);
+
+// Shared by the orchestrators (collective_peers.cc).
+// The C source of the Open MPI all_reduce program (argv: PeerProgramArgs).
+const char* MpiAllreduceProgram();
+std::vector<std::string> PeerProgramArgs(const CollectiveBenchConfig& c);
+// Runs argv to completion, stdout appended to `stdout_file` ("" inherits).
+// Errors: Internal (non-zero exit), the start's or the wait's.
+absl::Status RunCommandToEnd(const std::vector<std::string>& argv,
+                             const std::string& stdout_file,
+                             absl::Duration limit = absl::Hours(1));
+// The rows of a JSON-rows file, one per size: median time over the rounds.
+std::map<uint64_t, CollectiveRow> MedianRowsOf(const std::string& file);
 
 }  // namespace shoal::bench
 

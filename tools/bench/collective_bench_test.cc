@@ -77,7 +77,7 @@ TEST(CollectiveBenchTest, FlagsMakeAConfigAndBadOnesAreRefused) {
   EXPECT_EQ(c->dtype, DType::kF16);
   EXPECT_EQ(c->op, collectives::ReduceOp::kMax);
   EXPECT_EQ(c->iters, 7);
-  EXPECT_EQ(c->backend, "shm");
+  EXPECT_EQ(c->backend, "auto");
   // The flags that reproduce it parse back to the same config.
   std::vector<std::string> args = ConfigArgs(*c);
   std::vector<const char*> argv;

@@ -176,8 +176,11 @@ class Harness {
     n_ = comm.size();
     rank_ = comm.rank();
     ts_ = DTypeSize(c.dtype);
-    call_.backend = device ? collectives::CollectiveBackend::kNccl
-                           : collectives::CollectiveBackend::kShm;
+    call_.backend = device               ? collectives::CollectiveBackend::kNccl
+                    : c.backend == "shm" ? collectives::CollectiveBackend::kShm
+                    : c.backend == "gloo"
+                        ? collectives::CollectiveBackend::kGloo
+                        : collectives::CollectiveBackend::kAuto;
   }
 
   absl::Status Allocate() {
@@ -285,18 +288,17 @@ class Harness {
     return absl::OkStatus();
   }
 
-  // The largest of every rank's values (element-wise), through the shm
-  // backend; on a failure (ranks on several nodes) this rank's own.
+  // The largest of every rank's values (element-wise), through the host
+  // backend (shm, or hierarchical across nodes); on a failure this rank's
+  // own.
   std::vector<double> MaxOverRanks(std::vector<double> v) {
     collectives::CallOptions host;
-    host.backend = collectives::CollectiveBackend::kShm;
     (void)comm_.AllReduce(v.data(), v.data(), static_cast<int64_t>(v.size()),
                           DType::kF64, collectives::ReduceOp::kMax, host);
     return v;
   }
   absl::Status Barrier() {
     collectives::CallOptions host;
-    host.backend = collectives::CollectiveBackend::kShm;
     absl::Status s = comm_.Barrier(host);
     if (s.ok()) return s;
     return job_.Barrier();  // ranks on several nodes
@@ -367,7 +369,6 @@ class Harness {
     }
     std::vector<double> w = {static_cast<double>(wrong)};
     collectives::CallOptions host_call;
-    host_call.backend = collectives::CollectiveBackend::kShm;
     (void)comm_.AllReduce(w.data(), w.data(), 1, DType::kF64,
                           collectives::ReduceOp::kSum, host_call);
     return static_cast<int64_t>(w[0]);
@@ -474,7 +475,7 @@ int CollectiveBenchRank(const CollectiveBenchConfig& c, bool json,
   const bool lead = (*comm)->rank() == 0;
   std::ofstream rows;
   if (lead && !rows_file.empty()) rows.open(rows_file, std::ios::app);
-  if (lead && !json) PrintHeader(c, n, device ? "nccl" : "shm");
+  if (lead && !json) PrintHeader(c, n, c.backend);
   double bus_sum = 0;
   int measured = 0;
   int64_t wrong = 0;

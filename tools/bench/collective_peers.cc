@@ -493,6 +493,27 @@ int Orchestrate(const CollectiveBenchConfig& c, int64_t nproc, int rounds,
 
 }  // namespace
 
+// ---- shared with the --nodes orchestrator (collective_nodes.cc) ----------
+
+const char* MpiAllreduceProgram() { return kMpiProgram; }
+
+std::vector<std::string> PeerProgramArgs(const CollectiveBenchConfig& c) {
+  return PeerArgs(c);
+}
+
+absl::Status RunCommandToEnd(const std::vector<std::string>& argv,
+                             const std::string& stdout_file,
+                             absl::Duration limit) {
+  return RunToEnd(argv, stdout_file, limit);
+}
+
+std::map<uint64_t, CollectiveRow> MedianRowsOf(const std::string& file) {
+  std::map<uint64_t, CollectiveRow> rows;
+  for (const auto& [bytes, rounds] : ReadRows(file))
+    rows[bytes] = MedianOverRounds(rounds);
+  return rows;
+}
+
 int CollectiveBench(int argc, char** argv) {
   cli::ArgParser p(
       "shoal bench collective [flags]",
@@ -511,6 +532,10 @@ int CollectiveBench(int argc, char** argv) {
                           "peers; the tables show the median");
   std::string& peers = p.String("peers", "mpi,gloo",
                                 "(direct run) peers to run: mpi, gloo, none");
+  int64_t& nodes = p.Int("nodes", 1,
+                         "(direct run) 2: two network namespaces x --nproc "
+                         "ranks: hierarchical shoal, flat gloo and Open MPI "
+                         "across them, and the link's raw TCP bandwidth");
   if (absl::Status s = p.Parse(argc, argv); !s.ok()) return cli::Fail(s);
   absl::StatusOr<CollectiveBenchConfig> c = ConfigFromFlags(f);
   if (!c.ok()) return cli::Fail(c.status());
@@ -521,6 +546,11 @@ int CollectiveBench(int argc, char** argv) {
     return cli::Fail(absl::InvalidArgumentError("--rounds must be >= 1"));
   if (nproc < 1)
     return cli::Fail(absl::InvalidArgumentError("--nproc must be >= 1"));
+  if (nodes == 2) {
+    return OrchestrateNodes(*c, nproc, static_cast<int>(rounds), peers, json);
+  }
+  if (nodes != 1)
+    return cli::Fail(absl::InvalidArgumentError("--nodes must be 1 or 2"));
   return Orchestrate(*c, nproc, static_cast<int>(rounds), peers, json);
 }
 
