@@ -12,6 +12,7 @@ int LaunchBench(int argc, char** argv);
 int LaunchProbe();
 int CollectiveBench(int argc, char** argv);
 int PythonBench(int argc, char** argv);
+int TorchBench(int argc, char** argv);
 }  // namespace shoal::bench
 
 namespace shoal::cli {
@@ -28,7 +29,10 @@ int BenchCommand(int argc, char** argv) {
       "  launch     W4: launch N processes that init, pass a barrier, exit\n"
       "  python     the Python client: tasks beside multiprocessing.Pool, "
       "put/get\n"
-      "             beside multiprocessing.shared_memory\n";
+      "             beside multiprocessing.shared_memory\n"
+      "  torch      torch.distributed: all_reduce and a DDP step with backend "
+      "\"shoal\"\n"
+      "             beside \"gloo\"\n";
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0) {
     std::fputs(usage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
@@ -46,6 +50,8 @@ int BenchCommand(int argc, char** argv) {
   if (std::strcmp(argv[1], "launch-probe") == 0) return bench::LaunchProbe();
   if (std::strcmp(argv[1], "python") == 0)
     return bench::PythonBench(argc - 1, argv + 1);
+  if (std::strcmp(argv[1], "torch") == 0)
+    return bench::TorchBench(argc - 1, argv + 1);
   std::fprintf(stderr, "shoal bench: unknown workload '%s'\n\n%s", argv[1],
                usage);
   return 2;
