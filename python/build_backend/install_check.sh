@@ -83,6 +83,8 @@ if __name__ == "__main__":
     print(shoal.submit(where).result(timeout=120))
 EOF
 cat > "$work/launch_check.py" <<'EOF'
+import sys
+
 import numpy as np
 
 import shoal
@@ -92,7 +94,8 @@ x = np.full(1000, job.rank + 1, dtype=np.float32)
 shoal.all_reduce(x)
 expected = job.world_size * (job.world_size + 1) / 2
 assert (x == expected).all(), (job.rank, x[:4])
-print(f"rank {job.rank}/{job.world_size}: ok {shoal.__file__}")
+# One write, so that the two ranks' lines (one stdout) cannot mix mid-line.
+sys.stdout.write(f"rank {job.rank}/{job.world_size}: ok {shoal.__file__}\n")
 EOF
 
 echo "install_check: [${SECONDS}s] shoal start, one task"
@@ -112,7 +115,7 @@ echo "install_check: [${SECONDS}s] shoal launch, 2 ranks"
 got="$(as_user timeout 120 "$venv/bin/shoal" launch --nproc-per-node 2 -- \
   "$venv/bin/python" launch_check.py)" || fail "shoal launch: $got"
 for rank in 0 1; do
-  grep -q "^rank $rank/2: ok $venv/lib/python3.*/site-packages/shoal/" \
+  grep -q "rank $rank/2: ok $venv/lib/python3.*/site-packages/shoal/" \
     <<< "$got" || fail "shoal launch printed: $got"
 done
 echo "install_check: [${SECONDS}s] ok (shoal $version: pip install --no-index, a task, a 2-rank launch)"
