@@ -243,8 +243,13 @@ def test_ctrl_c_interrupts_a_blocking_result(node, tmp_path):
             print("interrupted", flush=True)
             f.cancel()
     """))
+    # SIGINT back to its default in the child: a shell running the tests in
+    # the background (no job control) starts them with SIGINT ignored, and
+    # Python then never raises KeyboardInterrupt.
     p = subprocess.Popen([sys.executable, str(script)],
-                         stdout=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                          signal.SIG_DFL))
     assert p.stdout.readline().strip() == "waiting"
     time.sleep(0.3)
     t0 = time.time()
