@@ -16,7 +16,8 @@ library's answers, in the same run, on the same cores.
           small dict, the same in a closure, a dict of two 32 MiB arrays —
           beside multiprocessing.Pool, ProcessPoolExecutor and Ray (from a
           virtualenv; skipped when absent).
-  actors  (issue 12 part B: actor method calls; its section goes here.)
+  actors  actor method calls (issue 12 part B; shoal._bench_actors): sync
+          p50 and async calls/s on one actor, beside Ray actor calls.
 
 --json prints one JSON object per row.
 """
@@ -31,7 +32,7 @@ from multiprocessing import shared_memory
 
 import numpy as np
 
-from shoal import _bench_tasks, _bench_values
+from shoal import _bench_actors, _bench_tasks, _bench_values
 
 SHOAL = "shoal (Python client)"
 
@@ -321,9 +322,15 @@ def main(argv=None):
                    help="skip multiprocessing.Pool")
     p.add_argument("--json", action="store_true",
                    help="one JSON object per row")
-    p.add_argument("--sections", default="tasks,store,values",
-                   help="comma-separated: tasks, store, values (default "
-                   "all)")
+    p.add_argument("--sections", default="tasks,store,values,actors",
+                   help="comma-separated: tasks, store, values, actors "
+                   "(default all)")
+    p.add_argument("--actor-async", type=int, default=5000,
+                   help="actors: calls submitted then awaited per round "
+                   "(default 5000)")
+    p.add_argument("--actor-sync", type=int, default=2000,
+                   help="actors: sequential call + result per round "
+                   "(default 2000)")
     p.add_argument("--values-async", type=int, default=5000,
                    help="values: tasks submitted then awaited per round "
                    "(default 5000)")
@@ -382,7 +389,10 @@ def main(argv=None):
                     [_bench_values._Shoal(client)] + value_peers,
                     args.values_async, args.values_sync, args.values_rounds,
                     args.array_reps)
-            # (issue 12 part B: the actors section runs here.)
+            if "actors" in sections:
+                actor_rows = _bench_actors.run(ray, args.actor_async,
+                                               args.actor_sync,
+                                               args.values_rounds)
             shoal.disconnect()
             del client
     finally:
@@ -400,6 +410,8 @@ def main(argv=None):
         _print_tables(task_rows, store_rows, args.workers)
     if value_rows:
         _bench_values.print_tables(value_rows, args.workers, notes)
+    if actor_rows:
+        _bench_actors.print_tables(actor_rows)
     return 0
 
 
