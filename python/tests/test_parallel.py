@@ -1,8 +1,11 @@
 """Two CPU-bound Python tasks on two workers run in parallel (each worker
 has its own interpreter and GIL); two threads of one interpreter do not."""
 
+import multiprocessing
 import threading
 import time
+
+import pytest
 
 import pytasks
 
@@ -47,7 +50,31 @@ def test_two_tasks_on_two_workers_take_about_the_time_of_one(client):
 
     t_one, t_two = _ratio(one, two, lambda r: r < 1.5)
     print(f"one task {t_one:.3f}s, two tasks on 2 workers {t_two:.3f}s")
+    if t_two >= 1.5 * t_one:
+        # The control, measured now: can two plain processes run at once on
+        # this machine at this moment? Where other work holds the cores (a
+        # loaded CI host, a stress run) they cannot, and no runtime could.
+        p_one, p_two = _ratio(_plain_processes(n, 1), _plain_processes(n, 2),
+                              lambda r: r < 1.5, tries=2)
+        if p_two >= 1.5 * p_one:
+            pytest.skip(f"the cores are busy: two plain processes took "
+                        f"{p_two / p_one:.2f}x one ({t_two / t_one:.2f}x "
+                        f"for two shoal tasks)")
     assert t_two < 1.5 * t_one, (t_one, t_two)
+
+
+def _plain_processes(n, count):
+    """A timer of `count` multiprocessing processes each spinning n."""
+    def run():
+        procs = [multiprocessing.Process(target=pytasks.spin, args=(n,))
+                 for _ in range(count)]
+        t0 = time.perf_counter()
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join()
+        return time.perf_counter() - t0
+    return run
 
 
 def test_two_threads_in_one_interpreter_take_twice_as_long():
