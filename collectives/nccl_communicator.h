@@ -29,8 +29,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "collectives/reduce_op.h"
-#include "ipc/tensor_meta.h"
 #include "collectives/rendezvous.h"
+#include "ipc/tensor_meta.h"
 
 namespace shoal::collectives {
 
@@ -48,8 +48,8 @@ class NcclCommunicator {
  public:
   // Collective: every rank of the communicator calls it with the same
   // `comm_name` and `world`. Rank 0 creates the ncclUniqueId and publishes it
-  // with rendezvous.Set(key_prefix + comm_name); the others Get it, waiting up to
-  // options.timeout. Once rank 0's initialisation finished (which implies
+  // with rendezvous.Set(key_prefix + comm_name); the others Get it, waiting up
+  // to options.timeout. Once rank 0's initialisation finished (which implies
   // every rank read the id) it deletes the key, as cleanup only: a rank that
   // finished earlier could still read a stale id, so give every communicator
   // of a job its own name (add a generation number when re-creating one).
@@ -108,8 +108,7 @@ class NcclCommunicator {
                          int root, void* stream = nullptr);
   // Like AllReduce, but only the root's `out` receives the result.
   absl::Status Reduce(const void* in, void* out, int64_t count, DType dtype,
-                      ReduceOp op, int root,
-                      void* stream = nullptr);
+                      ReduceOp op, int root, void* stream = nullptr);
   // out (size() * count_per_rank elements) = the ranks' `in` in rank order.
   // In-place (NCCL's convention): in == out + rank() * count_per_rank.
   absl::Status AllGather(const void* in, void* out, int64_t count_per_rank,
@@ -117,8 +116,7 @@ class NcclCommunicator {
   // in has size() * count_per_rank elements; out = block rank() of the
   // reduction over ranks. In-place: out == in + rank() * count_per_rank.
   absl::Status ReduceScatter(const void* in, void* out, int64_t count_per_rank,
-                             DType dtype, ReduceOp op,
-                             void* stream = nullptr);
+                             DType dtype, ReduceOp op, void* stream = nullptr);
   // Block r of `in` goes to rank r, block s of `out` comes from rank s (both
   // size() * count_per_rank elements). One NCCL group of send/recv pairs.
   // `in` and `out` must not overlap (in == out: InvalidArgument when

@@ -18,10 +18,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
+#include "collectives/nccl_communicator.h"
 #include "gpu/cuda_check.h"
 #include "gpu/gpu_info.h"
 #include "gpu/nccl_api.h"
-#include "collectives/nccl_communicator.h"
 
 namespace shoal::collectives {
 namespace {
@@ -29,8 +29,8 @@ namespace {
 using gpu::CudaDeviceCount;
 using gpu::CudaStatus;
 using gpu::LoadNccl;
-using gpu::NcclStatus;
 using gpu::NcclApi;
+using gpu::NcclStatus;
 
 // How long a poll loop sleeps between checks once a few yields did not help.
 constexpr absl::Duration kPollInterval = absl::Microseconds(50);
@@ -178,9 +178,12 @@ absl::Status CheckCreateArgs(const std::string& comm_name, int rank, int world,
 // The communicator's unique id: rank 0 makes it and (with other ranks)
 // publishes it under `key`; the other ranks read it there, waiting until
 // `deadline` (`timeout` is only for the message).
-absl::StatusOr<ncclUniqueId> ShareUniqueId(
-    Rendezvous& rendezvous, const std::string& key, const std::string& comm_name,
-    int rank, int world, absl::Time deadline, absl::Duration timeout) {
+absl::StatusOr<ncclUniqueId> ShareUniqueId(Rendezvous& rendezvous,
+                                           const std::string& key,
+                                           const std::string& comm_name,
+                                           int rank, int world,
+                                           absl::Time deadline,
+                                           absl::Duration timeout) {
   ncclUniqueId id;
   if (rank == 0) {
     SHOAL_NCCL_CHECK(Nccl().GetUniqueId(&id));
@@ -192,8 +195,8 @@ absl::StatusOr<ncclUniqueId> ShareUniqueId(
     }
     return id;
   }
-  absl::StatusOr<std::string> value =
-      rendezvous.Get(key, std::max(deadline - absl::Now(), absl::ZeroDuration()));
+  absl::StatusOr<std::string> value = rendezvous.Get(
+      key, std::max(deadline - absl::Now(), absl::ZeroDuration()));
   if (!value.ok()) {
     if (value.status().code() == absl::StatusCode::kDeadlineExceeded) {
       return absl::DeadlineExceededError(absl::StrCat(
@@ -334,8 +337,8 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
 
   // The unique id: made here for one rank, else through the KV store.
   const std::string key = options.key_prefix + comm_name;
-  absl::StatusOr<ncclUniqueId> id =
-      ShareUniqueId(rendezvous, key, comm_name, rank, world, deadline, options.timeout);
+  absl::StatusOr<ncclUniqueId> id = ShareUniqueId(
+      rendezvous, key, comm_name, rank, world, deadline, options.timeout);
   if (!id.ok()) return id.status();
 
   std::unique_ptr<NcclCommunicator> c(

@@ -1,6 +1,6 @@
 // NcclCommunicator on one rank (world 1, which NCCL allows on one GPU; Create
-// does not touch the rendezvous then). Without a GPU the GPU tests skip with the
-// reason; in a build without CUDA Create says "built without CUDA".
+// does not touch the rendezvous then). Without a GPU the GPU tests skip with
+// the reason; in a build without CUDA Create says "built without CUDA".
 #include "collectives/nccl_communicator.h"
 
 #include <unistd.h>
@@ -177,18 +177,15 @@ TEST_P(OneRankTest, CollectivesAreTheIdentity) {
   NcclCommunicator& c = *comm_;
   const void* src = in.ptr;
   void* dst = out.ptr;
-  for (ReduceOp op :
-       {ReduceOp::kSum, ReduceOp::kProd,
-        ReduceOp::kMin, ReduceOp::kMax,
-        ReduceOp::kAvg}) {
-    Check(absl::StrCat("all_reduce ", ReduceOpName(op)).c_str(),
-          out, host, [&] { return c.AllReduce(src, dst, count, dtype, op); });
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin,
+                      ReduceOp::kMax, ReduceOp::kAvg}) {
+    Check(absl::StrCat("all_reduce ", ReduceOpName(op)).c_str(), out, host,
+          [&] { return c.AllReduce(src, dst, count, dtype, op); });
   }
   Check("broadcast", out, host,
         [&] { return c.Broadcast(src, dst, count, dtype, 0); });
-  Check("reduce", out, host, [&] {
-    return c.Reduce(src, dst, count, dtype, ReduceOp::kSum, 0);
-  });
+  Check("reduce", out, host,
+        [&] { return c.Reduce(src, dst, count, dtype, ReduceOp::kSum, 0); });
   Check("all_gather", out, host,
         [&] { return c.AllGather(src, dst, count, dtype); });
   Check("reduce_scatter", out, host, [&] {
@@ -198,9 +195,7 @@ TEST_P(OneRankTest, CollectivesAreTheIdentity) {
         [&] { return c.AllToAll(src, dst, count, dtype); });
 
   // In place: `in` keeps its values.
-  ASSERT_TRUE(
-      c.AllReduce(in.ptr, in.ptr, count, dtype, ReduceOp::kSum)
-          .ok());
+  ASSERT_TRUE(c.AllReduce(in.ptr, in.ptr, count, dtype, ReduceOp::kSum).ok());
   ASSERT_TRUE(c.Synchronize().ok());
   std::vector<char> got(host.size());
   ASSERT_CUDA(
@@ -236,17 +231,12 @@ TEST(NcclCommunicatorTest, BadArgumentsDoNotAbort) {
   DeviceBuffer buf(64);
   ASSERT_NE(buf.ptr, nullptr);
   const std::vector<absl::Status> bad = {
-      c->AllReduce(buf.ptr, buf.ptr, 4, DType::kU8,
-                   ReduceOp::kSum),
-      c->AllReduce(buf.ptr, buf.ptr, 4, DType::kF32,
-                   static_cast<ReduceOp>(9)),
-      c->AllReduce(buf.ptr, buf.ptr, -1, DType::kF32,
-                   ReduceOp::kSum),
-      c->AllReduce(nullptr, buf.ptr, 4, DType::kF32,
-                   ReduceOp::kSum),
+      c->AllReduce(buf.ptr, buf.ptr, 4, DType::kU8, ReduceOp::kSum),
+      c->AllReduce(buf.ptr, buf.ptr, 4, DType::kF32, static_cast<ReduceOp>(9)),
+      c->AllReduce(buf.ptr, buf.ptr, -1, DType::kF32, ReduceOp::kSum),
+      c->AllReduce(nullptr, buf.ptr, 4, DType::kF32, ReduceOp::kSum),
       c->Broadcast(buf.ptr, buf.ptr, 4, DType::kF32, 1),
-      c->Reduce(buf.ptr, buf.ptr, 4, DType::kF32, ReduceOp::kSum,
-                -1),
+      c->Reduce(buf.ptr, buf.ptr, 4, DType::kF32, ReduceOp::kSum, -1),
       c->Send(buf.ptr, 4, DType::kF32, 1),
       c->Recv(buf.ptr, 4, DType::kF32, 2),
   };
@@ -254,9 +244,8 @@ TEST(NcclCommunicatorTest, BadArgumentsDoNotAbort) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   }
   EXPECT_FALSE(c->aborted());
-  EXPECT_TRUE(c->AllReduce(buf.ptr, buf.ptr, 16, DType::kI64,
-                           ReduceOp::kMax)
-                  .ok());
+  EXPECT_TRUE(
+      c->AllReduce(buf.ptr, buf.ptr, 16, DType::kI64, ReduceOp::kMax).ok());
   EXPECT_TRUE(c->Synchronize().ok());
 }
 
@@ -273,9 +262,8 @@ TEST(NcclCommunicatorTest, AnotherStreamAndTest) {
   ASSERT_NE(buf.ptr, nullptr);
   ASSERT_CUDA(cudaMemsetAsync(buf.ptr, 0, buf.bytes, s));
   for (int i = 0; i < 8; ++i) {
-    ASSERT_TRUE(c->AllReduce(buf.ptr, buf.ptr, n, DType::kF32,
-                             ReduceOp::kSum, s)
-                    .ok());
+    ASSERT_TRUE(
+        c->AllReduce(buf.ptr, buf.ptr, n, DType::kF32, ReduceOp::kSum, s).ok());
   }
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   bool done = false;
@@ -305,9 +293,8 @@ TEST(NcclCommunicatorTest, SynchronizeTimeoutAborts) {
   ASSERT_NE(c, nullptr);
   DeviceBuffer buf(4096);
   ASSERT_NE(buf.ptr, nullptr);
-  ASSERT_TRUE(c->AllReduce(buf.ptr, buf.ptr, 1024, DType::kF32,
-                           ReduceOp::kSum)
-                  .ok());
+  ASSERT_TRUE(
+      c->AllReduce(buf.ptr, buf.ptr, 1024, DType::kF32, ReduceOp::kSum).ok());
   ASSERT_TRUE(c->Synchronize().ok());
 
   std::atomic<bool> release{false};
@@ -329,8 +316,8 @@ TEST(NcclCommunicatorTest, SynchronizeTimeoutAborts) {
   EXPECT_GE(waited, absl::Milliseconds(100));
   EXPECT_TRUE(c->aborted());
   std::printf("Synchronize: %s\n", s.ToString().c_str());
-  absl::Status after = c->AllReduce(buf.ptr, buf.ptr, 1024, DType::kF32,
-                                    ReduceOp::kSum);
+  absl::Status after =
+      c->AllReduce(buf.ptr, buf.ptr, 1024, DType::kF32, ReduceOp::kSum);
   EXPECT_EQ(after.code(), absl::StatusCode::kFailedPrecondition) << after;
   EXPECT_EQ(c->Synchronize().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(c->Test().status().code(), absl::StatusCode::kFailedPrecondition);
