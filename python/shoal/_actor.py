@@ -47,23 +47,33 @@ _CALL_FUNCTION = "py:shoal._actor:_call"
 _ACTOR_OPTIONS = ("num_cpus", "num_gpus", "max_restarts", "lifetime", "name")
 
 
-def _check_options(options):
-    bad = set(options) - set(_ACTOR_OPTIONS)
+def check_options(options, allowed, counts, unknown):
+    """The checks actors and remote functions share: only `allowed` keys
+    (TypeError with unknown(their names) otherwise), each key of `counts`
+    an int >= 0 or None, num_cpus at least 1. Returns a copy."""
+    bad = set(options) - set(allowed)
     if bad:
-        raise TypeError(f"unknown actor option(s) {', '.join(sorted(bad))}; "
-                        f"options are {', '.join(_ACTOR_OPTIONS)}")
-    for key in ("num_cpus", "num_gpus", "max_restarts"):
+        raise TypeError(unknown(", ".join(sorted(bad))))
+    for key in counts:
         v = options.get(key)
         if v is not None and (not isinstance(v, int) or isinstance(v, bool)
                               or v < 0):
             raise ValueError(f"{key} must be an int >= 0, got {v!r}")
     if options.get("num_cpus") == 0:
         raise ValueError("num_cpus must be at least 1")
-    lifetime = options.get("lifetime")
+    return dict(options)
+
+
+def _check_options(options):
+    checked = check_options(
+        options, _ACTOR_OPTIONS, ("num_cpus", "num_gpus", "max_restarts"),
+        lambda bad: f"unknown actor option(s) {bad}; options are "
+        f"{', '.join(_ACTOR_OPTIONS)}")
+    lifetime = checked.get("lifetime")
     if lifetime not in (None, "detached", "owned"):
         raise ValueError(f"lifetime must be None, 'owned' or 'detached', "
                          f"got {lifetime!r}")
-    return dict(options)
+    return checked
 
 
 class ActorClass:

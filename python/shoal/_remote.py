@@ -25,22 +25,14 @@ _FUNCTION_OPTIONS = {"num_cpus": "cpus", "num_gpus": "gpus",
 
 
 def _check_options(options):
-    bad = set(options) - set(_FUNCTION_OPTIONS)
-    if bad:
-        raise TypeError(f"unknown option(s) {', '.join(sorted(bad))} for a "
-                        f"remote function; options are "
-                        f"{', '.join(_FUNCTION_OPTIONS)}")
-    for key in ("num_cpus", "num_gpus", "max_retries"):
-        v = options.get(key)
-        if v is not None and (not isinstance(v, int) or isinstance(v, bool)
-                              or v < 0):
-            raise ValueError(f"{key} must be an int >= 0, got {v!r}")
-    if options.get("num_cpus") == 0:
-        raise ValueError("num_cpus must be at least 1")
-    t = options.get("timeout")
+    checked = _actor.check_options(
+        options, _FUNCTION_OPTIONS, ("num_cpus", "num_gpus", "max_retries"),
+        lambda bad: f"unknown option(s) {bad} for a remote function; "
+        f"options are {', '.join(_FUNCTION_OPTIONS)}")
+    t = checked.get("timeout")
     if t is not None and (not isinstance(t, (int, float)) or t < 0):
         raise ValueError(f"timeout must be seconds >= 0 or None, got {t!r}")
-    return dict(options)
+    return checked
 
 
 class RemoteFunction:

@@ -15,6 +15,7 @@
 #include "base/process_info.h"
 #include "gtest/gtest.h"
 #include "tests/testing/command.h"
+#include "tests/testing/netns_pair.h"
 #include "tests/testing/test_env.h"
 
 namespace shoal {
@@ -268,52 +269,9 @@ TEST(LaunchTest, TwoNodesOnLoopback) {
       << r0.err;
 }
 
-// Two "machines": network namespaces joined by a veth pair, each launcher in
-// its own, talking over 10.77.x.0/24 (skipped where namespaces cannot be made).
-class NetnsPair {
- public:
-  NetnsPair() {
-    a_ = absl::StrCat("shoal", getpid(), "a");
-    b_ = absl::StrCat("shoal", getpid(), "b");
-    const int x = getpid() % 200 + 20;
-    ip_a_ = absl::StrCat("10.77.", x, ".1");
-    ip_b_ = absl::StrCat("10.77.", x, ".2");
-    const std::string va = absl::StrCat("v", getpid(), "a"),
-                      vb = absl::StrCat("v", getpid(), "b");
-    ok_ = Sh(absl::StrCat("ip netns add ", a_)) &&
-          Sh(absl::StrCat("ip netns add ", b_)) &&
-          Sh(absl::StrCat("ip link add ", va, " type veth peer name ", vb)) &&
-          Sh(absl::StrCat("ip link set ", va, " netns ", a_)) &&
-          Sh(absl::StrCat("ip link set ", vb, " netns ", b_)) &&
-          Sh(absl::StrCat("ip netns exec ", a_, " ip addr add ", ip_a_,
-                          "/24 dev ", va)) &&
-          Sh(absl::StrCat("ip netns exec ", b_, " ip addr add ", ip_b_,
-                          "/24 dev ", vb)) &&
-          Sh(absl::StrCat("ip netns exec ", a_, " ip link set ", va, " up")) &&
-          Sh(absl::StrCat("ip netns exec ", b_, " ip link set ", vb, " up")) &&
-          Sh(absl::StrCat("ip netns exec ", a_, " ip link set lo up")) &&
-          Sh(absl::StrCat("ip netns exec ", b_, " ip link set lo up"));
-  }
-  ~NetnsPair() {
-    Sh(absl::StrCat("ip netns del ", a_));
-    Sh(absl::StrCat("ip netns del ", b_));
-  }
-  bool ok() const { return ok_; }
-  std::vector<std::string> In(int node) const {
-    return {"ip", "netns", "exec", node == 0 ? a_ : b_};
-  }
-  const std::string& head_ip() const { return ip_a_; }
-
- private:
-  static bool Sh(const std::string& cmd) {
-    return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
-  }
-  std::string a_, b_, ip_a_, ip_b_;
-  bool ok_ = false;
-};
-
 TEST(LaunchTest, TwoNodesInNetworkNamespaces) {
-  NetnsPair net;
+  // Each launcher in its own namespace, over 10.77.x.0/24.
+  shoal::testing::NetnsPair net("shoal", 77);
   if (!net.ok())
     GTEST_SKIP()
         << "cannot create network namespaces here (needs root and iproute2)";

@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "tests/testing/command.h"
+#include "tests/testing/netns_pair.h"
 #include "tests/testing/test_env.h"
 
 namespace shoal {
@@ -25,55 +26,7 @@ namespace {
 using shoal::testing::RunfilePath;
 using Result = testing::CommandResult;
 
-// Two network namespaces joined by a veth pair, 10.77.x.1 and 10.77.x.2.
-class NetnsPair {
- public:
-  NetnsPair() {
-    a_ = absl::StrCat("shoaln", getpid(), "a");
-    b_ = absl::StrCat("shoaln", getpid(), "b");
-    const int x = getpid() % 200 + 20;
-    ip_a_ = absl::StrCat("10.78.", x, ".1");
-    ip_b_ = absl::StrCat("10.78.", x, ".2");
-    const std::string va = absl::StrCat("n", getpid(), "a"),
-                      vb = absl::StrCat("n", getpid(), "b");
-    ok_ = Sh(absl::StrCat("ip netns add ", a_)) &&
-          Sh(absl::StrCat("ip netns add ", b_)) &&
-          Sh(absl::StrCat("ip link add ", va, " type veth peer name ", vb)) &&
-          Sh(absl::StrCat("ip link set ", va, " netns ", a_)) &&
-          Sh(absl::StrCat("ip link set ", vb, " netns ", b_)) &&
-          Sh(absl::StrCat("ip netns exec ", a_, " ip addr add ", ip_a_,
-                          "/24 dev ", va)) &&
-          Sh(absl::StrCat("ip netns exec ", b_, " ip addr add ", ip_b_,
-                          "/24 dev ", vb)) &&
-          Sh(absl::StrCat("ip netns exec ", a_, " ip link set ", va, " up")) &&
-          Sh(absl::StrCat("ip netns exec ", b_, " ip link set ", vb, " up")) &&
-          Sh(absl::StrCat("ip netns exec ", a_, " ip link set lo up")) &&
-          Sh(absl::StrCat("ip netns exec ", b_, " ip link set lo up"));
-  }
-  ~NetnsPair() {
-    KillAll(1);
-    KillAll(0);
-    Sh(absl::StrCat("ip netns del ", a_));
-    Sh(absl::StrCat("ip netns del ", b_));
-  }
-  bool ok() const { return ok_; }
-  std::vector<std::string> In(int node) const {
-    return {"ip", "netns", "exec", node == 0 ? a_ : b_};
-  }
-  const std::string& head_ip() const { return ip_a_; }
-  // SIGKILLs every process in the node's namespace: the machine is gone.
-  void KillAll(int node) const {
-    Sh(absl::StrCat("ip netns pids ", node == 0 ? a_ : b_,
-                    " | xargs -r kill -9"));
-  }
-
- private:
-  static bool Sh(const std::string& cmd) {
-    return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
-  }
-  std::string a_, b_, ip_a_, ip_b_;
-  bool ok_ = false;
-};
+using shoal::testing::NetnsPair;
 
 using Env = std::map<std::string, std::optional<std::string>>;
 
@@ -128,7 +81,7 @@ class TwoNodes : public ::testing::Test {
     return ms;
   }
 
-  NetnsPair net_;
+  NetnsPair net_{"shoaln", 78};
 };
 
 std::string CollProbe() { return RunfilePath("tests/collectives/coll_probe"); }
