@@ -23,7 +23,7 @@ using Result = testing::CommandResult;
 Result Launch(const std::string& nproc, const std::string& mode,
               std::vector<std::string> extra = {},
               std::map<std::string, std::optional<std::string>> env = {}) {
-  std::vector<std::string> argv = {RunfilePath("tools/shoal"),
+  std::vector<std::string> argv = {RunfilePath("tools/shoal_lean"),
                                    "launch",
                                    "--nproc-per-node",
                                    nproc,

@@ -371,7 +371,7 @@ TEST_F(StoreProcessTest, TooSmallShmGivesAnActionableError) {
   std::string err_file = absl::StrCat(::testing::TempDir(), "/store_err.txt");
   o.stderr_file = err_file;
   auto p = Subprocess::Start(
-      {shoal::testing::RunfilePath("tools/shoal"), "store", "--job-id",
+      {shoal::testing::RunfilePath("tools/shoal_lean"), "store", "--job-id",
        shoal::testing::UniqueJobId(), "--store-bytes", "1024T"},
       o);
   ASSERT_TRUE(p.ok());

@@ -11,7 +11,7 @@ absl::StatusOr<std::unique_ptr<StoreProcess>> StoreProcess::Start(
     uint64_t store_bytes, std::vector<std::string> extra_flags) {
   auto p = std::make_unique<StoreProcess>();
   p->job_id_ = UniqueJobId();
-  std::vector<std::string> argv = {RunfilePath("tools/shoal"),
+  std::vector<std::string> argv = {RunfilePath("tools/shoal_lean"),
                                    "store",
                                    "--job-id",
                                    p->job_id_,
