@@ -54,13 +54,15 @@ absl::StatusOr<std::vector<int>> Coordinator::Impl::PickActorGpus(
 }
 
 ipc::Message Coordinator::Impl::OnActorCreate(
-    const ipc::ActorCreateRequest& m) {
+    const Peer& peer, const ipc::ActorCreateRequest& m) {
   if (m.init_function().empty() || m.init_function().size() > 80 ||
       m.name().size() > kMaxActorNameBytes) {
     return Error(absl::InvalidArgumentError(
         "an actor needs a constructor function name of 1-80 bytes and a "
         "name of at most 200 bytes"));
   }
+  if (absl::Status ok = CheckFunction(peer, m.init_function()); !ok.ok())
+    return Error(ok);
   pid_t owner = 0;
   if (!m.detached()) {
     for (const auto& [slot, c] : local_clients_) {
@@ -85,6 +87,7 @@ ipc::Message Coordinator::Impl::OnActorCreate(
   a.init_function = m.init_function();
   a.python_path = m.python_path();
   a.owner = owner;
+  a.creator = peer.key();
   a.gpus = *gpus;
   a.init_object = ObjectId::Random();
   a.init_bytes = m.init().size();
@@ -104,6 +107,7 @@ ipc::Message Coordinator::Impl::OnActorCreate(
   const uint32_t id = a.id;
   actors_.emplace(id, std::move(a));
   actor_of_worker_[worker] = id;
+  StateOf(peer).actors.insert(id);
   WorkerSpec spec;
   spec.cpus = std::max<uint32_t>(1, m.cpus());
   spec.gpus = m.gpus();
@@ -128,9 +132,11 @@ ipc::Message Coordinator::Impl::OnActorCreate(
   return reply;
 }
 
-ipc::Message Coordinator::Impl::OnActorKill(const ipc::ActorKillRequest& m) {
+ipc::Message Coordinator::Impl::OnActorKill(const Peer& peer,
+                                            const ipc::ActorKillRequest& m) {
   auto it = actors_.find(m.actor_id());
-  if (it == actors_.end())
+  // Another client's actor is reported as unknown, as another's task is.
+  if (it == actors_.end() || (!peer.owner && it->second.creator != peer.key()))
     return Error(absl::NotFoundError(absl::StrCat("no actor ", m.actor_id())));
   if (!it->second.ended) EndActor(it->second, "it was killed (shoal.kill)");
   return ipc::OkReply{};

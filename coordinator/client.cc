@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "base/status_macros.h"
@@ -26,6 +27,16 @@ std::string BootId() {
   std::string id;
   std::getline(in, id);
   return std::string(absl::StripAsciiWhitespace(id));
+}
+
+// Whether two tcp:// endpoints name the same port on this machine
+// (127.0.0.1, localhost and the wildcard all reach a loopback listener).
+bool SameTcpEndpoint(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return false;
+  const size_t ca = a.rfind(':'), cb = b.rfind(':');
+  if (ca == std::string::npos || cb == std::string::npos) return false;
+  if (a.substr(ca) != b.substr(cb)) return false;
+  return a == b || ipc::IsLoopbackEndpoint(b);
 }
 
 std::string EnvOr(const char* name, const std::string& fallback) {
@@ -69,18 +80,27 @@ absl::Status Client::Impl::Connect() {
   channel.server_key = o_.server_key;
   channel.peer = "the coordinator";
   if (o_.endpoint.empty()) o_.endpoint = EnvOr("SHOAL_COORDINATOR", "");
+  std::string key_file = o_.client_key_file.empty()
+                             ? EnvOr("SHOAL_CLIENT_KEY_FILE", "")
+                             : o_.client_key_file;
   if (o_.endpoint.empty()) {
+    // The node's owner: its ipc:// socket, which file permissions guard.
     SHOAL_ASSIGN_OR_RETURN(Discovery d, ReadDiscovery(o_.job_id));
     o_.endpoint = d.frontend;
-    if (channel.server_key.empty()) channel.server_key = d.server_key;
+  } else if (absl::StartsWith(o_.endpoint, "tcp://") &&
+             (channel.server_key.empty() || key_file.empty())) {
+    // A TCP address of a node of ours on this machine: the owner's keys in
+    // its job folder.
+    absl::StatusOr<Discovery> d = ReadDiscovery(o_.job_id);
+    if (d.ok() && SameTcpEndpoint(d->tcp, o_.endpoint)) {
+      if (channel.server_key.empty()) channel.server_key = d->server_key;
+      if (key_file.empty()) key_file = d->client_key_file;
+    }
   }
-  if (channel.server_key.empty())
+  if (channel.server_key.empty() && absl::StartsWith(o_.endpoint, "tcp://"))
     channel.server_key = EnvOr("SHOAL_SERVER_KEY", "");
   if (o_.name.empty()) o_.name = absl::StrCat("pid ", getpid());
   if (!channel.server_key.empty()) {
-    const std::string key_file = o_.client_key_file.empty()
-                                     ? EnvOr("SHOAL_CLIENT_KEY_FILE", "")
-                                     : o_.client_key_file;
     if (key_file.empty()) {
       return absl::FailedPreconditionError(
           "the coordinator uses CURVE: pass a client key-pair file "
@@ -358,7 +378,17 @@ absl::Status Client::Release(TaskRef task) {
 }
 
 void Client::ReleaseOutputs(const ipc::TaskResult& result) {
-  if (!local()) return;  // the coordinator holds remote clients' objects
+  if (!local()) {
+    // The coordinator holds remote clients' objects; those of results taken
+    // with release are held for us until we say so.
+    for (const Value& v : result.outputs) {
+      if (const auto* o = std::get_if<ObjectValue>(&v)) {
+        (void)impl_->channel_.Call<ipc::OkReply>(ipc::DeleteRequest{o->id},
+                                                 impl_->o_.rpc_timeout);
+      }
+    }
+    return;
+  }
   for (const Value& v : result.outputs) {
     if (const auto* o = std::get_if<ObjectValue>(&v)) {
       (void)impl_->store_->Release(o->id);

@@ -32,7 +32,9 @@
 namespace shoal::coordinator {
 
 struct ClientOptions {
-  // The coordinator's frontend (tcp://host:port). Default "":
+  // The coordinator's frontend: tcp://host:port (CURVE: on this machine the
+  // owner's keys are found through the discovery file), or its ipc:// socket.
+  // Default "":
   // $SHOAL_COORDINATOR, else the discovery file of `job_id`, $SHOAL_JOB_ID or
   // the node started last on this machine.
   std::string endpoint;

@@ -76,8 +76,15 @@ absl::Status Coordinator::Impl::Init() {
   SHOAL_RETURN_IF_ERROR(StartTaskTable());
   SHOAL_RETURN_IF_ERROR(StartSockets());
   SHOAL_RETURN_IF_ERROR(StartWorkers());
-  Discovery d{options_.job_id,        frontend_endpoint_, store_endpoint_,
-              table_->segment_name(), getpid(),           server_public_key_};
+  Discovery d;
+  d.job_id = options_.job_id;
+  d.frontend = frontend_endpoint_;
+  d.tcp = tcp_endpoint_;
+  d.store = store_endpoint_;
+  d.tasks = table_->segment_name();
+  d.pid = getpid();
+  d.server_key = server_public_key_;
+  d.client_key_file = owner_key_file_;
   return WriteDiscovery(d);
 }
 
@@ -129,7 +136,13 @@ absl::Status Coordinator::Impl::StartTaskTable() {
 absl::Status Coordinator::Impl::StartSockets() {
   ipc::SocketOptions fo;
   fo.max_msg_bytes = 128 << 20;
+  // The owner's socket: in the job folder (mode 0700), so only the owner (and
+  // root) can connect; no ZAP domain, so ZeroMQ asks no ZAP handler.
   SHOAL_ASSIGN_OR_RETURN(frontend_, ipc::Socket::Create(ZMQ_ROUTER, fo));
+  frontend_endpoint_ = absl::StrCat("ipc://", job_dir_, "/client.sock");
+  unlink(absl::StrCat(job_dir_, "/client.sock").c_str());
+  SHOAL_RETURN_IF_ERROR(frontend_.Bind(frontend_endpoint_));
+  SHOAL_ASSIGN_OR_RETURN(tcp_frontend_, ipc::Socket::Create(ZMQ_ROUTER, fo));
   std::string host = options_.bind, port = "0";
   if (size_t colon = options_.bind.rfind(':'); colon != std::string::npos) {
     host = options_.bind.substr(0, colon);
@@ -138,24 +151,32 @@ absl::Status Coordinator::Impl::StartSockets() {
   if (host.empty()) host = "127.0.0.1";
   const std::string bind =
       absl::StrCat("tcp://", host, ":", port == "0" ? "*" : port);
-  if (!ipc::IsLoopbackEndpoint(absl::StrCat("tcp://", host, ":1"))) {
-    if (!options_.insecure) {
-      SHOAL_RETURN_IF_ERROR(ConfigureCurve(frontend_));
-    } else {
-      SHOAL_LOG(WARNING,
-                "the frontend listens on %s without CURVE (--insecure): anyone "
-                "who can "
-                "reach it can run tasks",
-                bind);
-    }
+  // TCP needs credentials even on loopback (any local user can reach it):
+  // CURVE, with the owner's client key in the job folder.
+  if (!options_.insecure) {
+    SHOAL_RETURN_IF_ERROR(ConfigureCurve(tcp_frontend_));
+  } else {
+    SHOAL_LOG(WARNING,
+              "the frontend listens on %s without CURVE (--insecure): anyone "
+              "who can reach it can run tasks as this user",
+              bind);
   }
-  SHOAL_RETURN_IF_ERROR(frontend_.Bind(bind));
-  SHOAL_ASSIGN_OR_RETURN(frontend_endpoint_, frontend_.LastEndpoint());
+  SHOAL_RETURN_IF_ERROR(tcp_frontend_.Bind(bind));
+  SHOAL_ASSIGN_OR_RETURN(tcp_endpoint_, tcp_frontend_.LastEndpoint());
   SHOAL_ASSIGN_OR_RETURN(backend_, ipc::Socket::Create(ZMQ_ROUTER));
   backend_endpoint_ = absl::StrCat("ipc://", job_dir_, "/backend.sock");
   unlink(absl::StrCat(job_dir_, "/backend.sock").c_str());
   SHOAL_RETURN_IF_ERROR(backend_.Bind(backend_endpoint_));
   return absl::OkStatus();
+}
+
+absl::StatusOr<ipc::CurveKeyPair> Coordinator::Impl::OwnerClientKeys() {
+  owner_key_file_ = absl::StrCat(job_dir_, "/client.key");
+  absl::StatusOr<ipc::CurveKeyPair> keys = ipc::ReadKeyPair(owner_key_file_);
+  if (!absl::IsNotFound(keys.status())) return keys;
+  SHOAL_ASSIGN_OR_RETURN(ipc::CurveKeyPair fresh, ipc::GenerateCurveKeyPair());
+  SHOAL_RETURN_IF_ERROR(ipc::WriteKeyPair(owner_key_file_, fresh));
+  return fresh;
 }
 
 absl::Status Coordinator::Impl::ConfigureCurve(ipc::Socket& frontend) {
@@ -170,6 +191,8 @@ absl::Status Coordinator::Impl::ConfigureCurve(ipc::Socket& frontend) {
     keys = fresh;
   }
   if (!keys.ok()) return keys.status();
+  SHOAL_ASSIGN_OR_RETURN(const ipc::CurveKeyPair owner, OwnerClientKeys());
+  owner_public_key_ = owner.public_key;
   std::vector<std::string> allowed;
   if (!options_.client_keys_file.empty()) {
     std::ifstream in(options_.client_keys_file);
@@ -188,13 +211,16 @@ absl::Status Coordinator::Impl::ConfigureCurve(ipc::Socket& frontend) {
       allowed.push_back(key);
     }
   }
-  if (allowed.empty()) {
+  const bool loopback =
+      ipc::IsLoopbackEndpoint(absl::StrCat("tcp://", options_.bind));
+  if (allowed.empty() && !loopback) {
     return absl::InvalidArgumentError(
         absl::StrCat("binding to ", options_.bind,
                      " (not loopback) needs CURVE: pass --client-keys FILE "
                      "with the public keys of the clients to admit (or "
                      "--insecure to accept anyone)"));
   }
+  allowed.push_back(owner.public_key);
   SHOAL_ASSIGN_OR_RETURN(zap_, ipc::ZapAuthenticator::Start(allowed));
   SHOAL_RETURN_IF_ERROR(ipc::ConfigureCurveServer(frontend, *keys));
   server_public_key_ = keys->public_key;
@@ -277,6 +303,7 @@ absl::Status Coordinator::Impl::Run() {
     items.push_back({backend_.raw(), 0, ZMQ_POLLIN, 0});
     items.push_back({nullptr, stop_.fd(), ZMQ_POLLIN, 0});
     items.push_back({nullptr, completion_.fd(), ZMQ_POLLIN, 0});
+    items.push_back({tcp_frontend_.raw(), 0, ZMQ_POLLIN, 0});
     fds.clear();
     who.clear();
     supervisor_->PollFds(&fds, &who);
@@ -291,7 +318,9 @@ absl::Status Coordinator::Impl::Run() {
     absl::Time now = absl::Now();
     // Ticks: timeouts and waits need 10 ms resolution only while some exist.
     absl::Time wake = next_tick;
-    if (!expiring_.empty() || !waits_.empty())
+    bool parked = false;
+    for (const auto& [key, p] : peers_) parked |= !p.parked.empty();
+    if (!expiring_.empty() || !waits_.empty() || parked)
       wake = std::min(wake, now + absl::Milliseconds(10));
     const int rc = zmq_poll(
         items.data(), static_cast<int>(items.size()),
@@ -299,7 +328,8 @@ absl::Status Coordinator::Impl::Run() {
     if (rc < 0 && zmq_errno() != EINTR)
       return ipc::ZmqStatus("zmq_poll", __FILE__, __LINE__);
     if (items[2].revents & ZMQ_POLLIN) break;
-    if (items[0].revents & ZMQ_POLLIN) DrainFrontend();
+    if (items[0].revents & ZMQ_POLLIN) DrainFrontend(/*tcp=*/false);
+    if (items[4].revents & ZMQ_POLLIN) DrainFrontend(/*tcp=*/true);
     if (items[1].revents & ZMQ_POLLIN) DrainBackend();
     if (items[3].revents & ZMQ_POLLIN) {
       completion_.Drain();
@@ -319,25 +349,18 @@ absl::Status Coordinator::Impl::Run() {
     now = absl::Now();
     CheckTimeouts(now);
     if (!waits_.empty()) OnCompletions();  // deadlines
+    if (parked) ServeParked(now);
     if (now >= next_tick) {
       next_tick = std::min(supervisor_->Tick(now), now + absl::Seconds(1));
       ExpireRemoteResults(now);
+      ExpireOutputs(now);
+      ServeParked(now);
     }
   }
   return absl::OkStatus();
 }
 
 void Coordinator::Impl::Stop() { stop_.Signal(); }
-
-void Coordinator::Impl::DrainFrontend() {
-  ipc::DecodeLimits limits;
-  limits.max_frame_bytes = 64 << 20;
-  ipc::ServeRequests(frontend_, limits, /*max_requests=*/256,
-                     [&](const std::string& routing_id, uint64_t request_id,
-                         const ipc::Message& body) {
-                       return Handle(routing_id, request_id, body);
-                     });
-}
 
 void Coordinator::Impl::DrainBackend() {
   std::vector<std::string> frames;
@@ -448,11 +471,11 @@ void Coordinator::Impl::ExpireRemoteResults(absl::Time now) {
   for (auto it = remote_tasks_.begin(); it != remote_tasks_.end();) {
     absl::StatusOr<tasks::TaskState> state = table_->Poll(it->first);
     if (!state.ok()) {
-      it = remote_tasks_.erase(it);
+      ForgetTask((it++)->first);
     } else if (*state == tasks::TaskState::kDone &&
                now - it->second.submitted > options_.remote_result_ttl) {
       ReleaseOutputs(ResultOf(it->first, /*release=*/true).outputs);
-      it = remote_tasks_.erase(it);
+      ForgetTask((it++)->first);
     } else {
       ++it;
     }
@@ -472,7 +495,10 @@ Coordinator::Impl::~Impl() {
   table_.reset();
   zap_.reset();
   frontend_.Close();
+  tcp_frontend_.Close();
   backend_.Close();
+  if (!frontend_endpoint_.empty())
+    unlink(absl::StrCat(job_dir_, "/client.sock").c_str());
   if (!backend_endpoint_.empty())
     unlink(absl::StrCat(job_dir_, "/backend.sock").c_str());
   RemoveDiscovery(options_.job_id);
@@ -496,6 +522,9 @@ void Coordinator::Stop() { impl_->Stop(); }
 const std::string& Coordinator::job_id() const { return impl_->job_id(); }
 const std::string& Coordinator::frontend_endpoint() const {
   return impl_->frontend_endpoint();
+}
+const std::string& Coordinator::tcp_endpoint() const {
+  return impl_->tcp_endpoint();
 }
 const std::string& Coordinator::store_endpoint() const {
   return impl_->store_endpoint();

@@ -58,6 +58,21 @@ struct CoordinatorOptions {
   // Results of remote clients not collected in this long are freed. Default
   // 10 min.
   absl::Duration remote_result_ttl = absl::Minutes(10);
+  // Module prefixes `py:` tasks and actors submitted through the frontend may
+  // name ("a" admits a and a.b; empty: any). With a list, pickled functions
+  // (`py:=<object id>`) are refused too: a pickle can run any code.
+  std::vector<std::string> allowed_modules;
+  // Per frontend client: tasks queued or running, results held (finished, not
+  // released), and store bytes of the results it holds. Going over one is
+  // ResourceExhausted naming the limit.
+  uint64_t max_queued_per_client = 16384;
+  uint64_t max_held_per_client = 16384;
+  uint64_t max_store_bytes_per_client = uint64_t{1} << 30;
+  // Bytes of replies the coordinator queues for one client. A client over it
+  // has its further requests held until it reads; one that stays over it for
+  // `slow_client_grace` is dropped (its tasks released). Default 16 MiB, 10 s.
+  uint64_t max_reply_bytes_per_client = 16 << 20;
+  absl::Duration slow_client_grace = absl::Seconds(10);
 };
 
 class Coordinator {
@@ -76,7 +91,9 @@ class Coordinator {
   void Stop();
 
   const std::string& job_id() const;
+  // The owner's ipc:// endpoint (in the job folder) and the TCP one.
   const std::string& frontend_endpoint() const;
+  const std::string& tcp_endpoint() const;
   const std::string& store_endpoint() const;
 
   class Impl;

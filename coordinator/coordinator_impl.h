@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <deque>
 #include <list>
 #include <map>
 #include <memory>
@@ -16,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/event_fd.h"
 #include "coordinator/coordinator.h"
@@ -40,9 +42,42 @@ class Coordinator::Impl {
 
   const std::string& job_id() const { return options_.job_id; }
   const std::string& frontend_endpoint() const { return frontend_endpoint_; }
+  const std::string& tcp_endpoint() const { return tcp_endpoint_; }
   const std::string& store_endpoint() const { return store_endpoint_; }
 
  private:
+  // Who sent a request: the socket it came on (the owner-only ipc:// socket,
+  // or TCP with CURVE), its routing id there and, over TCP, its CURVE public
+  // key. Requests are answered on the same socket; ownership of tasks and
+  // actors is by key() (frontend_auth.cc).
+  struct Peer {
+    bool tcp = false;
+    std::string routing_id;
+    std::string user_id;  // the client's CURVE public key (Z85); "" on ipc
+    bool owner = false;   // the node's owner: ipc://, or the owner's key
+    std::string key() const {
+      return absl::StrCat(tcp ? "t" : "l", user_id, "/", routing_id);
+    }
+  };
+  // Bytes of replies ZeroMQ still holds for a peer; decremented by ZeroMQ's
+  // I/O thread when it is done with a reply (frontend_flow.cc).
+  struct ReplyBytes {
+    std::atomic<int64_t> queued{0};
+  };
+  // Per-peer accounting: quotas and reply back-pressure.
+  struct PeerState {
+    Peer peer;
+    std::shared_ptr<ReplyBytes> replies = std::make_shared<ReplyBytes>();
+    std::deque<std::pair<uint64_t, ipc::Message>> parked;  // over budget
+    std::optional<absl::Time> over_since;     // when it went over its budget
+    std::set<uint64_t> tasks;                 // its tasks in remote_tasks_
+    std::map<uint64_t, uint64_t> held_bytes;  // store bytes of its results
+    // Outputs of results it took with release: held for it until it
+    // releases them (DeleteRequest), remote_result_ttl, or it is dropped.
+    std::map<ObjectId, std::pair<uint64_t, absl::Time>> outputs;
+    std::set<uint32_t> actors;  // actors it created
+    bool dropped = false;
+  };
   // A client on this machine that uses the task table directly.
   struct LocalClient {
     pid_t pid = 0;
@@ -51,11 +86,11 @@ class Coordinator::Impl {
   };
   // A task submitted through the frontend (owned by our own task client).
   struct RemoteTask {
-    std::string routing_id;
+    std::string peer;  // Peer::key()
     absl::Time submitted;
   };
   struct PendingWait {
-    std::string routing_id;
+    Peer peer;
     uint64_t request_id = 0;
     ipc::WaitRequest request;
     std::optional<absl::Time> deadline;
@@ -75,6 +110,7 @@ class Coordinator::Impl {
     ObjectId init_object;  // the constructor's argument, held by us
     uint64_t init_bytes = 0;
     pid_t owner = 0;        // 0: detached (lives until killed or node stop)
+    std::string creator;    // Peer::key() of the client that created it
     std::vector<int> gpus;  // the node's logical GPUs it holds
     std::optional<uint64_t> init_task;  // the constructor call in flight
     bool ended = false;
@@ -87,9 +123,30 @@ class Coordinator::Impl {
   absl::Status StartSockets();
   absl::Status StartWorkers();
   absl::Status ConfigureCurve(ipc::Socket& frontend);
+  // The owner's client key pair in the job folder, created if missing.
+  absl::StatusOr<ipc::CurveKeyPair> OwnerClientKeys();
 
   // Event loop pieces.
-  void DrainFrontend();
+  // Reads requests from one frontend socket (with each one's CURVE user id)
+  // and serves them, parking those of a peer over its reply budget.
+  void DrainFrontend(bool tcp);
+  // Serves, sends or parks one request of `peer`.
+  void Dispatch(const Peer& peer, uint64_t request_id, ipc::Message body);
+  // Sends a reply without blocking, counting its bytes against the peer.
+  void Reply(const Peer& peer, uint64_t request_id, ipc::Message body);
+  // Serves parked requests of peers back under budget; drops peers that
+  // stayed over it longer than options_.slow_client_grace.
+  void ServeParked(absl::Time now);
+  // Ends a peer's session: its tasks and actors are released.
+  void DropPeer(PeerState& state, const std::string& why);
+  PeerState& StateOf(const Peer& peer);
+  // A peer's release of an output it took (DeleteRequest on the frontend).
+  // Errors: NotFound (not one of its outputs).
+  ipc::Message OnReleaseOutput(const Peer& peer, const ObjectId& id);
+  // Frees peers' taken outputs older than remote_result_ttl.
+  void ExpireOutputs(absl::Time now);
+  // Forgets a remote task (remote_tasks_ and its peer's accounting).
+  void ForgetTask(uint64_t id);
   void DrainBackend();
   void OnCompletions();
   void OnLocalClientExit(uint32_t client);
@@ -98,26 +155,28 @@ class Coordinator::Impl {
   void ExpireRemoteResults(absl::Time now);
 
   // Requests (frontend.cc).
-  std::optional<ipc::Message> Handle(const std::string& routing_id,
-                                     uint64_t request_id,
+  std::optional<ipc::Message> Handle(const Peer& peer, uint64_t request_id,
                                      const ipc::Message& body);
-  ipc::Message OnHello(const std::string& routing_id,
-                       const ipc::ClientHello& m);
-  ipc::Message OnSubmit(const std::string& routing_id,
-                        const ipc::SubmitRequest& m);
-  std::optional<ipc::Message> OnWait(const std::string& routing_id,
-                                     uint64_t request_id,
+  ipc::Message OnHello(const Peer& peer, const ipc::ClientHello& m);
+  ipc::Message OnSubmit(const Peer& peer, const ipc::SubmitRequest& m);
+  // Whether `peer` may run `function` (allow-list, actor ownership).
+  // Errors: PermissionDenied naming the module or actor.
+  absl::Status CheckFunction(const Peer& peer, const std::string& function);
+  // Whether `peer` may queue `count` more tasks (quotas).
+  // Errors: ResourceExhausted naming the limit.
+  absl::Status CheckQuota(PeerState& state, size_t count);
+  std::optional<ipc::Message> OnWait(const Peer& peer, uint64_t request_id,
                                      const ipc::WaitRequest& m);
-  ipc::Message OnCancel(const std::string& routing_id,
-                        const ipc::CancelRequest& m);
-  ipc::Message OnReleaseTasks(const std::string& routing_id,
+  ipc::Message OnCancel(const Peer& peer, const ipc::CancelRequest& m);
+  ipc::Message OnReleaseTasks(const Peer& peer,
                               const ipc::ReleaseTasksRequest& m);
   ipc::Message OnFetch(const ipc::FetchObjectRequest& m);
   ipc::Message OnStatus();
 
   // Actors (actors.cc).
-  ipc::Message OnActorCreate(const ipc::ActorCreateRequest& m);
-  ipc::Message OnActorKill(const ipc::ActorKillRequest& m);
+  ipc::Message OnActorCreate(const Peer& peer,
+                             const ipc::ActorCreateRequest& m);
+  ipc::Message OnActorKill(const Peer& peer, const ipc::ActorKillRequest& m);
   absl::StatusOr<std::vector<int>> PickActorGpus(uint32_t count) const;
   // The before_start hook of an actor's worker: its table slot, and its
   // constructor call queued first in its class.
@@ -132,9 +191,9 @@ class Coordinator::Impl {
   void EndActorsOwnedBy(pid_t pid);
   // Tries to answer a wait now; returns the reply if it is satisfied (or
   // `force`, at its deadline).
-  std::optional<ipc::Message> TryWait(const std::string& routing_id,
+  std::optional<ipc::Message> TryWait(const Peer& peer,
                                       const ipc::WaitRequest& m, bool force);
-  absl::Status CheckOwner(const std::string& routing_id, uint64_t id) const;
+  absl::Status CheckOwner(const Peer& peer, uint64_t id) const;
   ipc::TaskResult ResultOf(uint64_t id, bool release);
   void ReleaseOutputs(const std::vector<Value>& outputs);
 
@@ -158,9 +217,13 @@ class Coordinator::Impl {
   std::vector<int32_t> worker_slot_;  // task-table slot per worker, -1 if none
   std::vector<std::string> worker_gpus_;
 
-  ipc::Socket frontend_;
+  ipc::Socket frontend_;      // ipc:// in the job folder: the owner only
+  ipc::Socket tcp_frontend_;  // TCP, CURVE unless --insecure
   ipc::Socket backend_;
   std::string frontend_endpoint_;
+  std::string tcp_endpoint_;
+  std::string owner_public_key_;  // the owner's CURVE client key
+  std::string owner_key_file_;
   std::string backend_endpoint_;
   std::string server_public_key_;
   std::unique_ptr<ipc::ZapAuthenticator> zap_;
@@ -169,6 +232,7 @@ class Coordinator::Impl {
 
   std::map<uint32_t, LocalClient> local_clients_;  // by task client slot
   std::map<uint64_t, RemoteTask> remote_tasks_;
+  std::map<std::string, PeerState> peers_;  // by Peer::key()
   std::list<PendingWait> waits_;
   std::map<uint64_t, Expiring> expiring_;
   // Functions the workers reported (empty until the first hello): remote

@@ -57,9 +57,10 @@ absl::Status WriteDiscovery(const Discovery& d) {
   SHOAL_ASSIGN_OR_RETURN(const std::string dir, JobDir(d.job_id));
   (void)dir;
   const std::string text =
-      absl::StrCat("job=", d.job_id, "\nfrontend=", d.frontend,
+      absl::StrCat("job=", d.job_id, "\nfrontend=", d.frontend, "\ntcp=", d.tcp,
                    "\nstore=", d.store, "\ntasks=", d.tasks, "\npid=", d.pid,
-                   "\nserver_key=", d.server_key, "\n");
+                   "\nserver_key=", d.server_key,
+                   "\nclient_key_file=", d.client_key_file, "\n");
   SHOAL_RETURN_IF_ERROR(WriteAtomically(FilePath(d.job_id), text));
   return WriteAtomically(CurrentPath(), absl::StrCat(d.job_id, "\n"));
 }
@@ -97,6 +98,8 @@ absl::StatusOr<Discovery> ReadDiscovery(absl::string_view job_id) {
     if (kv.first == "tasks") d.tasks = kv.second;
     if (kv.first == "pid") (void)absl::SimpleAtoi(kv.second, &d.pid);
     if (kv.first == "server_key") d.server_key = kv.second;
+    if (kv.first == "tcp") d.tcp = kv.second;
+    if (kv.first == "client_key_file") d.client_key_file = kv.second;
   }
   if (d.frontend.empty() || d.job_id.empty()) {
     return absl::FailedPreconditionError(

@@ -17,11 +17,15 @@ namespace shoal::coordinator {
 
 struct Discovery {
   std::string job_id;
-  std::string frontend;    // tcp://host:port clients connect to
+  std::string frontend;    // ipc:// socket in the job folder (local clients)
+  std::string tcp;         // tcp://host:port (CURVE) for remote clients
   std::string store;       // the store's ipc:// endpoint
   std::string tasks;       // the task segment's name
   pid_t pid = 0;           // the coordinator
   std::string server_key;  // CURVE public key (Z85), empty when off
+  // The owner's CURVE key-pair file (mode 0600 in the job folder): what a
+  // client of the node's owner uses to reach `tcp`.
+  std::string client_key_file;
 };
 
 // Writes the job's discovery file (atomically) and points `current` at it.

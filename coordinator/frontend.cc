@@ -23,6 +23,10 @@ namespace {
 
 ipc::Message Error(const absl::Status& s) { return ipc::ErrorReply{s}; }
 
+// About ten years: longer waits are a mistake (or an attempt to overflow
+// the deadline arithmetic).
+constexpr int64_t kMaxTimeoutMs = int64_t{10} * 366 * 24 * 3600 * 1000;
+
 std::string BootId() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
   std::string id;
@@ -33,39 +37,45 @@ std::string BootId() {
 }  // namespace
 
 std::optional<ipc::Message> Coordinator::Impl::Handle(
-    const std::string& routing_id, uint64_t request_id,
-    const ipc::Message& body) {
+    const Peer& peer, uint64_t request_id, const ipc::Message& body) {
   return std::visit(
       Overloaded{
           [&](const ipc::ClientHello& m) -> std::optional<ipc::Message> {
-            return OnHello(routing_id, m);
+            return OnHello(peer, m);
           },
           [&](const ipc::SubmitRequest& m) -> std::optional<ipc::Message> {
-            return OnSubmit(routing_id, m);
+            return OnSubmit(peer, m);
           },
           [&](const ipc::WaitRequest& m) -> std::optional<ipc::Message> {
-            return OnWait(routing_id, request_id, m);
+            return OnWait(peer, request_id, m);
           },
           [&](const ipc::CancelRequest& m) -> std::optional<ipc::Message> {
-            return OnCancel(routing_id, m);
+            return OnCancel(peer, m);
           },
           [&](const ipc::ReleaseTasksRequest& m)
               -> std::optional<ipc::Message> {
-            return OnReleaseTasks(routing_id, m);
+            return OnReleaseTasks(peer, m);
           },
           [&](const ipc::FetchObjectRequest& m) -> std::optional<ipc::Message> {
             return OnFetch(m);
+          },
+          [&](const ipc::DeleteRequest& m) -> std::optional<ipc::Message> {
+            return OnReleaseOutput(peer, m.id);
           },
           [&](const ipc::StatusRequest&) -> std::optional<ipc::Message> {
             return OnStatus();
           },
           [&](const ipc::ActorCreateRequest& m) -> std::optional<ipc::Message> {
-            return OnActorCreate(m);
+            return OnActorCreate(peer, m);
           },
           [&](const ipc::ActorKillRequest& m) -> std::optional<ipc::Message> {
-            return OnActorKill(m);
+            return OnActorKill(peer, m);
           },
           [&](const ipc::StopRequest&) -> std::optional<ipc::Message> {
+            if (!peer.owner) {
+              return Error(absl::PermissionDeniedError(
+                  "only the node's owner may stop it"));
+            }
             stop_requested_ = true;
             return ipc::OkReply{};
           },
@@ -77,7 +87,7 @@ std::optional<ipc::Message> Coordinator::Impl::Handle(
       body);
 }
 
-ipc::Message Coordinator::Impl::OnHello(const std::string& routing_id,
+ipc::Message Coordinator::Impl::OnHello(const Peer& peer,
                                         const ipc::ClientHello& m) {
   ipc::ClientWelcome w;
   w.job_id = options_.job_id;
@@ -85,14 +95,16 @@ ipc::Message Coordinator::Impl::OnHello(const std::string& routing_id,
   w.cpus_per_worker = static_cast<uint32_t>(options_.cpus_per_worker);
   w.gpus_per_worker = static_cast<uint32_t>(options_.gpus_per_worker);
   // The shared-memory fast path is for processes on this machine (same boot)
-  // that we can watch (their pid is visible here).
-  const bool same_machine = !m.boot_id.empty() && m.boot_id == BootId();
+  // that we can watch (their pid is visible here), and only for the owner:
+  // the task table bypasses every check the frontend makes.
+  const bool same_machine =
+      peer.owner && !m.boot_id.empty() && m.boot_id == BootId();
   if (same_machine && m.pid > 0) {
     absl::StatusOr<int> pidfd = OpenPidFd(m.pid);
     if (pidfd.ok()) {
       absl::StatusOr<uint32_t> slot = table_->AddClient(m.pid);
       if (slot.ok()) {
-        local_clients_[*slot] = LocalClient{m.pid, *pidfd, routing_id};
+        local_clients_[*slot] = LocalClient{m.pid, *pidfd, peer.routing_id};
         w.local = true;
         w.task_segment = table_->segment_name();
         w.task_client = *slot;
@@ -106,41 +118,74 @@ ipc::Message Coordinator::Impl::OnHello(const std::string& routing_id,
   return w;
 }
 
-ipc::Message Coordinator::Impl::OnSubmit(const std::string& routing_id,
+ipc::Message Coordinator::Impl::OnSubmit(const Peer& peer,
                                          const ipc::SubmitRequest& m) {
+  PeerState& state = StateOf(peer);
+  if (absl::Status q = CheckQuota(state, m.tasks.size()); !q.ok())
+    return Error(q);
   std::vector<tasks::TaskSubmission> subs;
   subs.reserve(m.tasks.size());
   for (const ipc::TaskSpec& t : m.tasks) {
     if (!functions_.empty() && functions_.count(t.function) == 0 &&
-        !absl::StartsWith(t.function, "py:")) {
+        !absl::StartsWith(t.function, "py:") &&
+        !absl::StrContains(t.function, "@actor=")) {
       return Error(absl::NotFoundError(absl::StrCat(
           "no worker has a task function '", t.function, "' (",
           functions_.size(), " known: ", absl::StrJoin(functions_, ", "),
           "); load plugins with --plugin")));
     }
+    if (absl::Status ok = CheckFunction(peer, t.function); !ok.ok())
+      return Error(ok);
     absl::StatusOr<tasks::TaskSubmission> s =
         tasks::ToSubmission(t, static_cast<uint32_t>(options_.cpus_per_worker),
                             static_cast<uint32_t>(options_.gpus_per_worker));
     if (!s.ok()) return Error(s.status());
     subs.push_back(*std::move(s));
   }
-  absl::StatusOr<std::vector<uint64_t>> ids = table_->Submit(own_client_, subs);
-  if (!ids.ok()) return Error(ids.status());
+  // All or nothing: the table commits a batch up to its first failure and
+  // loses the ids of what it committed, so submit one at a time and take
+  // back what went in if a later one fails.
+  std::vector<uint64_t> ids;
+  ids.reserve(subs.size());
+  for (const tasks::TaskSubmission& sub : subs) {
+    absl::StatusOr<std::vector<uint64_t>> one =
+        table_->Submit(own_client_, absl::MakeConstSpan(&sub, 1));
+    if (!one.ok() || one->size() != 1) {
+      for (uint64_t id : ids) {
+        (void)table_->Cancel(id);
+        (void)table_->Release(own_client_, id);
+      }
+      const absl::Status why =
+          one.ok() ? absl::InternalError("the task table lost a task")
+                   : one.status();
+      return Error(absl::Status(
+          why.code(),
+          absl::StrCat(why.message(), " (task ", ids.size() + 1, " of ",
+                       subs.size(), "; none of the batch was submitted)")));
+    }
+    ids.push_back(one->front());
+  }
   const absl::Time now = absl::Now();
-  for (uint64_t id : *ids) remote_tasks_[id] = RemoteTask{routing_id, now};
-  return ipc::SubmitReply{*std::move(ids)};
+  const std::string key = peer.key();
+  for (uint64_t id : ids) {
+    remote_tasks_[id] = RemoteTask{key, now};
+    state.tasks.insert(id);
+  }
+  return ipc::SubmitReply{std::move(ids)};
 }
 
-absl::Status Coordinator::Impl::CheckOwner(const std::string& routing_id,
+absl::Status Coordinator::Impl::CheckOwner(const Peer& peer,
                                            uint64_t id) const {
   auto it = remote_tasks_.find(id);
   if (it == remote_tasks_.end()) {
     return absl::NotFoundError(
         absl::StrCat("no task ", id, " (unknown or released)"));
   }
-  if (it->second.routing_id != routing_id) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("task ", id, " belongs to another client"));
+  if (it->second.peer != peer.key()) {
+    // The same answer as for an unknown id: another client's ids are not
+    // confirmed to exist.
+    return absl::NotFoundError(
+        absl::StrCat("no task ", id, " (unknown or released)"));
   }
   return absl::OkStatus();
 }
@@ -150,10 +195,10 @@ ipc::TaskResult Coordinator::Impl::ResultOf(uint64_t id, bool release) {
 }
 
 std::optional<ipc::Message> Coordinator::Impl::TryWait(
-    const std::string& routing_id, const ipc::WaitRequest& m, bool force) {
+    const Peer& peer, const ipc::WaitRequest& m, bool force) {
   size_t done = 0;
   for (uint64_t id : m.task_ids) {
-    absl::Status owner = CheckOwner(routing_id, id);
+    absl::Status owner = CheckOwner(peer, id);
     if (!owner.ok()) return Error(owner);
     absl::StatusOr<tasks::TaskState> st = table_->Poll(id);
     if (!st.ok()) return Error(st.status());
@@ -164,21 +209,55 @@ std::optional<ipc::Message> Coordinator::Impl::TryWait(
                           : std::min<size_t>(m.min_done, m.task_ids.size());
   if (done < want && !force) return std::nullopt;
   ipc::WaitReply reply;
+  PeerState& state = StateOf(peer);
   for (uint64_t id : m.task_ids) {
-    if (*table_->Poll(id) != tasks::TaskState::kDone) continue;
-    reply.results.push_back(ResultOf(id, m.release));
-    if (m.release) remote_tasks_.erase(id);
+    absl::StatusOr<tasks::TaskState> st = table_->Poll(id);
+    if (!st.ok() || *st != tasks::TaskState::kDone) continue;
+    ipc::TaskResult r = ResultOf(id, m.release);
+    if (m.release) {
+      ForgetTask(id);
+      const absl::Time now = absl::Now();
+      for (const Value& v : r.outputs) {
+        if (const auto* o = std::get_if<ObjectValue>(&v))
+          state.outputs[o->id] = {o->nbytes, now};
+      }
+    } else {
+      uint64_t bytes = 0;
+      for (const Value& v : r.outputs) {
+        if (const auto* o = std::get_if<ObjectValue>(&v)) bytes += o->nbytes;
+      }
+      state.held_bytes[id] = bytes;
+    }
+    reply.results.push_back(std::move(r));
   }
   return reply;
 }
 
+// Ids are checked before anything is taken: a repeated id would be taken
+// (and released) twice.
+static absl::Status CheckWaitRequest(const ipc::WaitRequest& m) {
+  std::set<uint64_t> seen;
+  for (uint64_t id : m.task_ids) {
+    if (!seen.insert(id).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("task_ids names task ", id, " twice"));
+    }
+  }
+  if (m.timeout_ms > kMaxTimeoutMs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("timeout_ms ", m.timeout_ms, " is over the limit of ",
+                     kMaxTimeoutMs, " (about 10 years); negative means none"));
+  }
+  return absl::OkStatus();
+}
+
 std::optional<ipc::Message> Coordinator::Impl::OnWait(
-    const std::string& routing_id, uint64_t request_id,
-    const ipc::WaitRequest& m) {
-  std::optional<ipc::Message> now = TryWait(routing_id, m, m.timeout_ms == 0);
+    const Peer& peer, uint64_t request_id, const ipc::WaitRequest& m) {
+  if (absl::Status s = CheckWaitRequest(m); !s.ok()) return Error(s);
+  std::optional<ipc::Message> now = TryWait(peer, m, m.timeout_ms == 0);
   if (now) return now;
   PendingWait w;
-  w.routing_id = routing_id;
+  w.peer = peer;
   w.request_id = request_id;
   w.request = m;
   if (m.timeout_ms > 0)
@@ -191,11 +270,9 @@ void Coordinator::Impl::OnCompletions() {
   const absl::Time now = absl::Now();
   for (auto it = waits_.begin(); it != waits_.end();) {
     const bool due = it->deadline && now >= *it->deadline;
-    std::optional<ipc::Message> reply =
-        TryWait(it->routing_id, it->request, due);
+    std::optional<ipc::Message> reply = TryWait(it->peer, it->request, due);
     if (reply) {
-      ipc::SendReply(frontend_, it->routing_id, it->request_id,
-                     *std::move(reply));
+      Reply(it->peer, it->request_id, *std::move(reply));
       it = waits_.erase(it);
     } else {
       ++it;
@@ -203,10 +280,10 @@ void Coordinator::Impl::OnCompletions() {
   }
 }
 
-ipc::Message Coordinator::Impl::OnCancel(const std::string& routing_id,
+ipc::Message Coordinator::Impl::OnCancel(const Peer& peer,
                                          const ipc::CancelRequest& m) {
   for (uint64_t id : m.task_ids) {
-    absl::Status s = CheckOwner(routing_id, id);
+    absl::Status s = CheckOwner(peer, id);
     if (!s.ok()) return Error(s);
     absl::StatusOr<tasks::TaskState> was = table_->Cancel(id);
     if (!was.ok()) return Error(was.status());
@@ -224,9 +301,9 @@ void Coordinator::Impl::ReleaseOutputs(const std::vector<Value>& outputs) {
 }
 
 ipc::Message Coordinator::Impl::OnReleaseTasks(
-    const std::string& routing_id, const ipc::ReleaseTasksRequest& m) {
+    const Peer& peer, const ipc::ReleaseTasksRequest& m) {
   for (uint64_t id : m.task_ids) {
-    absl::Status s = CheckOwner(routing_id, id);
+    absl::Status s = CheckOwner(peer, id);
     if (!s.ok()) return Error(s);
     absl::StatusOr<tasks::TaskState> st = table_->Poll(id);
     if (st.ok() && *st == tasks::TaskState::kDone) {
@@ -234,7 +311,7 @@ ipc::Message Coordinator::Impl::OnReleaseTasks(
     } else {
       (void)table_->Release(own_client_, id);
     }
-    remote_tasks_.erase(id);
+    ForgetTask(id);
   }
   return ipc::OkReply{};
 }

@@ -19,6 +19,14 @@
 #include "base/status_macros.h"
 
 namespace shoal::ipc {
+
+// ZMQ_ZAP_ENFORCE_DOMAIN: libzmq 4.3 implements it but declares it only in
+// its draft API.
+#ifdef ZMQ_ZAP_ENFORCE_DOMAIN
+constexpr int kZapEnforceDomainOption = ZMQ_ZAP_ENFORCE_DOMAIN;
+#else
+constexpr int kZapEnforceDomainOption = 93;
+#endif
 namespace {
 
 constexpr size_t kZ85KeyChars = 40;
@@ -261,6 +269,10 @@ absl::Status ConfigureCurveServer(Socket& socket, const CurveKeyPair& server) {
   SHOAL_ZMQ_CHECK(zmq_setsockopt(socket.raw(), ZMQ_ZAP_DOMAIN,
                                  kCurveZapDomain.data(),
                                  kCurveZapDomain.size()));
+  // Without this, libzmq admits every client when no ZAP handler answers
+  // (for compatibility with ZeroMQ < 4.3); with it, nobody.
+  SHOAL_ZMQ_CHECK(
+      zmq_setsockopt(socket.raw(), kZapEnforceDomainOption, &one, sizeof(one)));
   return absl::OkStatus();
 }
 

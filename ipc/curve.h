@@ -74,10 +74,11 @@ absl::Status WriteKeyPair(const std::string& path, const CurveKeyPair& keys);
 // belong to the secret key; other errno-derived codes from the file system.
 absl::StatusOr<CurveKeyPair> ReadKeyPair(const std::string& path);
 
-// Makes `socket` a CURVE server with `server`'s secret key and sets the ZAP
-// domain to kCurveZapDomain. Call before Bind (ZeroMQ applies security options
-// to connections made afterwards). Run a ZapAuthenticator in this process, or
-// any client key is accepted.
+// Makes `socket` a CURVE server with `server`'s secret key, sets the ZAP
+// domain to kCurveZapDomain and ZMQ_ZAP_ENFORCE_DOMAIN, so that without a ZAP
+// handler no client is admitted. Call before Bind (ZeroMQ applies security
+// options to connections made afterwards). Run a ZapAuthenticator in this
+// process, or every handshake fails.
 // Errors: InvalidArgument if `server.secret_key` is not valid Z85 or the socket
 // is empty; FailedPrecondition if libzmq lacks CURVE; ZmqStatus codes if a
 // zmq_setsockopt fails.

@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -12,38 +15,45 @@
 namespace shoal {
 namespace {
 
-// SplitMix64: turns a counter into well-spread bits.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
+// Random bytes from the kernel's CSPRNG, fetched 4 KiB at a time per thread:
+// an id must not be predictable from others (it is a capability: whoever
+// knows it may read the object, docs/security.md), and one getrandom() per
+// id would cost a system call each. A forked child refills (its pid differs),
+// so parent and child never hand out the same bytes.
+struct RandomPool {
+  unsigned char bytes[4096];
+  size_t used = sizeof(bytes);
+  pid_t pid = 0;
+};
+
+void RandomBytes(unsigned char* out, size_t n) {
+  thread_local RandomPool pool;
+  const pid_t pid = getpid();
+  if (pool.pid != pid || pool.used + n > sizeof(pool.bytes)) {
+    size_t got = 0;
+    while (got < sizeof(pool.bytes)) {
+      const ssize_t r =
+          getrandom(pool.bytes + got, sizeof(pool.bytes) - got, 0);
+      if (r > 0) {
+        got += static_cast<size_t>(r);
+      } else if (errno != EINTR) {
+        abort();  // no kernel randomness: ids would be guessable
+      }
+    }
+    pool.used = 0;
+    pool.pid = pid;
+  }
+  std::memcpy(out, pool.bytes + pool.used, n);
+  // Bytes handed out are erased, so a later memory disclosure shows none.
+  std::memset(pool.bytes + pool.used, 0, n);
+  pool.used += n;
 }
 
 }  // namespace
 
 ObjectId ObjectId::Random() {
-  // One getrandom() per process seeds the stream; fork() children re-seed
-  // because the pid they record differs.
-  static std::atomic<uint64_t> counter{0};
-  static std::atomic<uint64_t> seed{0};
-  static std::atomic<pid_t> seed_pid{0};
-  const pid_t pid = getpid();
-  if (seed_pid.load(std::memory_order_acquire) != pid) {
-    uint64_t s = 0;
-    if (getrandom(&s, sizeof(s), 0) != sizeof(s)) {
-      s = Mix(static_cast<uint64_t>(pid) << 32 ^
-              static_cast<uint64_t>(reinterpret_cast<uintptr_t>(&s)));
-    }
-    seed.store(s, std::memory_order_relaxed);
-    seed_pid.store(pid, std::memory_order_release);
-  }
-  const uint64_t n = counter.fetch_add(1, std::memory_order_relaxed);
-  const uint64_t s = seed.load(std::memory_order_relaxed);
-  uint64_t words[2] = {Mix(s ^ Mix(n)),
-                       Mix(s + n) ^ static_cast<uint64_t>(pid)};
   ObjectId id;
-  std::memcpy(id.bytes_.data(), words, kSize);
+  RandomBytes(id.bytes_.data(), kSize);
   if (id.IsNil()) id.bytes_[0] = 1;
   return id;
 }

@@ -19,8 +19,9 @@ class ObjectId {
   // The all-zero id, which no object ever has.
   constexpr ObjectId() : bytes_{} {}
 
-  // A fresh id from the kernel's random source mixed with a process-local
-  // counter, so ids made concurrently in many processes never collide.
+  // A fresh id: 16 bytes from the kernel's CSPRNG (getrandom), so ids are
+  // unpredictable (an id is a capability to read its object) and never
+  // collide in practice.
   static ObjectId Random();
 
   // Exactly kSize raw bytes; anything else is InvalidArgument.

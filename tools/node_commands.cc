@@ -52,10 +52,10 @@ int RunNode(coordinator::CoordinatorOptions options, int ready_fd) {
   sa.sa_handler = OnSignal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  const std::string ready =
-      absl::StrCat("ready job ", (*node)->job_id(), ", frontend ",
-                   (*node)->frontend_endpoint(), ", store ",
-                   (*node)->store_endpoint(), ", pid ", getpid());
+  const std::string ready = absl::StrCat(
+      "ready job ", (*node)->job_id(), ", frontend ",
+      (*node)->frontend_endpoint(), ", store ", (*node)->store_endpoint(),
+      ", pid ", getpid(), ", tcp ", (*node)->tcp_endpoint());
   if (ready_fd >= 0) {
     const std::string line = ready + "\n";
     ssize_t unused = write(ready_fd, line.data(), line.size());
@@ -136,6 +136,23 @@ absl::StatusOr<coordinator::CoordinatorOptions> ParseStartFlags(int argc,
       p.String("client-keys", "", "CURVE: file of admitted client public keys");
   std::string& server_key = p.String(
       "server-key", "", "CURVE: server key-pair file (created if missing)");
+  std::string& allow_modules = p.String(
+      "allow-modules", "",
+      "Python module prefixes frontend clients' py: tasks may name, "
+      "','-separated (default: any; with a list, pickled code is refused)");
+  int64_t& max_queued = p.Int("max-queued-per-client", 16384,
+                              "tasks a frontend client may have queued");
+  int64_t& max_held =
+      p.Int("max-held-per-client", 16384, "results a frontend client may hold");
+  uint64_t& max_store = p.Bytes("max-store-bytes-per-client", uint64_t{1} << 30,
+                                "store bytes of results a client may hold");
+  uint64_t& max_reply = p.Bytes(
+      "max-reply-bytes-per-client", 16 << 20,
+      "bytes of replies queued for a client before it is slowed, then dropped");
+  int64_t& slow_grace_ms =
+      p.Int("slow-client-grace-ms", 10000,
+            "how long a client may stay over its reply bytes before it is "
+            "dropped");
   bool& daemon_flag = p.Bool(
       "daemon", false, "run in the background; print the endpoint and return");
   p.Alias('n', "workers");
@@ -153,6 +170,16 @@ absl::StatusOr<coordinator::CoordinatorOptions> ParseStartFlags(int argc,
   o.insecure = insecure;
   o.client_keys_file = client_keys;
   o.server_key_file = server_key;
+  o.allowed_modules = absl::StrSplit(allow_modules, ',', absl::SkipEmpty());
+  if (max_queued < 1 || max_held < 1 || max_store < 1 || max_reply < 1) {
+    return absl::InvalidArgumentError(
+        "the --max-*-per-client limits must be at least 1");
+  }
+  o.max_queued_per_client = static_cast<uint64_t>(max_queued);
+  o.max_held_per_client = static_cast<uint64_t>(max_held);
+  o.max_store_bytes_per_client = max_store;
+  o.max_reply_bytes_per_client = max_reply;
+  o.slow_client_grace = absl::Milliseconds(std::max<int64_t>(1, slow_grace_ms));
   *daemon = daemon_flag;
   return o;
 }

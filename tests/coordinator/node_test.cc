@@ -494,7 +494,7 @@ TEST(NodeCurveTest, OffLoopbackNeedsCurveAndAdmitsOnlyListedKeys) {
   auto d = coordinator::ReadDiscovery((*node)->job_id());
   ASSERT_TRUE(d.ok());
   EXPECT_FALSE(d->server_key.empty());
-  const std::string port = d->frontend.substr(d->frontend.rfind(':'));
+  const std::string port = d->tcp.substr(d->tcp.rfind(':'));
   coordinator::ClientOptions o;
   o.endpoint = absl::StrCat("tcp://127.0.0.1", port);
   o.server_key = d->server_key;
@@ -515,6 +515,9 @@ TEST(NodeCurveTest, OffLoopbackNeedsCurveAndAdmitsOnlyListedKeys) {
       << bad.status();
   coordinator::ClientOptions plain;
   plain.endpoint = o.endpoint;
+  // Not the owner's job: no keys are found for it (the owner's own client
+  // would find them through the discovery file and be admitted).
+  plain.job_id = "no-such-job";
   plain.force_remote = true;
   plain.rpc_timeout = absl::Seconds(2);
   auto no_curve = coordinator::Client::Connect(plain);

@@ -1,0 +1,353 @@
+// Attacks on the coordinator's frontend against a real node (`shoal start`):
+// each test tries one, checks the safe outcome, then checks that the node
+// still serves a normal client (docs/security.md).
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "coordinator/client.h"
+#include "coordinator/discovery.h"
+#include "gtest/gtest.h"
+#include "ipc/curve.h"
+#include "ipc/protocol.h"
+#include "ipc/socket.h"
+#include "tests/coordinator/node_fixture.h"
+#include "tests/testing/test_env.h"
+
+namespace shoal {
+namespace {
+
+using coordinator::Client;
+using shoal::testing::NodeProcess;
+
+ipc::TaskSpec Task(std::string fn, std::vector<Value> args = {}) {
+  ipc::TaskSpec t;
+  t.function = std::move(fn);
+  t.args = std::move(args);
+  return t;
+}
+
+// A client speaking raw frames to a frontend endpoint, optionally with CURVE.
+class RawClient {
+ public:
+  explicit RawClient(const std::string& endpoint, int rcvhwm = 1000,
+                     const ipc::CurveKeyPair* keys = nullptr,
+                     const std::string& server_key = "") {
+    ipc::SocketOptions o;
+    o.max_msg_bytes = 128 << 20;
+    socket_ = *ipc::Socket::Create(ZMQ_DEALER, o);
+    zmq_setsockopt(socket_.raw(), ZMQ_RCVHWM, &rcvhwm, sizeof(rcvhwm));
+    if (rcvhwm < 10) {
+      const int small = 4096;
+      zmq_setsockopt(socket_.raw(), ZMQ_RCVBUF, &small, sizeof(small));
+    }
+    if (keys != nullptr) {
+      EXPECT_TRUE(ipc::ConfigureCurveClient(socket_, server_key, *keys).ok());
+    }
+    EXPECT_TRUE(socket_.Connect(endpoint).ok());
+  }
+  // Without blocking: a DEALER with no admitted connection has nowhere to
+  // queue (Unavailable).
+  absl::Status Send(uint64_t id, ipc::Message m) {
+    return socket_.Send(*ipc::Encode(id, std::move(m)), /*dontwait=*/true);
+  }
+  // The next reply's body, or the status of why there is none.
+  absl::StatusOr<ipc::Message> Next(absl::Duration timeout) {
+    std::vector<std::string> frames;
+    absl::Status s = socket_.Recv(&frames, timeout);
+    if (!s.ok()) return s;
+    ipc::DecodeLimits limits;
+    limits.max_frame_bytes = 128 << 20;
+    ipc::DecodeResult d = ipc::Decode(frames.at(0), limits);
+    if (!d.envelope.ok()) return d.envelope.status();
+    if (auto* e = std::get_if<ipc::ErrorReply>(&d.envelope->body))
+      return e->status;
+    return d.envelope->body;
+  }
+  absl::StatusOr<ipc::Message> Call(
+      ipc::Message m, absl::Duration timeout = absl::Seconds(20)) {
+    if (absl::Status s = Send(++next_id_, std::move(m)); !s.ok()) return s;
+    return Next(timeout);
+  }
+
+ private:
+  ipc::Socket socket_;
+  uint64_t next_id_ = 0;
+};
+
+class FrontendAttackTest : public ::testing::Test {
+ protected:
+  void StartNode(std::vector<std::string> flags = {}) {
+    auto node = NodeProcess::Start(std::move(flags));
+    ASSERT_TRUE(node.ok()) << node.status();
+    node_ = *std::move(node);
+    auto d = coordinator::ReadDiscovery(node_->job_id());
+    ASSERT_TRUE(d.ok()) << d.status();
+    discovery_ = *d;
+  }
+
+  // A normal client still gets a task done, promptly.
+  void ExpectServesNormalClient() {
+    ASSERT_TRUE(node_->process().running());
+    auto client = node_->Connect();
+    ASSERT_TRUE(client.ok()) << client.status();
+    auto task = (*client)->Submit(Task("add", {int64_t{2}, int64_t{40}}));
+    ASSERT_TRUE(task.ok()) << task.status();
+    auto r = (*client)->Wait(*task, absl::Seconds(20));
+    ASSERT_TRUE(r.ok() && r->status.ok()) << r.status();
+    EXPECT_EQ(std::get<int64_t>(r->outputs.at(0)), 42);
+  }
+
+  uint64_t SubmitRaw(RawClient& raw, ipc::TaskSpec t) {
+    ipc::SubmitRequest s;
+    s.tasks.push_back(std::move(t));
+    auto reply = raw.Call(s);
+    EXPECT_TRUE(reply.ok()) << reply.status();
+    if (!reply.ok()) return 0;
+    return std::get<ipc::SubmitReply>(*reply).task_ids.at(0);
+  }
+
+  std::unique_ptr<NodeProcess> node_;
+  coordinator::Discovery discovery_;
+};
+
+TEST_F(FrontendAttackTest, WaitNamingATaskTwiceWithReleaseIsRefused) {
+  StartNode();
+  RawClient raw(discovery_.frontend);
+  const uint64_t id = SubmitRaw(raw, Task("add", {int64_t{1}, int64_t{2}}));
+  ipc::WaitRequest twice;
+  twice.task_ids = {id, id};
+  twice.release = true;
+  twice.timeout_ms = 10000;
+  auto reply = raw.Call(twice);
+  ASSERT_EQ(reply.status().code(), absl::StatusCode::kInvalidArgument)
+      << reply.status();
+  EXPECT_TRUE(absl::StrContains(reply.status().message(), "task_ids"));
+  // The task is intact and still this client's.
+  ipc::WaitRequest once;
+  once.task_ids = {id};
+  once.release = true;
+  once.timeout_ms = 10000;
+  auto ok = raw.Call(once);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(std::get<ipc::WaitReply>(*ok).results.size(), 1u);
+  ExpectServesNormalClient();
+}
+
+TEST_F(FrontendAttackTest, HugeTimeoutIsRefusedNamingTheField) {
+  StartNode();
+  RawClient raw(discovery_.frontend);
+  const uint64_t id = SubmitRaw(raw, Task("sleep", {30.0}));
+  ipc::WaitRequest w;
+  w.task_ids = {id};
+  w.timeout_ms = int64_t{1} << 62;
+  auto reply = raw.Call(w);
+  ASSERT_EQ(reply.status().code(), absl::StatusCode::kInvalidArgument)
+      << reply.status();
+  EXPECT_TRUE(absl::StrContains(reply.status().message(), "timeout_ms"));
+  ipc::CancelRequest cancel;
+  cancel.task_ids = {id};
+  EXPECT_TRUE(raw.Call(cancel).ok());
+  ExpectServesNormalClient();
+}
+
+TEST_F(FrontendAttackTest, TcpWithoutTheOwnersKeyIsNotServed) {
+  StartNode();
+  ASSERT_TRUE(absl::StartsWith(discovery_.tcp, "tcp://127.0.0.1:"));
+  ASSERT_FALSE(discovery_.server_key.empty());
+  // The owner's socket and keys live in the job folder, mode 0700.
+  struct stat st;
+  const std::string dir = discovery_.client_key_file.substr(
+      0, discovery_.client_key_file.rfind('/'));
+  ASSERT_EQ(stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_TRUE(
+      absl::StartsWith(discovery_.frontend, absl::StrCat("ipc://", dir, "/")));
+  // No CURVE: the handshake fails, nothing is answered.
+  RawClient plain(discovery_.tcp);
+  EXPECT_FALSE(plain.Call(ipc::StatusRequest{}, absl::Seconds(2)).ok());
+  // CURVE with a key the node never admitted: the same.
+  auto stranger = ipc::GenerateCurveKeyPair();
+  ASSERT_TRUE(stranger.ok());
+  RawClient wrong_key(discovery_.tcp, 1000, &*stranger, discovery_.server_key);
+  EXPECT_FALSE(wrong_key.Call(ipc::StatusRequest{}, absl::Seconds(2)).ok());
+  // Nor may it stop the node.
+  EXPECT_FALSE(wrong_key.Call(ipc::StopRequest{}, absl::Seconds(2)).ok());
+  // The owner over TCP: the client finds the keys itself.
+  coordinator::ClientOptions o;
+  o.endpoint = discovery_.tcp;
+  o.job_id = node_->job_id();
+  o.force_remote = true;
+  o.rpc_timeout = absl::Seconds(20);
+  auto owner = Client::Connect(o);
+  ASSERT_TRUE(owner.ok()) << owner.status();
+  auto r =
+      (*owner)->Wait(*(*owner)->Submit(Task("add", {int64_t{1}, int64_t{1}})),
+                     absl::Seconds(20));
+  ASSERT_TRUE(r.ok() && r->status.ok());
+  ExpectServesNormalClient();
+}
+
+TEST_F(FrontendAttackTest, ClientsSeeOnlyTheirOwnTasksAndOnlyTheOwnerStops) {
+  const std::string dir = ::testing::TempDir();
+  auto guest = ipc::GenerateCurveKeyPair();
+  ASSERT_TRUE(guest.ok());
+  const std::string list = absl::StrCat(dir, "/guests.txt");
+  std::ofstream(list) << guest->public_key << "\n";
+  StartNode({"--client-keys", list});
+  RawClient a(discovery_.frontend);
+  RawClient b(discovery_.tcp, 1000, &*guest, discovery_.server_key);
+  const uint64_t id = SubmitRaw(a, Task("sleep", {0.2}));
+  ipc::WaitRequest w;
+  w.task_ids = {id};
+  w.release = true;
+  w.timeout_ms = 5000;
+  ipc::CancelRequest c;
+  c.task_ids = {id};
+  ipc::ReleaseTasksRequest rel;
+  rel.task_ids = {id};
+  for (ipc::Message m : std::vector<ipc::Message>{w, c, rel}) {
+    auto reply = b.Call(m);
+    EXPECT_EQ(reply.status().code(), absl::StatusCode::kNotFound)
+        << reply.status();
+  }
+  auto stop = b.Call(ipc::StopRequest{});
+  EXPECT_EQ(stop.status().code(), absl::StatusCode::kPermissionDenied)
+      << stop.status();
+  // The guest's own work is served.
+  const uint64_t mine = SubmitRaw(b, Task("add", {int64_t{3}, int64_t{4}}));
+  ipc::WaitRequest wm;
+  wm.task_ids = {mine};
+  wm.release = true;
+  wm.timeout_ms = 20000;
+  auto got = b.Call(wm);
+  ASSERT_TRUE(got.ok()) << got.status();
+  // A's task was untouched: it completes normally for A.
+  auto done = a.Call(w);
+  ASSERT_TRUE(done.ok()) << done.status();
+  const auto& results = std::get<ipc::WaitReply>(*done).results;
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_TRUE(results[0].status.ok()) << results[0].status;
+  ExpectServesNormalClient();
+}
+
+TEST_F(FrontendAttackTest, AllowModulesRefusesOtherModulesAndPickles) {
+  StartNode({"--allow-modules", "json,xml.dom"});
+  RawClient raw(discovery_.frontend);
+  for (const std::string& f :
+       {std::string("py:os:system"), std::string("py:builtins:eval"),
+        std::string("py:jsonx:loads"), std::string("py:xml:parse"),
+        std::string("py:json:loads!"),
+        absl::StrCat("py:=", std::string(32, 'a'))}) {
+    ipc::SubmitRequest s;
+    s.tasks.push_back(Task(f, {std::string("1")}));
+    auto reply = raw.Call(s);
+    EXPECT_EQ(reply.status().code(), absl::StatusCode::kPermissionDenied)
+        << f << ": " << reply.status();
+  }
+  ipc::SubmitRequest s;
+  s.tasks.push_back(Task("py:os:system", {std::string("true")}));
+  auto named = raw.Call(s);
+  EXPECT_TRUE(absl::StrContains(named.status().message(), "module 'os'"))
+      << named.status();
+  // Modules under the prefixes are admitted.
+  EXPECT_NE(SubmitRaw(raw, Task("py:json:dumps", {int64_t{1}})), 0u);
+  EXPECT_NE(SubmitRaw(raw, Task("py:xml.dom.minidom:parseString",
+                                {std::string("<a/>")})),
+            0u);
+  ExpectServesNormalClient();
+}
+
+TEST_F(FrontendAttackTest, QueueQuotaRefusesAWholeBatch) {
+  StartNode({"--max-queued-per-client", "4"});
+  RawClient raw(discovery_.frontend);
+  ipc::SubmitRequest five;
+  for (int i = 0; i < 5; ++i) five.tasks.push_back(Task("sleep", {5.0}));
+  auto reply = raw.Call(five);
+  ASSERT_EQ(reply.status().code(), absl::StatusCode::kResourceExhausted)
+      << reply.status();
+  EXPECT_TRUE(
+      absl::StrContains(reply.status().message(), "max_queued_per_client"));
+  // Nothing of the batch went in.
+  auto st = raw.Call(ipc::StatusRequest{});
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(std::get<ipc::NodeStatus>(*st).submitted(), 0u);
+  // Under the limit it is fine; the limit is per client.
+  ipc::SubmitRequest four;
+  for (int i = 0; i < 4; ++i) four.tasks.push_back(Task("sleep", {0.01}));
+  ASSERT_TRUE(raw.Call(four).ok());
+  ExpectServesNormalClient();
+}
+
+int64_t VmRssKb(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (absl::StartsWith(line, "VmRSS:")) {
+      int64_t kb = 0;
+      std::string v(absl::StripAsciiWhitespace(line.substr(6)));
+      (void)absl::SimpleAtoi(v.substr(0, v.find(' ')), &kb);
+      return kb;
+    }
+  }
+  return -1;
+}
+
+TEST_F(FrontendAttackTest, ClientThatNeverReadsIsBoundedThenDropped) {
+  StartNode({"--slow-client-grace-ms", "2000"});
+  // A 4 MiB object to fetch.
+  auto owner = node_->Connect(/*remote=*/true);
+  ASSERT_TRUE(owner.ok()) << owner.status();
+  auto r =
+      (*owner)->Wait(*(*owner)->Submit(Task("fill", {int64_t{1} << 20, 1.0})),
+                     absl::Seconds(20), /*release=*/false);
+  ASSERT_TRUE(r.ok() && r->status.ok()) << r.status();
+  const ObjectId object = std::get<ObjectValue>(r->outputs.at(0)).id;
+  ASSERT_TRUE((*owner)->Fetch(object).ok());
+  const int64_t before = VmRssKb(node_->pid());
+  ASSERT_GT(before, 0);
+  RawClient slow(discovery_.frontend, /*rcvhwm=*/1);
+  for (int i = 0; i < 32; ++i) {
+    ipc::FetchObjectRequest f;
+    f.id = object;
+    ASSERT_TRUE(slow.Send(static_cast<uint64_t>(i + 1), f).ok());
+  }
+  // Others are served promptly meanwhile.
+  for (int i = 0; i < 5; ++i) {
+    const absl::Time start = absl::Now();
+    auto st = (*owner)->Status();
+    ASSERT_TRUE(st.ok()) << st.status();
+    EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  const int64_t after = VmRssKb(node_->pid());
+  // 16 MiB of replies may be queued, plus one being built; 32 would be 128.
+  EXPECT_LT(after - before, 48 * 1024) << "VmRSS " << before << " → " << after;
+  // After the grace it is dropped: reading now, it finds its requests
+  // refused rather than served.
+  absl::SleepFor(absl::Seconds(3));
+  ipc::FetchObjectRequest f;
+  f.id = object;
+  ASSERT_TRUE(slow.Send(1000, f).ok());
+  bool dropped = false;
+  for (int i = 0; i < 40 && !dropped; ++i) {
+    auto reply = slow.Next(absl::Seconds(10));
+    if (!reply.ok() && absl::StrContains(reply.status().message(), "dropped"))
+      dropped = true;
+    if (!reply.ok() && absl::IsDeadlineExceeded(reply.status())) break;
+  }
+  EXPECT_TRUE(dropped);
+  (*owner)->ReleaseOutputs(*r);
+  ExpectServesNormalClient();
+}
+
+}  // namespace
+}  // namespace shoal
