@@ -125,3 +125,30 @@ def test_a_key_the_node_does_not_admit_gets_no_answer(node, wire):
             s.status()
     finally:
         s.close()
+
+
+def test_pipelined_submits_are_matched_by_request_id(node, wire):
+    """docs/protocol.md, "Pipelining": many requests out before any reply."""
+    s = tcp_session(wire, node)
+    try:
+        n = 500
+        for i in range(n):
+            env = wire.Envelope(major=pc.PROTOCOL_MAJOR, minor=pc.PROTOCOL_MINOR,
+                                request_id=1000 + i)
+            env.submit.tasks.add(function=b"echo").args.add(i=i)
+            s.sock.send(env.SerializeToString())
+        task_of = {}
+        for _ in range(n):
+            reply = wire.Envelope()
+            reply.ParseFromString(s.sock.recv())
+            assert reply.WhichOneof("body") == "submit_reply", reply
+            task_of[reply.request_id] = reply.submit_reply.task_ids[0]
+        assert sorted(task_of) == list(range(1000, 1000 + n))
+        assert len(set(task_of.values())) == n
+        results = {r.task_id: r for r in s.wait(list(task_of.values()))}
+        assert len(results) == n
+        for rid, tid in task_of.items():
+            assert results[tid].code == 0
+            assert results[tid].outputs[0].i == rid - 1000
+    finally:
+        s.close()
