@@ -1,5 +1,7 @@
 #include "ipc/router.h"
 
+#include <zmq.h>
+
 #include <utility>
 #include <vector>
 
@@ -18,12 +20,52 @@ void SendReply(Socket& router, const std::string& routing_id,
   if (!s.ok()) SHOAL_LOG(DEBUG, "a reply was dropped: %s", s.ToString());
 }
 
+namespace {
+
+// Reads one message without blocking: its frames and the descriptor of the
+// connection it came on. Returns false when none is waiting.
+bool RecvWithPeer(Socket& router, std::vector<std::string>* frames,
+                  int* peer_fd) {
+  frames->clear();
+  *peer_fd = -1;
+  while (true) {
+    zmq_msg_t part;
+    zmq_msg_init(&part);
+    if (zmq_msg_recv(&part, router.raw(), ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&part);
+      if (zmq_errno() == EINTR) continue;
+      // EAGAIN before the first frame: nothing waits. A message is delivered
+      // whole, so no error comes between its frames.
+      return !frames->empty();
+    }
+    // The routing id frame is made by the ROUTER; the body came over the
+    // connection and carries its descriptor.
+    if (const int fd = zmq_msg_get(&part, ZMQ_SRCFD); fd >= 0) *peer_fd = fd;
+    frames->emplace_back(static_cast<const char*>(zmq_msg_data(&part)),
+                         zmq_msg_size(&part));
+    const bool more = zmq_msg_more(&part) != 0;
+    zmq_msg_close(&part);
+    if (!more) return true;
+  }
+}
+
+}  // namespace
+
 void ServeRequests(Socket& router, const DecodeLimits& limits, int max_requests,
                    RequestHandler handle) {
+  ServeRequestsWithPeer(router, limits, max_requests,
+                        [&](const std::string& routing_id, int,
+                            uint64_t request_id, const Message& body) {
+                          return handle(routing_id, request_id, body);
+                        });
+}
+
+void ServeRequestsWithPeer(Socket& router, const DecodeLimits& limits,
+                           int max_requests, PeerRequestHandler handle) {
   std::vector<std::string> frames;
+  int peer_fd = -1;
   for (int i = 0; i < max_requests; ++i) {
-    absl::StatusOr<bool> ready = router.Poll(absl::ZeroDuration());
-    if (!ready.ok() || !*ready || !router.Recv(&frames).ok()) return;
+    if (!RecvWithPeer(router, &frames, &peer_fd)) return;
     // The routing id, then the one frame a DEALER sends.
     if (frames.size() != 2) {
       if (!frames.empty()) {
@@ -41,7 +83,8 @@ void ServeRequests(Socket& router, const DecodeLimits& limits, int max_requests,
       continue;
     }
     std::optional<Message> reply =
-        handle(frames[0], decoded.envelope->request_id, decoded.envelope->body);
+        handle(frames[0], peer_fd, decoded.envelope->request_id,
+               decoded.envelope->body);
     if (reply) {
       SendReply(router, frames[0], decoded.envelope->request_id,
                 *std::move(reply));

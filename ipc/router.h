@@ -35,6 +35,18 @@ using RequestHandler = absl::FunctionRef<std::optional<Message>(
 void ServeRequests(Socket& router, const DecodeLimits& limits, int max_requests,
                    RequestHandler handle);
 
+// A request's connection: the file descriptor ZeroMQ read it from (its
+// ZMQ_SRCFD; -1 for inproc or when unknown). A service uses it to ask the
+// kernel who the peer is (SO_PEERCRED on ipc://) and to tell which requests
+// came over a connection that a socket monitor later reports closed.
+using PeerRequestHandler = absl::FunctionRef<std::optional<Message>(
+    const std::string& routing_id, int peer_fd, uint64_t request_id,
+    const Message& body)>;
+
+// As ServeRequests, and hands each request's connection to `handle`.
+void ServeRequestsWithPeer(Socket& router, const DecodeLimits& limits,
+                           int max_requests, PeerRequestHandler handle);
+
 }  // namespace shoal::ipc
 
 #endif  // SHOAL_IPC_ROUTER_H_

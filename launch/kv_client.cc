@@ -1,19 +1,47 @@
 #include "launch/kv_client.h"
 
+#include <zmq.h>
+
+#include <cstdlib>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "launch/kv_service.h"
 
 namespace shoal::launch {
 
 int64_t WireTimeoutMs(absl::Duration d) {
   if (d == absl::InfiniteDuration()) return -1;
   if (d <= absl::ZeroDuration()) return 0;
+  if (d > absl::Milliseconds(kMaxKvWaitMs)) return -1;
   return std::max<int64_t>(1, absl::ToInt64Milliseconds(d));
+}
+
+absl::StatusOr<ipc::CurveKeyPair> KvKeyPairFromSecret(
+    absl::string_view secret) {
+  char public_key[41] = {};
+  const std::string secret_z85(secret);
+  if (!ipc::IsValidZ85Key(secret_z85) ||
+      zmq_curve_public(public_key, secret_z85.c_str()) != 0) {
+    return absl::InvalidArgumentError(
+        "the key-value store's secret is not a Z85 CURVE key (40 characters)");
+  }
+  return ipc::CurveKeyPair{public_key, secret_z85};
 }
 
 absl::StatusOr<std::unique_ptr<KvClient>> KvClient::Connect(
     const std::string& endpoint, KvClientOptions options) {
+  if (options.secret.empty()) {
+    const char* from_env = std::getenv(kKvSecretEnv);
+    if (from_env != nullptr) options.secret = from_env;
+  }
+  if (!options.secret.empty() && options.channel.server_key.empty()) {
+    SHOAL_ASSIGN_OR_RETURN(ipc::CurveKeyPair keys,
+                           KvKeyPairFromSecret(options.secret));
+    options.channel.server_key = keys.public_key;
+    options.channel.client_keys = std::move(keys);
+  }
   options.channel.limits.max_frame_bytes = std::max<size_t>(
       options.channel.limits.max_frame_bytes, size_t{64} << 20);
   if (options.channel.peer.empty())

@@ -20,15 +20,23 @@
 
 namespace shoal::launch {
 
+// The environment variable that carries the job secret to launched processes.
+inline constexpr char kKvSecretEnv[] = "SHOAL_KV_SECRET";
+
 struct KvClientOptions {
   // Longest wait for a reply to a call that does not itself wait. Default 60 s.
   absl::Duration rpc_timeout = absl::Seconds(60);
+  // The job secret (KvServiceOptions::curve_secret_key). Empty: taken from
+  // $SHOAL_KV_SECRET; if that is unset too, the connection is not
+  // authenticated (a service with a secret then never answers: Unavailable).
+  std::string secret;
   ipc::RpcChannelOptions channel;
 };
 
 class KvClient {
  public:
-  // Errors: as RpcChannel::Connect.
+  // Errors: InvalidArgument (a secret that is not a Z85 CURVE key); as
+  // RpcChannel::Connect.
   static absl::StatusOr<std::unique_ptr<KvClient>> Connect(
       const std::string& endpoint, KvClientOptions options = {});
 
@@ -72,8 +80,13 @@ class KvClient {
   KvClientOptions options_;
 };
 
-// Milliseconds for a wait on the wire: -1 for no limit.
+// Milliseconds for a wait on the wire: -1 for no limit (also for waits past
+// kMaxKvWaitMs, which the service would refuse).
 int64_t WireTimeoutMs(absl::Duration d);
+
+// The CURVE public key of a job secret: the key pair both the service and its
+// clients use. Errors: InvalidArgument (not a Z85 CURVE secret key).
+absl::StatusOr<ipc::CurveKeyPair> KvKeyPairFromSecret(absl::string_view secret);
 
 }  // namespace shoal::launch
 

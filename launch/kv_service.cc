@@ -1,8 +1,10 @@
 #include "launch/kv_service.h"
 
+#include <string.h>
 #include <unistd.h>
 #include <zmq.h>
 
+#include <atomic>
 #include <list>
 #include <map>
 #include <optional>
@@ -17,6 +19,7 @@
 #include "base/log.h"
 #include "base/overloaded.h"
 #include "base/status_macros.h"
+#include "ipc/curve.h"
 #include "ipc/protocol.h"
 #include "ipc/router.h"
 #include "ipc/socket.h"
@@ -24,9 +27,48 @@
 namespace shoal::launch {
 namespace {
 
+// REQUIRES: timeout_ms ≤ kMaxKvWaitMs (CheckWait).
 std::optional<absl::Time> DeadlineFor(int64_t timeout_ms) {
   if (timeout_ms < 0) return std::nullopt;
   return absl::Now() + absl::Milliseconds(timeout_ms);
+}
+
+// A wait taken from the wire. Errors: InvalidArgument past kMaxKvWaitMs.
+absl::Status CheckWait(int64_t timeout_ms) {
+  if (timeout_ms <= kMaxKvWaitMs) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("a wait of ", timeout_ms, " ms exceeds the limit of ",
+                   kMaxKvWaitMs, " ms (use a negative wait for no limit)"));
+}
+
+size_t KeyBytes(const std::vector<std::string>& keys) {
+  size_t n = 0;
+  for (const std::string& k : keys) n += k.size();
+  return n;
+}
+
+absl::Status ConfigureServerSecurity(ipc::Socket& socket,
+                                     const KvServiceOptions& o) {
+  if (o.curve_secret_key.empty()) {
+    if (ipc::IsLoopbackEndpoint(o.endpoint)) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the key-value service binds ", o.endpoint,
+        ", which is not loopback, only with a job secret (curve_secret_key)"));
+  }
+  if (!ipc::IsValidZ85Key(o.curve_secret_key)) {
+    return absl::InvalidArgumentError(
+        "the key-value service's secret is not a Z85 CURVE key");
+  }
+  // No ZAP domain: a client that completes the handshake knew the server's
+  // public key, which only the secret gives (see the header).
+  const int one = 1;
+  if (zmq_setsockopt(socket.raw(), ZMQ_CURVE_SERVER, &one, sizeof(one)) < 0 ||
+      zmq_setsockopt(socket.raw(), ZMQ_CURVE_SECRETKEY,
+                     o.curve_secret_key.c_str(),
+                     o.curve_secret_key.size() + 1) < 0) {
+    return ipc::ZmqStatus("zmq_setsockopt(CURVE server)", __FILE__, __LINE__);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -34,13 +76,21 @@ std::optional<absl::Time> DeadlineFor(int64_t timeout_ms) {
 class KvService::Impl {
  public:
   explicit Impl(KvServiceOptions o) : o_(std::move(o)) {}
-  ~Impl() { socket_.Close(); }
+  ~Impl() {
+    // Stop the monitor before closing its reader: libzmq's I/O thread sends
+    // events blocking, and would hang on a reader that is gone.
+    if (socket_.raw() != nullptr) zmq_socket_monitor(socket_.raw(), nullptr, 0);
+    socket_.Close();
+    monitor_.Close();
+  }
 
   absl::Status Init() {
     ipc::SocketOptions so;
     so.max_msg_bytes = static_cast<int64_t>(o_.max_value_bytes) + (1 << 20);
     limits_.max_frame_bytes = o_.max_value_bytes + (64 << 10);
     SHOAL_ASSIGN_OR_RETURN(socket_, ipc::Socket::Create(ZMQ_ROUTER, so));
+    SHOAL_RETURN_IF_ERROR(ConfigureServerSecurity(socket_, o_));
+    SHOAL_RETURN_IF_ERROR(StartMonitor());
     SHOAL_RETURN_IF_ERROR(socket_.Bind(o_.endpoint));
     SHOAL_ASSIGN_OR_RETURN(endpoint_, socket_.LastEndpoint());
     SHOAL_ASSIGN_OR_RETURN(stop_, EventFd::Create());
@@ -55,6 +105,7 @@ class KvService::Impl {
   // A request that waits: a get or wait for keys, or a barrier participant.
   struct Waiter {
     std::string routing_id;
+    int peer_fd = -1;  // its connection (dropped when that closes)
     uint64_t request_id = 0;
     std::vector<std::string> keys;  // all must exist (get: one)
     bool is_get = false;
@@ -66,26 +117,38 @@ class KvService::Impl {
   };
 
   void Drain();
-  std::optional<ipc::Message> Handle(const std::string& routing_id,
+  // Watches the socket's connections: a closed one drops its waits.
+  absl::Status StartMonitor();
+  void DrainMonitor();
+  void DropWaitersOf(int peer_fd);
+  std::optional<ipc::Message> Handle(const std::string& routing_id, int peer_fd,
                                      uint64_t request_id,
                                      const ipc::Message& body);
   // One per request. Each returns the reply, or nullopt when the caller waits
   // (as a Waiter, or a barrier participant) and is answered later.
   std::optional<ipc::Message> SetKey(const ipc::KvSetRequest& m);
   std::optional<ipc::Message> GetKey(const ipc::KvGetRequest& m,
-                                     const std::string& routing_id,
-                                     uint64_t request_id);
+                                     const Waiter& who);
   std::optional<ipc::Message> AddToKey(const ipc::KvAddRequest& m);
   std::optional<ipc::Message> CompareAndSet(
       const ipc::KvCompareAndSetRequest& m);
   std::optional<ipc::Message> DeleteKeys(const ipc::KvDeleteRequest& m);
   std::optional<ipc::Message> ListKeys(const ipc::KvListRequest& m);
   std::optional<ipc::Message> WaitForKeys(const ipc::KvWaitRequest& m,
-                                          const std::string& routing_id,
-                                          uint64_t request_id);
+                                          const Waiter& who);
   std::optional<ipc::Message> ArriveAtBarrier(const ipc::BarrierRequest& m,
-                                              const std::string& routing_id,
-                                              uint64_t request_id);
+                                              const Waiter& who);
+  // Takes `bytes` of the total budget. Errors: ResourceExhausted naming it.
+  absl::Status Charge(size_t bytes);
+  void Refund(size_t bytes) { held_bytes_ -= std::min(bytes, held_bytes_); }
+  void AddWaiter(Waiter w) {
+    held_bytes_ += KeyBytes(w.keys);
+    waiters_.push_back(std::move(w));
+  }
+  std::list<Waiter>::iterator EraseWaiter(std::list<Waiter>::iterator it) {
+    Refund(KeyBytes(it->keys));
+    return waiters_.erase(it);
+  }
   void Reply(const std::string& routing_id, uint64_t request_id,
              ipc::Message body) {
     ipc::SendReply(socket_, routing_id, request_id, std::move(body));
@@ -106,7 +169,9 @@ class KvService::Impl {
   KvServiceOptions o_;
   ipc::DecodeLimits limits_;
   ipc::Socket socket_;
+  ipc::Socket monitor_;  // ZMQ_PAIR: the socket monitor's events
   std::string endpoint_;
+  size_t held_bytes_ = 0;  // keys + values held + keys waited for
   EventFd stop_;
   std::map<std::string, std::string> data_;
   std::list<Waiter> waiters_;
@@ -116,25 +181,87 @@ class KvService::Impl {
 absl::Status KvService::Impl::Run() {
   while (true) {
     zmq_pollitem_t items[] = {{socket_.raw(), 0, ZMQ_POLLIN, 0},
-                              {nullptr, stop_.fd(), ZMQ_POLLIN, 0}};
+                              {nullptr, stop_.fd(), ZMQ_POLLIN, 0},
+                              {monitor_.raw(), 0, ZMQ_POLLIN, 0}};
     const std::optional<absl::Time> next = Expire(absl::Now());
     const absl::Duration wait =
         next ? std::max(absl::ZeroDuration(), *next - absl::Now())
              : absl::InfiniteDuration();
-    const int rc = zmq_poll(items, 2, ipc::PollTimeoutMs(wait));
+    const int rc = zmq_poll(items, 3, ipc::PollTimeoutMs(wait));
     if (rc < 0 && zmq_errno() != EINTR)
       return ipc::ZmqStatus("zmq_poll", __FILE__, __LINE__);
     if (items[1].revents & ZMQ_POLLIN) return absl::OkStatus();
+    // Closed connections first: a request read afterwards on a reused
+    // descriptor is then never mistaken for one of the closed connection's.
+    DrainMonitor();
     if (items[0].revents & ZMQ_POLLIN) Drain();
   }
 }
 
 void KvService::Impl::Drain() {
-  ipc::ServeRequests(socket_, limits_, /*max_requests=*/1024,
-                     [&](const std::string& routing_id, uint64_t request_id,
-                         const ipc::Message& body) {
-                       return Handle(routing_id, request_id, body);
-                     });
+  ipc::ServeRequestsWithPeer(
+      socket_, limits_, /*max_requests=*/1024,
+      [&](const std::string& routing_id, int peer_fd, uint64_t request_id,
+          const ipc::Message& body) {
+        return Handle(routing_id, peer_fd, request_id, body);
+      });
+}
+
+absl::Status KvService::Impl::StartMonitor() {
+  static std::atomic<uint64_t> next{0};
+  const std::string endpoint =
+      absl::StrCat("inproc://shoal-kv-monitor-", getpid(), "-", next++);
+  if (zmq_socket_monitor(socket_.raw(), endpoint.c_str(),
+                         ZMQ_EVENT_DISCONNECTED) < 0) {
+    return ipc::ZmqStatus("zmq_socket_monitor", __FILE__, __LINE__);
+  }
+  SHOAL_ASSIGN_OR_RETURN(monitor_, ipc::Socket::Create(ZMQ_PAIR));
+  // No limit on queued events: the I/O thread blocks on a full queue.
+  const int unlimited = 0;
+  zmq_setsockopt(monitor_.raw(), ZMQ_RCVHWM, &unlimited, sizeof(unlimited));
+  return monitor_.Connect(endpoint);
+}
+
+// An event is two frames: 2 bytes of event id and 4 of value (for
+// ZMQ_EVENT_DISCONNECTED, the connection's descriptor), then the endpoint.
+void KvService::Impl::DrainMonitor() {
+  std::vector<std::string> frames;
+  while (true) {
+    absl::StatusOr<bool> ready = monitor_.Poll(absl::ZeroDuration());
+    if (!ready.ok() || !*ready || !monitor_.Recv(&frames).ok()) return;
+    if (frames.empty() || frames[0].size() != 6) continue;
+    uint16_t event = 0;
+    int32_t value = 0;
+    memcpy(&event, frames[0].data(), 2);
+    memcpy(&value, frames[0].data() + 2, 4);
+    if (event == ZMQ_EVENT_DISCONNECTED) DropWaitersOf(value);
+  }
+}
+
+void KvService::Impl::DropWaitersOf(int peer_fd) {
+  if (peer_fd < 0) return;
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    it = it->peer_fd == peer_fd ? EraseWaiter(it) : std::next(it);
+  }
+  for (auto b = barriers_.begin(); b != barriers_.end();) {
+    b->second.arrived.remove_if([&](const Waiter& w) {
+      if (w.peer_fd != peer_fd) return false;
+      Refund(KeyBytes(w.keys));
+      return true;
+    });
+    b = b->second.arrived.empty() ? barriers_.erase(b) : std::next(b);
+  }
+}
+
+absl::Status KvService::Impl::Charge(size_t bytes) {
+  if (bytes <= o_.max_total_bytes - std::min(held_bytes_, o_.max_total_bytes)) {
+    held_bytes_ += bytes;
+    return absl::OkStatus();
+  }
+  return absl::ResourceExhaustedError(
+      absl::StrCat("the key-value store's total budget (max_total_bytes) of ",
+                   o_.max_total_bytes, " bytes is spent: it holds ",
+                   held_bytes_, " bytes, ", bytes, " more asked"));
 }
 
 absl::Status KvService::Impl::Put(const std::string& key, std::string value) {
@@ -143,35 +270,42 @@ absl::Status KvService::Impl::Put(const std::string& key, std::string value) {
         absl::StrCat("a value of ", value.size(),
                      " bytes exceeds the limit of ", o_.max_value_bytes));
   }
-  if (data_.size() >= o_.max_keys && data_.count(key) == 0) {
+  auto it = data_.find(key);
+  if (data_.size() >= o_.max_keys && it == data_.end()) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the key-value store holds its limit of ", o_.max_keys, " keys"));
+  }
+  const size_t old_bytes =
+      it == data_.end() ? 0 : it->first.size() + it->second.size();
+  Refund(old_bytes);
+  absl::Status charged = Charge(key.size() + value.size());
+  if (!charged.ok()) {
+    held_bytes_ += old_bytes;
+    return charged;
   }
   data_[key] = std::move(value);
   return absl::OkStatus();
 }
 
 std::optional<ipc::Message> KvService::Impl::Handle(
-    const std::string& routing_id, uint64_t request_id,
+    const std::string& routing_id, int peer_fd, uint64_t request_id,
     const ipc::Message& body) {
+  Waiter who;
+  who.routing_id = routing_id;
+  who.peer_fd = peer_fd;
+  who.request_id = request_id;
   std::optional<ipc::Message> reply = std::visit(
       Overloaded{
           [&](const ipc::KvSetRequest& m) { return SetKey(m); },
-          [&](const ipc::KvGetRequest& m) {
-            return GetKey(m, routing_id, request_id);
-          },
+          [&](const ipc::KvGetRequest& m) { return GetKey(m, who); },
           [&](const ipc::KvAddRequest& m) { return AddToKey(m); },
           [&](const ipc::KvCompareAndSetRequest& m) {
             return CompareAndSet(m);
           },
           [&](const ipc::KvDeleteRequest& m) { return DeleteKeys(m); },
           [&](const ipc::KvListRequest& m) { return ListKeys(m); },
-          [&](const ipc::KvWaitRequest& m) {
-            return WaitForKeys(m, routing_id, request_id);
-          },
-          [&](const ipc::BarrierRequest& m) {
-            return ArriveAtBarrier(m, routing_id, request_id);
-          },
+          [&](const ipc::KvWaitRequest& m) { return WaitForKeys(m, who); },
+          [&](const ipc::BarrierRequest& m) { return ArriveAtBarrier(m, who); },
           [&](const auto&) -> std::optional<ipc::Message> {
             return ipc::ErrorReply{absl::InvalidArgumentError(
                 absl::StrCat("the key-value store does not serve ",
@@ -190,14 +324,20 @@ std::optional<ipc::Message> KvService::Impl::SetKey(
   return ipc::OkReply{};
 }
 
-std::optional<ipc::Message> KvService::Impl::GetKey(
-    const ipc::KvGetRequest& m, const std::string& routing_id,
-    uint64_t request_id) {
+std::optional<ipc::Message> KvService::Impl::GetKey(const ipc::KvGetRequest& m,
+                                                    const Waiter& who) {
   auto it = data_.find(m.key);
   if (it != data_.end()) return ipc::KvValue{true, it->second, 0};
   if (m.timeout_ms == 0) return ipc::KvValue{false, "", 0};
-  waiters_.push_back(
-      {routing_id, request_id, {m.key}, true, DeadlineFor(m.timeout_ms)});
+  absl::Status s = CheckWait(m.timeout_ms);
+  if (s.ok()) s = Charge(m.key.size());
+  if (!s.ok()) return ipc::ErrorReply{s};
+  Refund(m.key.size());  // AddWaiter charges it
+  Waiter w = who;
+  w.keys = {m.key};
+  w.is_get = true;
+  w.deadline = DeadlineFor(m.timeout_ms);
+  AddWaiter(std::move(w));
   return std::nullopt;
 }
 
@@ -230,10 +370,17 @@ std::optional<ipc::Message> KvService::Impl::CompareAndSet(
 
 std::optional<ipc::Message> KvService::Impl::DeleteKeys(
     const ipc::KvDeleteRequest& m) {
-  if (!m.prefix) return ipc::KvValue{data_.erase(m.key) > 0, "", 0};
+  if (!m.prefix) {
+    auto it = data_.find(m.key);
+    if (it == data_.end()) return ipc::KvValue{false, "", 0};
+    Refund(it->first.size() + it->second.size());
+    data_.erase(it);
+    return ipc::KvValue{true, "", 0};
+  }
   uint64_t n = 0;
   for (auto it = data_.lower_bound(m.key);
        it != data_.end() && absl::StartsWith(it->first, m.key);) {
+    Refund(it->first.size() + it->second.size());
     it = data_.erase(it);
     ++n;
   }
@@ -251,30 +398,43 @@ std::optional<ipc::Message> KvService::Impl::ListKeys(
 }
 
 std::optional<ipc::Message> KvService::Impl::WaitForKeys(
-    const ipc::KvWaitRequest& m, const std::string& routing_id,
-    uint64_t request_id) {
+    const ipc::KvWaitRequest& m, const Waiter& who) {
   if (AllExist(m.keys)) return ipc::OkReply{};
-  waiters_.push_back(
-      {routing_id, request_id, m.keys, false, DeadlineFor(m.timeout_ms)});
+  absl::Status s = CheckWait(m.timeout_ms);
+  if (s.ok()) s = Charge(KeyBytes(m.keys));
+  if (!s.ok()) return ipc::ErrorReply{s};
+  Refund(KeyBytes(m.keys));  // AddWaiter charges it
+  Waiter w = who;
+  w.keys = m.keys;
+  w.deadline = DeadlineFor(m.timeout_ms);
+  AddWaiter(std::move(w));
   return std::nullopt;
 }
 
 // The last participant to arrive releases them all.
 std::optional<ipc::Message> KvService::Impl::ArriveAtBarrier(
-    const ipc::BarrierRequest& m, const std::string& routing_id,
-    uint64_t request_id) {
+    const ipc::BarrierRequest& m, const Waiter& who) {
+  absl::Status s = CheckWait(m.timeout_ms);
+  auto found = barriers_.find(m.name);
+  if (s.ok() && found != barriers_.end() && found->second.world != m.world) {
+    s = absl::InvalidArgumentError(
+        absl::StrCat("barrier '", m.name, "' is for ", found->second.world,
+                     " processes, this caller says ", m.world));
+  }
+  // Each arrival holds the barrier's name until the barrier opens.
+  if (s.ok()) s = Charge(m.name.size());
+  if (!s.ok()) return ipc::ErrorReply{s};
   Barrier& b = barriers_[m.name];
   if (b.arrived.empty()) b.world = m.world;
-  if (b.world != m.world) {
-    return ipc::ErrorReply{absl::InvalidArgumentError(
-        absl::StrCat("barrier '", m.name, "' is for ", b.world,
-                     " processes, this caller says ", m.world))};
-  }
-  b.arrived.push_back(
-      {routing_id, request_id, {}, false, DeadlineFor(m.timeout_ms)});
+  Waiter w = who;
+  w.keys = {m.name};
+  w.deadline = DeadlineFor(m.timeout_ms);
+  b.arrived.push_back(std::move(w));
   if (b.arrived.size() < b.world) return std::nullopt;
-  for (const Waiter& w : b.arrived)
-    Reply(w.routing_id, w.request_id, ipc::OkReply{});
+  for (const Waiter& arrived : b.arrived) {
+    Refund(m.name.size());
+    Reply(arrived.routing_id, arrived.request_id, ipc::OkReply{});
+  }
   barriers_.erase(m.name);
   return std::nullopt;
 }
@@ -291,7 +451,7 @@ void KvService::Impl::WakeWaiters() {
     } else {
       Reply(it->routing_id, it->request_id, ipc::OkReply{});
     }
-    it = waiters_.erase(it);
+    it = EraseWaiter(it);
   }
 }
 
@@ -309,7 +469,7 @@ std::optional<absl::Time> KvService::Impl::Expire(absl::Time now) {
       Reply(it->routing_id, it->request_id,
             ipc::ErrorReply{absl::DeadlineExceededError(absl::StrCat(
                 "keys not set in time: ", absl::StrJoin(missing, ", ")))});
-      it = waiters_.erase(it);
+      it = EraseWaiter(it);
     } else {
       track(it->deadline);
       ++it;
@@ -322,6 +482,7 @@ std::optional<absl::Time> KvService::Impl::Expire(absl::Time now) {
               ipc::ErrorReply{absl::DeadlineExceededError(absl::StrCat(
                   "barrier '", b->first, "': ", b->second.arrived.size(),
                   " of ", b->second.world, " processes arrived in time"))});
+        Refund(KeyBytes(it->keys));
         it = b->second.arrived.erase(it);
       } else {
         track(it->deadline);

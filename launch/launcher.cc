@@ -64,11 +64,14 @@ std::string DescribeExit(int status) {
 // (single-node), fd() never becomes readable.
 class StopKeyWatcher {
  public:
-  StopKeyWatcher(const std::string& kv_endpoint, std::string key)
+  StopKeyWatcher(const std::string& kv_endpoint, std::string key,
+                 const std::string& secret)
       : fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
     if (kv_endpoint.empty()) return;
-    thread_ = std::thread([this, kv_endpoint, key = std::move(key)] {
-      auto kv = launch::KvClient::Connect(kv_endpoint);
+    thread_ = std::thread([this, kv_endpoint, key = std::move(key), secret] {
+      launch::KvClientOptions ko;
+      ko.secret = secret;
+      auto kv = launch::KvClient::Connect(kv_endpoint, ko);
       while (kv.ok() && watching_.load()) {
         if ((*kv)->Get(key, absl::Milliseconds(500)).ok()) {
           const uint64_t one = 1;
@@ -211,8 +214,10 @@ absl::Status Launcher::Setup() {
     host = o_.coordinator.substr(0, colon);
     port = o_.coordinator.substr(colon + 1);
   }
+  SHOAL_ASSIGN_OR_RETURN(kv_secret_, JobSecret(o_.nnodes));
   if (o_.node_rank == 0) {
     KvServiceOptions ko;
+    ko.curve_secret_key = kv_secret_;
     ko.endpoint = o_.nnodes > 1 ? absl::StrCat("tcp://0.0.0.0:", port)
                                 : absl::StrCat("tcp://", host, ":", port);
     SHOAL_ASSIGN_OR_RETURN(kv_service_, KvService::Create(ko));
@@ -225,6 +230,7 @@ absl::Status Launcher::Setup() {
   if (o_.nnodes > 1) {
     launch::KvClientOptions ko;
     ko.rpc_timeout = absl::Seconds(30);
+    ko.secret = kv_secret_;
     SHOAL_ASSIGN_OR_RETURN(kv_, launch::KvClient::Connect(kv_endpoint_, ko));
     SHOAL_RETURN_IF_ERROR(Rendezvous());
   } else {
@@ -256,6 +262,7 @@ std::vector<RankSpec> Launcher::Specs(int generation) const {
              {"SHOAL_JOB_ID", o_.job_id},
              {"SHOAL_STORE_ENDPOINT", store_->endpoint()},
              {"SHOAL_KV_ENDPOINT", kv_endpoint_},
+             {kKvSecretEnv, kv_secret_},
              {"SHOAL_RESTART_COUNT", absl::StrCat(generation)},
              {"OMP_NUM_THREADS", omp != nullptr ? omp : "1"}};
     if (!gpus_[i].empty() || o_.nproc_per_node == "gpu") {
@@ -285,7 +292,7 @@ LocalOutcome Launcher::Monitor(int generation) {
   }
   // Another node's failure arrives as the generation's stop key.
   StopKeyWatcher watcher(o_.nnodes > 1 ? kv_endpoint_ : "",
-                         Key(generation, "stop"));
+                         Key(generation, "stop"), kv_secret_);
   bool stopping = !started.ok();
   if (stopping) group.StopAll();
   std::vector<zmq_pollitem_t> items;

@@ -35,6 +35,14 @@ int FreePort();
 // A launcher's exit code for a process's wait status: its exit code, or 128 +
 // the signal that killed it.
 int ExitCodeOf(int status);
+// The job secret of the key-value service (launcher_secret.cc):
+// $SHOAL_KV_SECRET; else for one node a fresh key; else the user's key file
+// ($SHOAL_KV_SECRET_FILE, default ~/.shoal/kv_secret, without HOME
+// <runtime root>/kv_secret; created if missing).
+// Errors: InvalidArgument (a malformed $SHOAL_KV_SECRET), FailedPrecondition
+// (a key file or folder that is a link, someone else's or open to others),
+// errno-derived codes from the file system.
+absl::StatusOr<std::string> JobSecret(int nnodes);
 
 // How the group's processes on this node ended.
 struct LocalOutcome {
@@ -97,6 +105,7 @@ class Launcher {
   std::unique_ptr<KvService> kv_service_;
   std::thread kv_thread_;
   std::string kv_endpoint_;
+  std::string kv_secret_;                 // the job secret (JobSecret)
   std::unique_ptr<launch::KvClient> kv_;  // this launcher's (multi-node only)
 };
 
