@@ -2,6 +2,7 @@
 // segment lock for its table work, and returns the reply (or nothing when the
 // reply comes later, as for a Get that waits).
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,26 @@ namespace {
 
 ipc::Message Error(const absl::Status& s) { return ipc::ErrorReply{s}; }
 
+// Who is at the other end of an ipc:// connection, from the kernel. Only this
+// machine's processes of the store's own user are served.
+absl::StatusOr<ucred> PeerCredentials(int peer_fd) {
+  ucred peer = {};
+  socklen_t len = sizeof(peer);
+  if (peer_fd < 0 ||
+      getsockopt(peer_fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 ||
+      peer.pid <= 0) {
+    return absl::PermissionDeniedError(
+        "the store serves only processes on its machine (ipc://), whose "
+        "credentials the kernel tells it; this connection has none");
+  }
+  if (peer.uid != geteuid()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("the store serves only its own user (uid ", geteuid(),
+                     "); this client runs as uid ", peer.uid));
+  }
+  return peer;
+}
+
 std::string Hex(const ObjectId& id) { return id.ToHex(); }
 
 }  // namespace
@@ -26,10 +47,20 @@ std::string Hex(const ObjectId& id) { return id.ToHex(); }
 // -----------------------------------------------------
 
 StoreService::Impl::Reply StoreService::Impl::OnConnect(
-    const std::string& routing_id, const ipc::StoreConnectRequest& m) {
+    const std::string& routing_id, int peer_fd,
+    const ipc::StoreConnectRequest& request) {
   if (auto it = slot_of_.find(routing_id); it != slot_of_.end()) {
     return Error(
         absl::AlreadyExistsError("this connection is already registered"));
+  }
+  absl::StatusOr<ucred> peer = PeerCredentials(peer_fd);
+  if (!peer.ok()) return Error(peer.status());
+  // The message's pid only names the client in logs when it disagrees.
+  ipc::StoreConnectRequest m = request;
+  if (m.pid != peer->pid) {
+    SHOAL_LOG(DEBUG, "store: client %s says pid %d, the kernel says %d", m.name,
+              m.pid, peer->pid);
+    m.pid = peer->pid;
   }
   absl::StatusOr<int> pidfd = OpenPidFd(m.pid);
   if (!pidfd.ok()) {

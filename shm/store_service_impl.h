@@ -75,9 +75,14 @@ class StoreService::Impl {
   }
 
   // Request handlers. `slot` is the sender's client slot.
-  Reply Dispatch(const std::string& routing_id, uint64_t request_id,
-                 const ipc::Message& body);
-  Reply OnConnect(const std::string& routing_id,
+  Reply Dispatch(const std::string& routing_id, int peer_fd,
+                 uint64_t request_id, const ipc::Message& body);
+  // Registers the client. Its pid and uid come from the kernel
+  // (SO_PEERCRED of the connection `peer_fd`), never from the message: the
+  // store watches that process and releases its references when it exits.
+  // Errors: PermissionDenied (another user, or no credentials to be had),
+  // AlreadyExists, ResourceExhausted (all client slots taken).
+  Reply OnConnect(const std::string& routing_id, int peer_fd,
                   const ipc::StoreConnectRequest& m);
   Reply OnDisconnect(uint32_t slot);
   Reply OnCreate(uint32_t slot, const ipc::CreateRequest& m);
