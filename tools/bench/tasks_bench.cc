@@ -3,8 +3,11 @@
 //          (tasks/s); also as one batched Submit call
 //   sync:  2,000 sequential submit-and-wait round trips (p50/p99 µs)
 // for the local fast path (task table in shared memory) and the remote path
-// (the coordinator's ZeroMQ frontend), and, in the same run, Python's
-// multiprocessing.Pool with 2 processes (apply_async and apply).
+// (the coordinator's ZeroMQ frontend; also one Submit per task pipelined on
+// the wire, tasks_bench_pipelined.h), and, in the same run, Python's
+// multiprocessing.Pool with 2 processes (apply_async and apply), and the
+// wire's limit: a raw ZeroMQ DEALER/ROUTER echo on TCP loopback, with CURVE
+// (the frontend's TCP transport) and plain (tasks_bench_zmq.h).
 #include <signal.h>
 #include <unistd.h>
 
@@ -18,6 +21,8 @@
 #include "base/subprocess.h"
 #include "coordinator/client.h"
 #include "tools/bench/bench_util.h"
+#include "tools/bench/tasks_bench_pipelined.h"
+#include "tools/bench/tasks_bench_zmq.h"
 #include "tools/cli/args.h"
 
 namespace shoal::bench {
@@ -142,6 +147,21 @@ std::vector<Row> RunPool(int n_async, int n_sync) {
   return rows;
 }
 
+// The raw ZeroMQ echo's two rows (sync round trip, async with a window).
+absl::Status MeasureWire(bool curve, int n_async, int n_sync, int window,
+                         std::vector<Row>* rows) {
+  SHOAL_ASSIGN_OR_RETURN(ZmqRoundTrip z,
+                         MeasureZmqRoundTrip(curve, n_async, n_sync, window,
+                                             /*payload_bytes=*/64));
+  const std::string name =
+      curve ? "raw ZeroMQ tcp+CURVE" : "raw ZeroMQ tcp plain";
+  rows->push_back(Row{name, absl::StrCat("async, window ", window),
+                      z.async_per_s, 0, 0, n_async, 0});
+  rows->push_back(Row{name, "sync round trip", z.sync_per_s, z.sync_p50_us,
+                      z.sync_p99_us, n_sync, 0});
+  return absl::OkStatus();
+}
+
 // The local or the remote path's three rows (async, async in one batch,
 // sync), through a client of node `job`.
 absl::Status MeasureClient(const std::string& job, bool force_remote,
@@ -165,7 +185,8 @@ absl::Status MeasureClient(const std::string& job, bool force_remote,
 // Starts a node of `workers` workers, measures the local path (and the remote
 // one, with `remote`) and stops the node.
 absl::StatusOr<std::vector<Row>> MeasureNode(int64_t workers, bool remote,
-                                             int n_async, int n_sync) {
+                                             int n_async, int n_sync,
+                                             int window) {
   const std::string job = absl::StrCat("bench-tasks-", getpid());
   SubprocessOptions so;
   so.pipe_stdout = true;
@@ -180,6 +201,14 @@ absl::StatusOr<std::vector<Row>> MeasureNode(int64_t workers, bool remote,
   std::vector<Row> rows;
   absl::Status s = MeasureClient(job, false, n_async, n_sync, &rows);
   if (s.ok() && remote) s = MeasureClient(job, true, n_async, n_sync, &rows);
+  if (s.ok() && remote) {
+    absl::StatusOr<PipelinedSubmit> p =
+        MeasurePipelinedSubmit(job, n_async, window);
+    if (!p.ok()) return p.status();
+    rows.push_back(Row{"shoal remote, pipelined wire",
+                       absl::StrCat("async, window ", window), p->tasks_per_s,
+                       0, 0, n_async, static_cast<int>(p->wrong)});
+  }
   node->Signal(SIGTERM);
   (void)node->Wait(absl::Seconds(20));
   if (!s.ok()) return s;
@@ -233,12 +262,30 @@ int TasksBench(int argc, char** argv) {
       p.Bool("remote", true, "also measure the remote (ZeroMQ frontend) path");
   bool& peers =
       p.Bool("peers", true, "also measure multiprocessing.Pool (python3)");
+  bool& wire = p.Bool("wire", true,
+                      "also measure a raw ZeroMQ DEALER/ROUTER echo on tcp "
+                      "loopback (CURVE and plain): the wire's limit");
+  int64_t& window = p.Int("window", 1000,
+                          "requests in flight in the raw ZeroMQ and the "
+                          "pipelined remote async rows");
   bool& json = p.Bool("json", false, "one JSON object per row");
   if (absl::Status s = p.Parse(argc, argv); !s.ok()) return cli::Fail(s);
 
-  absl::StatusOr<std::vector<Row>> rows = MeasureNode(
-      workers, remote, static_cast<int>(n_async), static_cast<int>(n_sync));
+  absl::StatusOr<std::vector<Row>> rows =
+      MeasureNode(workers, remote, static_cast<int>(n_async),
+                  static_cast<int>(n_sync), static_cast<int>(window));
   if (!rows.ok()) return cli::Fail(rows.status());
+  if (wire) {
+    for (bool curve : {true, false}) {
+      if (absl::Status s = MeasureWire(curve, static_cast<int>(n_async),
+                                       static_cast<int>(n_sync),
+                                       static_cast<int>(window), &*rows);
+          !s.ok()) {
+        std::fprintf(stderr, "raw ZeroMQ (%s) skipped: %s\n",
+                     curve ? "CURVE" : "plain", s.ToString().c_str());
+      }
+    }
+  }
   if (peers) {
     for (Row& r : RunPool(static_cast<int>(n_async), static_cast<int>(n_sync)))
       rows->push_back(r);

@@ -1,0 +1,123 @@
+#include "tools/bench/tasks_bench_zmq.h"
+
+#include <zmq.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status_macros.h"
+#include "ipc/curve.h"
+#include "ipc/socket.h"
+#include "tools/bench/bench_util.h"
+
+namespace shoal::bench {
+namespace {
+
+// Echoes every multipart message (routing id first) back to its sender until
+// `stop` is set; the 100 ms receive timeout bounds how long that takes.
+void Echo(void* router, const std::atomic<bool>* stop) {
+  const int timeout_ms = 100;
+  zmq_setsockopt(router, ZMQ_RCVTIMEO, &timeout_ms, sizeof(timeout_ms));
+  zmq_msg_t msg;
+  zmq_msg_init(&msg);
+  while (!stop->load(std::memory_order_relaxed)) {
+    if (zmq_msg_recv(&msg, router, 0) < 0) continue;  // timeout or EINTR
+    const bool more = zmq_msg_more(&msg);
+    zmq_msg_send(&msg, router, more ? ZMQ_SNDMORE : 0);
+  }
+  zmq_msg_close(&msg);
+}
+
+absl::Status SendOne(void* dealer, const std::string& payload) {
+  if (zmq_send(dealer, payload.data(), payload.size(), 0) < 0) {
+    return ipc::ZmqStatus("zmq_send", __FILE__, __LINE__);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RecvOne(void* dealer, zmq_msg_t* msg) {
+  if (zmq_msg_recv(msg, dealer, 0) < 0) {
+    if (zmq_errno() == EAGAIN) {
+      return absl::DeadlineExceededError("no echo within 10 s");
+    }
+    return ipc::ZmqStatus("zmq_msg_recv", __FILE__, __LINE__);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Measure(void* dealer, int n_async, int n_sync, int window,
+                     int payload_bytes, ZmqRoundTrip* out) {
+  const std::string payload(payload_bytes, 'x');
+  // Closes the received message on every return.
+  struct Msg {
+    Msg() { zmq_msg_init(&m); }
+    ~Msg() { zmq_msg_close(&m); }
+    zmq_msg_t m;
+  } received_msg;
+  zmq_msg_t& msg = received_msg.m;
+  std::vector<double> lat;
+  lat.reserve(n_sync);
+  for (int i = 0; i < n_sync + n_sync / 10; ++i) {  // the first 10% warm up
+    const double t0 = NowSeconds();
+    SHOAL_RETURN_IF_ERROR(SendOne(dealer, payload));
+    SHOAL_RETURN_IF_ERROR(RecvOne(dealer, &msg));
+    if (i >= n_sync / 10) lat.push_back(NowSeconds() - t0);
+  }
+  double total = 0;
+  for (double d : lat) total += d;
+  out->sync_per_s = lat.size() / total;
+  out->sync_p50_us = Median(lat) * 1e6;
+  out->sync_p99_us = Quantile(lat, 0.99) * 1e6;
+  int sent = 0, received = 0;
+  const double t0 = NowSeconds();
+  while (received < n_async) {
+    while (sent < n_async && sent - received < window) {
+      SHOAL_RETURN_IF_ERROR(SendOne(dealer, payload));
+      ++sent;
+    }
+    SHOAL_RETURN_IF_ERROR(RecvOne(dealer, &msg));
+    ++received;
+  }
+  out->async_per_s = n_async / (NowSeconds() - t0);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ZmqRoundTrip> MeasureZmqRoundTrip(bool curve, int n_async,
+                                                 int n_sync, int window,
+                                                 int payload_bytes) {
+  std::unique_ptr<ipc::ZapAuthenticator> zap;
+  SHOAL_ASSIGN_OR_RETURN(ipc::Socket router, ipc::Socket::Create(ZMQ_ROUTER));
+  SHOAL_ASSIGN_OR_RETURN(ipc::Socket dealer, ipc::Socket::Create(ZMQ_DEALER));
+  if (curve) {
+    SHOAL_ASSIGN_OR_RETURN(ipc::CurveKeyPair server_keys,
+                           ipc::GenerateCurveKeyPair());
+    SHOAL_ASSIGN_OR_RETURN(ipc::CurveKeyPair client_keys,
+                           ipc::GenerateCurveKeyPair());
+    SHOAL_ASSIGN_OR_RETURN(
+        zap, ipc::ZapAuthenticator::Start({client_keys.public_key}));
+    SHOAL_RETURN_IF_ERROR(ipc::ConfigureCurveServer(router, server_keys));
+    SHOAL_RETURN_IF_ERROR(
+        ipc::ConfigureCurveClient(dealer, server_keys.public_key, client_keys));
+  }
+  SHOAL_RETURN_IF_ERROR(router.Bind("tcp://127.0.0.1:*"));
+  SHOAL_ASSIGN_OR_RETURN(std::string endpoint, router.LastEndpoint());
+  const int timeout_ms = 10000;
+  zmq_setsockopt(dealer.raw(), ZMQ_RCVTIMEO, &timeout_ms, sizeof(timeout_ms));
+  SHOAL_RETURN_IF_ERROR(dealer.Connect(endpoint));
+  std::atomic<bool> stop{false};
+  std::thread echo(Echo, router.raw(), &stop);
+  ZmqRoundTrip out;
+  absl::Status s =
+      Measure(dealer.raw(), n_async, n_sync, window, payload_bytes, &out);
+  stop.store(true);
+  echo.join();
+  if (!s.ok()) return s;
+  return out;
+}
+
+}  // namespace shoal::bench

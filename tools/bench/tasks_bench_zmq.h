@@ -1,0 +1,31 @@
+// The wire's limit for `shoal bench tasks`: a raw ZeroMQ DEALER/ROUTER echo on
+// TCP loopback, the transport the remote client uses, with CURVE (as the
+// frontend requires for TCP) or plain (to show CURVE's cost). No protobuf, no
+// coordinator: one DEALER client, one ROUTER thread that echoes each message.
+#ifndef SHOAL_TOOLS_BENCH_TASKS_BENCH_ZMQ_H_
+#define SHOAL_TOOLS_BENCH_TASKS_BENCH_ZMQ_H_
+
+#include "absl/status/statusor.h"
+
+namespace shoal::bench {
+
+struct ZmqRoundTrip {
+  double sync_per_s = 0;   // sequential round trips per second
+  double sync_p50_us = 0;  // one message out, its echo back
+  double sync_p99_us = 0;
+  double async_per_s = 0;  // echoes per second with `window` in flight
+};
+
+// Measures `n_sync` sequential round trips (after n_sync/10 warm-up ones) and
+// `n_async` messages with at most `window` in flight, each `payload_bytes`
+// long, over tcp://127.0.0.1 in this process.
+// REQUIRES: no ZAP handler is bound on ipc::ProcessContext() (with `curve`).
+// Errors: AlreadyExists if one is; FailedPrecondition if libzmq lacks CURVE;
+// DeadlineExceeded if an echo does not come back within 10 s; ZmqStatus codes.
+absl::StatusOr<ZmqRoundTrip> MeasureZmqRoundTrip(bool curve, int n_async,
+                                                 int n_sync, int window,
+                                                 int payload_bytes);
+
+}  // namespace shoal::bench
+
+#endif  // SHOAL_TOOLS_BENCH_TASKS_BENCH_ZMQ_H_
