@@ -65,8 +65,8 @@ struct CoordinatorOptions {
   // Per frontend client: tasks queued or running, results held (finished, not
   // released), and store bytes of the results it holds. Going over one is
   // ResourceExhausted naming the limit.
-  uint64_t max_queued_per_client = 16384;
-  uint64_t max_held_per_client = 16384;
+  uint64_t max_queued_per_client = 24576;
+  uint64_t max_held_per_client = 24576;
   uint64_t max_store_bytes_per_client = uint64_t{1} << 30;
   // Bytes of replies the coordinator queues for one client. A client over it
   // has its further requests held until it reads; one that stays over it for

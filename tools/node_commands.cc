@@ -140,10 +140,10 @@ absl::StatusOr<coordinator::CoordinatorOptions> ParseStartFlags(int argc,
       "allow-modules", "",
       "Python module prefixes frontend clients' py: tasks may name, "
       "','-separated (default: any; with a list, pickled code is refused)");
-  int64_t& max_queued = p.Int("max-queued-per-client", 16384,
+  int64_t& max_queued = p.Int("max-queued-per-client", 24576,
                               "tasks a frontend client may have queued");
   int64_t& max_held =
-      p.Int("max-held-per-client", 16384, "results a frontend client may hold");
+      p.Int("max-held-per-client", 24576, "results a frontend client may hold");
   uint64_t& max_store = p.Bytes("max-store-bytes-per-client", uint64_t{1} << 30,
                                 "store bytes of results a client may hold");
   uint64_t& max_reply = p.Bytes(
