@@ -99,6 +99,8 @@ absl::Status Client::Impl::Connect() {
   }
   if (channel.server_key.empty() && absl::StartsWith(o_.endpoint, "tcp://"))
     channel.server_key = EnvOr("SHOAL_SERVER_KEY", "");
+  // The owner's ipc:// socket has no CURVE: file permissions guard it.
+  if (absl::StartsWith(o_.endpoint, "ipc://")) channel.server_key.clear();
   if (o_.name.empty()) o_.name = absl::StrCat("pid ", getpid());
   if (!channel.server_key.empty()) {
     if (key_file.empty()) {

@@ -307,8 +307,7 @@ int StopCommand(int argc, char** argv) {
   absl::StatusOr<coordinator::Discovery> d = coordinator::ReadDiscovery(job_id);
   if (!d.ok()) return Fail(d.status());
   coordinator::ClientOptions co;
-  co.endpoint = d->frontend;
-  co.server_key = d->server_key;
+  co.endpoint = d->frontend;  // the owner's ipc:// socket
   co.force_remote = true;
   auto client = coordinator::Client::Connect(co);
   if (!client.ok()) return Fail(client.status());
