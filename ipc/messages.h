@@ -149,9 +149,13 @@ struct TaskException {
   std::string type;       // qualified: "builtins.ValueError", "mymod.MyError"
   std::string message;    // str(exception); may hold anything, newlines too
   std::string traceback;  // the worker's formatted traceback
+  // The exception pickled (protocol 5) when it pickles and unpickles again,
+  // else empty: a Python client raises it as itself.
+  std::string pickled;
 
   bool operator==(const TaskException& o) const {
-    return type == o.type && message == o.message && traceback == o.traceback;
+    return type == o.type && message == o.message && traceback == o.traceback &&
+           pickled == o.pickled;
   }
 };
 

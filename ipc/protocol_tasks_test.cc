@@ -174,7 +174,8 @@ TEST(ProtocolTaskTest, WaitReplyRoundTrip) {
   raised.status = absl::UnknownError("ValueError: bad\nTraceback ...");
   raised.exception = TaskException{
       "builtins.ValueError", "bad\nTraceback (most recent call last):\n",
-      "Traceback (most recent call last):\n  File \"t.py\", line 3\n"};
+      "Traceback (most recent call last):\n  File \"t.py\", line 3\n",
+      std::string("\x80\x05pickled\0bytes", 15)};
   m.results = {ok, failed, timed_out, not_found, raised};
 
   WaitReply got = RoundTrip(m, "wait_reply");

@@ -207,7 +207,8 @@ TEST(TaskPayloadTest, OutcomeExceptionRoundTripsAsFields) {
       "mymod.MyError",
       "first line\nTraceback (most recent call last):\n  not a frame",
       "Traceback (most recent call last):\n  File \"m.py\", line 1\n"
-      "mymod.MyError: first line\n"};
+      "mymod.MyError: first line\n",
+      std::string("\x80\x05\0any bytes", 12)};
   auto got = DecodeTaskOutcome(EncodeTaskOutcome("the status message", {}, e));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->message, "the status message");

@@ -164,10 +164,11 @@ void ToWire(const TaskException& e, wire::TaskException* out) {
   out->set_type(e.type);
   out->set_message(e.message);
   out->set_traceback(e.traceback);
+  out->set_pickled(e.pickled);
 }
 
 TaskException FromWire(const wire::TaskException& w) {
-  return TaskException{w.type(), w.message(), w.traceback()};
+  return TaskException{w.type(), w.message(), w.traceback(), w.pickled()};
 }
 
 void ToWire(const TaskResult& r, wire::TaskResult* out) {

@@ -145,9 +145,7 @@ absl::Status TakePythonError(absl::string_view context) {
     e.traceback += "(no traceback: formatting it failed)\n";
   }
   const std::string short_type = python::ExceptionTypeName(type);
-  const std::string pickled = PickledException(value);
-  if (!pickled.empty())
-    absl::StrAppend(&e.type, kPickledExceptionSeparator, pickled);
+  e.pickled = PickledException(value);
   Py_XDECREF(type);
   Py_XDECREF(value);
   Py_XDECREF(tb);

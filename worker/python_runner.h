@@ -38,10 +38,8 @@
 // "<Type>: <message>\n<traceback>"; its qualified type, message and traceback
 // also ride along as fields (ipc::TaskException, attached to the status with
 // ipc::WithTaskException), from which clients rebuild it. When the exception
-// pickles (and unpickles again), the type field carries its pickle after
-// kPickledExceptionSeparator, so the client raises the same exception
-// (a field of its own in TaskException would be cleaner: proto/ was being
-// changed by others when this was written). Output written to
+// pickles (and unpickles again), TaskException::pickled carries its pickle,
+// so a Python client raises the same exception. Output written to
 // sys.stdout and sys.stderr goes to the worker's log (line-buffered).
 //
 // The interpreter starts at the first Python task. The GIL is held only while
@@ -66,8 +64,6 @@ inline constexpr char kPythonStoredFunctionPrefix[] = "=";
 inline constexpr char kPythonCarriedFunctionPrefix[] = "#";
 // At the end of a task name: the call envelope.
 inline constexpr char kPythonEnvelopeSuffix[] = "!";
-// TaskException::type = "<qualified type>" [ "\0" <pickled exception> ].
-inline constexpr absl::string_view kPickledExceptionSeparator("\0", 1);
 
 std::unique_ptr<TaskRunner> MakePythonRunner();
 

@@ -103,8 +103,9 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
   // slices so Ctrl-C interrupts it. Returns one tuple per finished task:
   // (id, status code, message bytes, outputs list, attempts, exception), the
   // exception None or, when a Python task raised, its (type, message,
-  // traceback) as bytes (ipc::TaskException). Finished tasks are released
-  // from the table (their outputs now belong to the tuples).
+  // traceback, pickled exception or b"") as bytes (ipc::TaskException).
+  // Finished tasks are released from the table (their outputs now belong to the
+  // tuples).
   py::list Wait(const std::vector<uint64_t>& ids, py::object timeout,
                 size_t min_done) ABSL_LOCKS_EXCLUDED(mu_) {
     const absl::Duration t = TimeoutFromPython(timeout);
@@ -251,9 +252,9 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
       }
       py::object exception = py::none();
       if (r.exception) {
-        exception = py::make_tuple(py::bytes(r.exception->type),
-                                   py::bytes(r.exception->message),
-                                   py::bytes(r.exception->traceback));
+        exception = py::make_tuple(
+            py::bytes(r.exception->type), py::bytes(r.exception->message),
+            py::bytes(r.exception->traceback), py::bytes(r.exception->pickled));
       }
       out.append(py::make_tuple(r.task_id, static_cast<int>(r.status.code()),
                                 py::bytes(std::string(r.status.message())),

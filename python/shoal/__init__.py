@@ -27,7 +27,9 @@ function to dodge a cycle); the arrows name its imports besides _errors:
     _context       THE global state: the current Client and Job, made on
                    first use; connect/submit/wait, init/kv_*/barrier,
                    put/get/borrow              → _client, _job, _store, _ext
-    _client        Client, Future (task mode)           → _store, _paths
+    _client        Client (task mode)         → _future, _store, _paths
+    _future        Future, and its completion from a task's row
+                                                        → _serialize
     _job           Job (launch mode)                    → _store
     _store         put_into/get_from on a Store (the one put/get),
                    ObjectRef, StoreArray                → _ext

@@ -3,7 +3,6 @@ C++ ones) to its workers and collects their results through futures.
 
 The process's default client (shoal.connect, shoal.submit) is _context's."""
 
-import concurrent.futures
 import functools
 import os
 import site
@@ -17,6 +16,7 @@ import weakref
 import numpy as np
 
 from . import _errors, _paths, _serialize, _store
+from ._future import _DONE_STATES, Future, _finish, _finished
 
 _OPTIONS = ("timeout", "max_retries", "cpus", "gpus", "num_cpus", "num_gpus")
 # A module path longer than this goes to the workers as a store object
@@ -33,114 +33,17 @@ _PLAIN_TYPES = frozenset([type(None), bool, int, float, str, bytes,
 _COMPLETER_SLICE_S = 0.001
 # By-value functions a client keeps stored (the oldest go beyond this).
 _MAX_STORED_FUNCTIONS = 4096
-_CANCELLED_CODE = 1
+# Dropped futures' tasks are looked at in batches of at least this many.
+_MIN_SWEEP = 64
 
 
-class _WaiterList(list):
-    """Future._waiters: concurrent.futures.wait / as_completed append their
-    waiter here; that is the moment the client must start delivering this
-    future's completion without anyone calling result()."""
-
-    __slots__ = ("_future",)
-
-    def __init__(self, future):
-        super().__init__()
-        self._future = future
-
-    def append(self, waiter):
-        super().append(waiter)
-        self._future._watch()
-
-
-class Future(concurrent.futures.Future):
-    """The result of a submitted task: a concurrent.futures.Future.
-
-    result(timeout) waits (Ctrl-C interrupts the wait) and returns the
-    task's value: None, one value, or a tuple for several; arrays come back
-    as read-only numpy arrays (store objects are not copied). A failed task
-    raises its own exception when it could be pickled (its __cause__ a
-    TaskError with the worker's traceback), else TaskError;
-    AbortedError when its worker died and no retries were left,
-    TimeoutError for a task timeout, CancelledError after cancel().
-
-    concurrent.futures.wait / as_completed, add_done_callback and
-    `await future` (asyncio) work: the client's completion thread delivers
-    completions of futures that have callbacks or waiters.
-    """
-
-    def __init__(self, client, task_id, keep):
-        super().__init__()
-        self._client = client
-        self.id = task_id  # None while it waits for futures it depends on
-        self._keep = keep  # ObjectRefs of arguments put for this task
-        self._waiters = _WaiterList(self)
-
-    def _watch(self):
-        if self.id is not None and not super().done():
-            self._client._watch(self)
-
-    def done(self):
-        """Whether the task finished (does not wait)."""
-        if not super().done() and self.id is not None:
-            self._client._collect([self], 0, 1)
-        return super().done()
-
-    def result(self, timeout=None):
-        """The task's value; waits up to `timeout` seconds (None: forever).
-
-        Raises shoal.TimeoutError (also a concurrent.futures.TimeoutError)
-        if it has not finished by then (the task keeps running; call
-        result() again later).
-        """
-        self._await(timeout)
-        if self.cancelled():
-            raise _errors.CancelledError(f"task {self.id} was cancelled")
-        return super().result(0)
-
-    def exception(self, timeout=None):
-        """The task's exception, or None if it succeeded."""
-        self._await(timeout)
-        if self.cancelled():
-            return _errors.CancelledError(f"task {self.id} was cancelled")
-        return super().exception(0)
-
-    def _await(self, timeout):
-        if not super().done():
-            self._client._collect([self], timeout, 1)
-            if not super().done():
-                raise _errors.TimeoutError(
-                    f"task {self.id} did not finish within {timeout} s")
-
-    def add_done_callback(self, fn):
-        """Calls fn(future) when the task finished (at once if it has), on
-        the thread that noticed: the client's completion thread, or one
-        waiting in result()."""
-        self._watch()
-        super().add_done_callback(fn)
-
-    def cancel(self):
-        """Cancels the task: a queued one never runs; a running one sees
-        shoal.task.cancelled(). True if it had not finished yet."""
-        if super().done():
-            return False
-        if self.id is None:  # not submitted yet: it never will be
-            return super().cancel()
-        return self._client._handle.cancel(self.id)
-
-    def __await__(self):
-        import asyncio
-        return asyncio.wrap_future(self).__await__()
-
-    def __del__(self):
-        if self.id is not None and not super().done() and \
-                self._client is not None:
-            self._client._forget(self.id)
-
-    def __repr__(self):
-        state = "pending" if not super().done() else (
-            "cancelled" if self.cancelled() else
-            "failed" if super().exception(0) is not None else "done")
-        return f"<shoal.Future task {self.id} {state}>"
+# How long result() waits on the task table by itself before it joins the
+# shared collector (so a long wait never keeps another thread's completions,
+# callbacks or asyncio waiters from being delivered).
+_DIRECT_WAIT_S = 0.02
+# The longest one round of the shared collector waits on the table before it
+# looks again at which futures threads want (see Client._collect).
+_ROUND_S = 0.1
 
 
 _CLIENTS = weakref.WeakSet()  # every Client of this process (Node.stop)
@@ -153,7 +56,10 @@ class Client:
         self._handle = handle
         self._local = handle.local
         _CLIENTS.add(self)
+        # Tasks of dropped futures, released once they finished (a dropped
+        # future does not cancel its task: `a.add.remote()` alone runs).
         self._forgotten = []
+        self._sweep_at = _MIN_SWEEP
         self._path_key = None
         self._path = ""
         self._path_refs = {}  # path → ObjectRef holding it (local clients)
@@ -165,9 +71,15 @@ class Client:
         # Who collects results (see _collect), and the futures whose
         # completion the completion thread delivers.
         self._cond = threading.Condition(threading.Lock())
-        self._collecting = False
+        # Held by the one thread waiting on the task table (see _collect).
+        self._wait_lock = threading.Lock()
+        # Function → task name, for functions a worker imports by name.
+        self._names = {}
+        self._last_options = None  # (dict, its copy, _task_options of it)
         self._user_waiting = 0
         self._watched = {}  # task id → Future
+        # Futures threads wait for in _collect: task id → (Future, threads).
+        self._wanted = {}
         self._completer = None
 
     @property
@@ -191,6 +103,10 @@ class Client:
         _options: a dict of task options: timeout (seconds, 0/None: none),
         max_retries (after worker deaths; default 3), cpus, gpus.
         """
+        if not kwargs and _options is None:
+            fast = self._submit_plain(fn, args, _DEFAULT_OPTIONS)
+            if fast is not None:
+                return fast
         return self._submit_call(fn, args, kwargs, _options)
 
     def submit_with(self, options, fn, *args, **kwargs):
@@ -250,6 +166,10 @@ class Client:
         finished, with their values. Raises InvalidArgumentError (naming the
         argument) for arguments that cannot be pickled, TypeError for
         unknown options."""
+        if not kwargs:
+            fast = self._submit_plain(fn, args, self._options_of(options))
+            if fast is not None:
+                return fast
         opts = _task_options(options)
         args = tuple(args)
         kwargs = dict(kwargs) if kwargs else {}
@@ -260,8 +180,46 @@ class Client:
         task_id, keep = self._submit_now(fn, args, kwargs, opts)
         return Future(self, task_id, keep)
 
+    def _options_of(self, options):
+        """_task_options(options), remembered for the last dict seen (actor
+        calls pass the same one every time)."""
+        if options is None:
+            return _DEFAULT_OPTIONS
+        last = self._last_options
+        if last is not None and last[0] is options and last[1] == options:
+            return last[2]
+        opts = _task_options(options)
+        self._last_options = (options, dict(options), opts)
+        return opts
+
+    def _submit_plain(self, fn, args, opts):
+        """The common case, without the general checks: a function a worker
+        imports by name (known from an earlier submit) and plain positional
+        values (no Future among them). None when it is not that case."""
+        try:
+            name = self._names.get(fn)
+        except TypeError:  # an unhashable callable
+            return None
+        if name is None:
+            return None
+        for a in args:
+            if type(a) not in _PLAIN_TYPES:
+                return None
+        if len(self._forgotten) >= self._sweep_at:
+            self._release_forgotten()
+        timeout, retries, cpus, gpus = opts
+        try:
+            task_id, keep = self._handle.submit(
+                name, args,
+                self._python_path() if name.startswith("py:") else "",
+                timeout, retries, cpus, gpus)
+        except _errors.InvalidArgumentError:
+            return None  # a value the C++ conversion refuses: pickle it
+        return Future(self, task_id, keep)
+
     def _submit_now(self, fn, args, kwargs, opts):
-        self._release_forgotten()
+        if len(self._forgotten) >= self._sweep_at:
+            self._release_forgotten()
         name, fn_keep, fn_bytes = self._function(fn)
         path = self._python_path() if name.startswith("py:") else ""
         timeout, retries, cpus, gpus = opts
@@ -328,8 +286,20 @@ class Client:
         — by name when a worker can import it, else by value: put into the
         store once per distinct content (local clients: "py:=<object id>")
         or carried in the call ("py:#<hash>", remote clients)."""
+        try:
+            name = self._names.get(fn)  # seen before, by name
+        except TypeError:  # an unhashable callable
+            name = None
+        if name is not None:
+            return name, None, None
         name = task_name(fn, by_value_ok=True)
         if name is not None:
+            if len(self._names) >= _MAX_STORED_FUNCTIONS:
+                self._names.clear()
+            try:
+                self._names[fn] = name
+            except TypeError:
+                pass
             return name, None, None
         key = id(fn)
         fingerprint = _fingerprint(fn)
@@ -362,59 +332,119 @@ class Client:
 
     # ---- completions -----------------------------------------------------
 
+    def _await_one(self, future, timeout):
+        """result()/done() of one future. The common case (no other thread
+        collecting, no watched futures) waits on the task table directly on
+        this thread, as a C++ client does: no Condition, no hand-off. After
+        _DIRECT_WAIT_S (or when the direct way is taken) it joins _collect,
+        which shares the table among threads."""
+        if (future.id is not None and not self._watched and
+                self._wait_lock.acquire(False)):
+            direct = _DIRECT_WAIT_S if timeout is None else \
+                min(timeout, _DIRECT_WAIT_S)
+            notify = None
+            try:
+                rows = self._handle.wait([future.id], direct, 1)
+                if rows:
+                    notify = _finish(future, rows[0])
+            finally:
+                self._wait_lock.release()
+                if self._user_waiting or self._watched:
+                    with self._cond:  # (watched meanwhile: it is done now)
+                        self._watched.pop(future.id, None)
+                        self._cond.notify_all()
+            if rows:
+                if notify is not None:
+                    notify._notify()
+                return
+            if timeout is not None:
+                timeout = max(0.0, timeout - direct)
+                if timeout == 0.0:
+                    return
+        self._collect([future], timeout, 1)
+
     def _collect(self, futures, timeout, min_done, completer=False):
         """Waits until `min_done` of `futures` finished or `timeout` passed.
 
-        One thread at a time waits on the task table (the connection is not
-        thread-safe, and a finished task is taken once): it serves the
-        watched futures (callbacks, as_completed, asyncio) too, while other
-        threads wait on the condition for it to deliver. The completion
-        thread (`completer`) steps aside while a user thread is in here.
+        One thread at a time waits on the task table (a finished task is
+        taken once): it waits for every thread's wanted futures and the
+        watched ones (callbacks, as_completed, asyncio) at once, in rounds of
+        at most _ROUND_S so that futures wanted later join, and delivers
+        whatever finished; the other threads wait on the Condition. The
+        completion thread (`completer`) steps aside while a user thread is
+        in here (that one serves the watched futures too).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        mine = []  # registered in _wanted: when another thread collects
         with self._cond:
             if not completer:
                 self._user_waiting += 1
         try:
-            while self._collect_once(futures, deadline, min_done, completer):
+            while self._collect_once(futures, deadline, min_done, completer,
+                                     mine):
                 pass
         finally:
             if not completer:
                 with self._cond:
                     self._user_waiting -= 1
+                    for f in mine:
+                        entry = self._wanted.get(f.id)
+                        if entry is None:
+                            continue
+                        if entry[1] <= 1:
+                            del self._wanted[f.id]
+                        else:
+                            self._wanted[f.id] = (f, entry[1] - 1)
 
-    def _collect_once(self, futures, deadline, min_done, completer):
-        """One round of _collect; whether to go on."""
+    def _collect_once(self, futures, deadline, min_done, completer, mine):
+        """One round of _collect; whether to go on. The first time another
+        thread holds the table, this one's futures go into _wanted (and
+        into `mine`, for _collect to take them out again)."""
         with self._cond:
-            waiting = [f for f in futures if not _finished(f)]
+            done_states = _DONE_STATES
+            waiting = [f for f in futures if f._state not in done_states]
             if len(futures) - len(waiting) >= min_done or not waiting:
                 return False
             left = None if deadline is None else \
                 max(0.0, deadline - time.monotonic())
             targets = {f.id: f for f in waiting if f.id is not None}
             need = min_done - (len(futures) - len(waiting))
-            if self._watched:
-                targets.update(self._watched)
+            if self._wanted or self._watched:
+                for task_id, entry in self._wanted.items():
+                    if not _finished(entry[0]):
+                        targets[task_id] = entry[0]
+                for task_id, f in self._watched.items():
+                    if not _finished(f):
+                        targets[task_id] = f
                 need = 1
-            if (not targets or self._collecting or
-                    (completer and self._user_waiting)):
+            if (not targets or (completer and self._user_waiting) or
+                    not self._wait_lock.acquire(False)):
+                if not completer and not mine:
+                    mine.extend(f for f in waiting if f.id is not None)
+                    for f in mine:
+                        entry = self._wanted.get(f.id)
+                        self._wanted[f.id] = (f, 1 if entry is None
+                                              else entry[1] + 1)
                 if left == 0.0:
                     return False
                 self._cond.wait(0.05 if left is None else min(left, 0.05))
                 return not completer
-            self._collecting = True
-        rows = []
+        round_s = _ROUND_S if left is None else min(left, _ROUND_S)
+        rows, notify = [], []
         try:
-            rows = self._handle.wait(list(targets), left, need)
+            rows = self._handle.wait(list(targets), round_s, need)
+            for row in rows:
+                f = _finish(targets[row[0]], row)
+                if f is not None:
+                    notify.append(f)
         finally:
+            self._wait_lock.release()
             with self._cond:
-                self._collecting = False
                 for row in rows:
                     self._watched.pop(row[0], None)
-        for row in rows:
-            _finish(targets[row[0]], row)
-        with self._cond:
-            self._cond.notify_all()
+                self._cond.notify_all()
+        for f in notify:
+            f._notify()
         return not completer and left != 0.0 and (
             deadline is None or time.monotonic() < deadline)
 
@@ -436,17 +466,28 @@ class Client:
         self._forgotten.append(task_id)
 
     def _release_forgotten(self):
-        if self._forgotten:
-            ids, self._forgotten = self._forgotten, []
-            self._handle.release(ids)
+        """Frees the table entries (and outputs) of dropped futures' tasks
+        that finished; the others stay listed until a later sweep (sweeps
+        come further apart while many stay, so a submit costs O(1)
+        amortised)."""
+        ids, self._forgotten = self._forgotten, []
+        try:
+            rows = self._handle.wait(ids, 0, 0)  # takes and frees them
+        except _errors.Error:
+            rows = []  # the node went away: nothing left to free
+            ids = []
+        done = {row[0] for row in rows}
+        left = [i for i in ids if i not in done]
+        self._forgotten.extend(left)
+        self._sweep_at = max(_MIN_SWEEP, 2 * len(left))
 
     def _python_path(self):
         """This process's sys.path minus the interpreter's own folders (the
         worker has those): what a worker needs to import our modules. A long
         one is put into the store once and named by "@<object id>"; the
         object lives as long as this client (queued tasks may name it)."""
-        key = tuple(sys.path)
-        if key != self._path_key:
+        if sys.path != self._path_key:  # (no copy when unchanged)
+            key = list(sys.path)
             path = ":".join(client_search_path())
             if len(path) > _INLINE_PATH_BYTES and self._handle.local:
                 ref = self._path_refs.get(path)
@@ -468,6 +509,9 @@ def _complete_loop(client_ref):
         if client is None:
             return
         with client._cond:
+            for task_id in [i for i, f in client._watched.items()
+                            if _finished(f)]:
+                del client._watched[task_id]  # another thread took it
             if not client._watched:
                 client._cond.wait(1.0)
                 continue
@@ -482,38 +526,6 @@ def _complete_loop(client_ref):
                 if not _finished(f) and f.set_running_or_notify_cancel():
                     f.set_exception(e)
         del client
-
-
-def _finished(f):
-    return concurrent.futures.Future.done(f)
-
-
-def _finish(f, row):
-    """Completes future `f` with a row of ClientHandle.wait."""
-    _task_id, code, message, outputs, _attempts, exception = row
-    f._keep = None
-    if _finished(f):
-        return
-    if code == _CANCELLED_CODE:
-        concurrent.futures.Future.cancel(f)
-        return
-    if not f.set_running_or_notify_cancel():
-        return
-    if code != 0:
-        f.set_exception(_errors.task_failure(code, message, exception))
-        return
-    try:
-        if _serialize.is_result_envelope(outputs):
-            value = _serialize.load_result(outputs)
-        else:
-            value = (None if not outputs else
-                     outputs[0] if len(outputs) == 1 else tuple(outputs))
-    except Exception as e:  # noqa: BLE001 (a class this process lacks, ...)
-        f.set_exception(_errors.TaskError(
-            type(e).__name__, f"unpickling the task's result: {e}", "",
-            f"{type(e).__module__}.{type(e).__qualname__}"))
-        return
-    f.set_result(value)
 
 
 def _results_in_order(futures, timeout, chunked):
@@ -544,10 +556,13 @@ def _keep_also(keep, ref):
     return keep
 
 
+_DEFAULT_OPTIONS = (0.0, -1, 1, 0)
+
+
 def _task_options(options):
     """(timeout_s, max_retries, cpus, gpus) from an options dict."""
     if not options:
-        return 0.0, -1, 1, 0
+        return _DEFAULT_OPTIONS
     unknown = set(options) - set(_OPTIONS)
     if unknown:
         raise TypeError(f"unknown task option(s) {', '.join(sorted(unknown))}"

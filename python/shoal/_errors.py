@@ -146,19 +146,18 @@ def from_status(code, message):
 def task_failure(code, message, exception=None):
     """The exception for a failed task.
 
-    `exception`: None, or the (type, message, traceback) fields of the Python
-    exception that failed it (ipc::TaskException, filled by
+    `exception`: None, or the (type, message, traceback, pickled) fields of
+    the Python exception that failed it (ipc::TaskException, filled by
     worker/python_runner.cc) — then the task's own exception when the worker
-    pickled it (after a NUL in the type field) and it unpickles here, with
+    pickled it (`pickled` not empty) and it unpickles here, with
     a TaskError holding the worker's traceback as its __cause__; else a
     TaskError built from the fields as they are; without them the status's
     class (C++ tasks, the runtime's own failures).
     """
     if exception is None:
         return from_status(code, message)
-    type_field, pickled = exception[0], None
-    if isinstance(type_field, bytes) and b"\0" in type_field:
-        type_field, pickled = type_field.split(b"\0", 1)
+    type_field = exception[0]
+    pickled = exception[3] if len(exception) > 3 else None
     qualified, exc_message, trace = (
         _text(f) for f in (type_field, exception[1], exception[2]))
     short = (qualified[len("builtins."):]

@@ -109,7 +109,9 @@ def dumps(obj, out_of_band=True):
         raw = b.raw()
         if not out_of_band or raw.nbytes < OUT_OF_BAND_BYTES:
             return True  # in band
-        buffers.append(raw)
+        # A buffer that is a whole store object already (an array of a
+        # task's result, of shoal.get) goes as that object: no copy.
+        buffers.append(_store_object_of(raw) or raw)
         return False
 
     try:
@@ -124,6 +126,32 @@ def dumps(obj, out_of_band=True):
     f = io.BytesIO()
     _cloudpickler()(f, _PROTOCOL, buffer_callback=callback).dump(obj)
     return f.getvalue(), buffers
+
+
+def _store_object_of(raw):
+    """The shoal ObjectRef whose whole object the memoryview `raw` covers
+    (found through the .base / .obj chain of the array it views), else
+    None. Only the client has ObjectRefs (the extension's type)."""
+    owner = raw.obj
+    for _ in range(6):
+        owner = owner.obj if isinstance(owner, memoryview) else \
+            getattr(owner, "base", None)
+        if owner is None:
+            return None
+        if type(owner).__name__ == "ObjectRef":
+            break
+    else:
+        return None
+    try:
+        import numpy as np
+        whole = np.frombuffer(owner, dtype=np.uint8)
+        mine = np.frombuffer(raw, dtype=np.uint8)
+    except (TypeError, ValueError, ImportError):
+        return None
+    if (whole.ctypes.data == mine.ctypes.data and
+            whole.nbytes == mine.nbytes):
+        return owner
+    return None
 
 
 def _describe(value):

@@ -131,3 +131,57 @@ def test_callbacks_from_many_threads(client):
                                      for i in range(0, 30, 2))
     assert direct == [[(k * 100 + i) ** 2 for i in range(1, 30, 2)]
                       for k in range(4)]
+
+
+def test_a_dropped_future_does_not_cancel_its_task(client):
+    """Futures dropped unread (more than one sweep's worth): every call still
+    runs, in order, and the client frees their entries as they finish."""
+    import pyactors
+    counter = pyactors.Counter.remote(0, 1)
+    for _ in range(300):
+        counter.add.remote()  # the future is dropped at once
+    assert counter.value.remote().result(60) == 300
+    # A sweep (submits make them, further apart while many are pending)
+    # frees the dropped ones: all finished by now.
+    client._release_forgotten()
+    assert client._forgotten == []
+    shoal.kill(counter)
+
+
+def test_a_long_result_does_not_hold_back_another_thread(client):
+    """result() waits on the table by itself only briefly: a thread waiting
+    on a slow task does not delay another thread's quick one, nor its
+    callbacks."""
+    slow = client.submit(valtasks.sleep_then, 3.0, "slow")
+    started = threading.Event()
+
+    def wait_slow():
+        started.set()
+        return slow.result(60)
+
+    with cf.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(wait_slow)
+        started.wait(10)
+        quick = client.submit(valtasks.sleep_then, 0.0, "quick")
+        fired = threading.Event()
+        quick.add_done_callback(lambda _: fired.set())
+        assert fired.wait(2.0), "the quick task's callback waited for slow"
+        assert client.submit(valtasks.square, 4).result(2.0) == 16
+        assert not slow.done()
+        assert waiting.result(60) == "slow"
+
+
+def test_a_future_argument_goes_by_store_reference(client):
+    """A future's value reaches the next task from the store: the arrays the
+    second task sees are the first task's result objects (the same offsets
+    in the store segment), not copies made by the client."""
+    n = 1 << 20  # 4 and 8 MiB: out of band
+    first = client.submit(valtasks.dict_of_arrays, n)
+    offsets = client.submit(valtasks.store_offsets, first).result(60)
+    mine = first.result(60)
+    assert None not in offsets.values()
+    assert offsets == {k: valtasks.store_offset(a) for k, a in mine.items()}
+    # A plain array result (no pickle) likewise.
+    big = client.submit(valtasks.big_array, n, 2.0)
+    offset = client.submit(valtasks.store_offset, big).result(60)
+    assert offset is not None and offset == valtasks.store_offset(big.result())

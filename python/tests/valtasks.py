@@ -117,3 +117,26 @@ def fail_on(x, bad):
 def functions_loaded():
     import _shoal_task
     return _shoal_task.functions_loaded()
+
+
+def store_offsets(d):
+    """For each array of a dict: its offset in the store segment (the same
+    in every process that maps the segment)."""
+    return {k: store_offset(a) for k, a in d.items()}
+
+
+def store_offset(a):
+    address = array_address(a)
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split()
+            lo, hi = (int(v, 16) for v in fields[0].split("-"))
+            if lo <= address < hi and len(fields) > 5 and \
+                    "/dev/shm/shoal-" in fields[5]:
+                return address - lo + int(fields[2], 16)
+    return None
+
+
+def dict_of_arrays(n):
+    return {"a": np.full(n, 1.0, np.float32),
+            "b": np.arange(n, dtype=np.float64)}

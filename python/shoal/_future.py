@@ -1,0 +1,240 @@
+"""shoal.Future, a concurrent.futures.Future for a task, and its completion
+from a row of the task table (_finish). _client.Client submits tasks and
+collects their rows; a Future asks its client to wait (_await_one), to
+watch it (callbacks, waiters) and to cancel it."""
+
+import concurrent.futures
+import threading
+
+from . import _errors, _serialize
+
+_CANCELLED_CODE = 1  # absl::StatusCode::kCancelled
+_cf = concurrent.futures._base
+_PENDING = _cf.PENDING
+_FINISHED = _cf.FINISHED
+_CANCELLED_STATES = (_cf.CANCELLED, _cf.CANCELLED_AND_NOTIFIED)
+_DONE_STATES = frozenset([_cf.CANCELLED, _cf.CANCELLED_AND_NOTIFIED,
+                          _cf.FINISHED])
+_LAZY_LOCK = threading.Lock()  # Future's Condition and lists, made lazily
+
+
+class _WaiterList(list):
+    """Future._waiters: concurrent.futures.wait / as_completed append their
+    waiter here; that is the moment the client must start delivering this
+    future's completion without anyone calling result()."""
+
+    __slots__ = ("_future",)
+
+    def __init__(self, future):
+        super().__init__()
+        self._future = future
+
+    def append(self, waiter):
+        super().append(waiter)
+        self._future._watch()
+
+
+class Future(concurrent.futures.Future):
+    """The result of a submitted task: a concurrent.futures.Future.
+
+    result(timeout) waits (Ctrl-C interrupts the wait) and returns the
+    task's value: None, one value, or a tuple for several; arrays come back
+    as read-only numpy arrays (store objects are not copied). A failed task
+    raises its own exception when it could be pickled (its __cause__ a
+    TaskError with the worker's traceback), else TaskError;
+    AbortedError when its worker died and no retries were left,
+    TimeoutError for a task timeout, CancelledError after cancel().
+
+    concurrent.futures.wait / as_completed, add_done_callback and
+    `await future` (asyncio) work: the client's completion thread delivers
+    completions of futures that have callbacks or waiters.
+    """
+
+    # Most futures are submitted, then result()ed on the same thread: they
+    # never need concurrent.futures' Condition, waiter list or callback list,
+    # so those are made on first use (the properties below) rather than for
+    # every task (making the Condition was the largest single cost of a
+    # no-op task in a profile of the client). A
+    # future completes through _settle, which notifies only when a Condition
+    # exists; see _settle for why that cannot miss a waiter.
+    _result = None
+    _exception = None
+    _cond = None  # made by the _condition property, at first use
+    _waiter_list = None
+    _callbacks = None
+
+    def __init__(self, client, task_id, keep):  # pylint: disable=super-init-not-called
+        self._client = client
+        self.id = task_id  # None while it waits for futures it depends on
+        self._keep = keep  # ObjectRefs of arguments put for this task
+        self._state = _PENDING
+
+    # (Class attributes and plain reads, not self.__dict__: CPython keeps an
+    # instance's attributes without a dict until someone asks for one.)
+    @property
+    def _condition(self):
+        c = self._cond
+        if c is None:
+            with _LAZY_LOCK:  # two threads making it keep one
+                if self._cond is None:
+                    self._cond = threading.Condition()
+                c = self._cond
+        return c
+
+    @property
+    def _waiters(self):
+        w = self._waiter_list
+        if w is None:
+            with _LAZY_LOCK:
+                if self._waiter_list is None:
+                    self._waiter_list = _WaiterList(self)
+                w = self._waiter_list
+        return w
+
+    @property
+    def _done_callbacks(self):
+        c = self._callbacks
+        if c is None:
+            with _LAZY_LOCK:
+                if self._callbacks is None:
+                    self._callbacks = []
+                c = self._callbacks
+        return c
+
+    def _settle(self, result, exception):
+        """Completes a pending future (the one place that does, besides
+        cancel). Returns whether _notify must follow (when a Condition
+        exists: someone may wait or have a callback). The state is written
+        before the Condition is looked for, and whoever registers a waiter
+        or callback makes the Condition before it reads the state under it:
+        so either this sees the Condition (and _notify tells them), or the
+        registrant sees FINISHED (and does not wait)."""
+        self._result = result
+        self._exception = exception
+        self._state = _FINISHED
+        return self._cond is not None
+
+    def _notify(self):
+        """Tells waiters and runs callbacks of a future _settle completed
+        (or _finish cancelled); called without the client's locks."""
+        cond = self._condition
+        with cond:
+            if self._state == _FINISHED:
+                for waiter in self._waiters:
+                    if self._exception is None:
+                        waiter.add_result(self)
+                    else:
+                        waiter.add_exception(self)
+            cond.notify_all()
+        self._invoke_callbacks()
+
+    def _watch(self):
+        if self.id is not None and self._state not in _DONE_STATES:
+            self._client._watch(self)
+
+    def done(self):
+        """Whether the task finished (does not wait)."""
+        if self._state not in _DONE_STATES and self.id is not None:
+            self._client._await_one(self, 0)
+        return self._state in _DONE_STATES
+
+    def cancelled(self):
+        return self._state in _CANCELLED_STATES
+
+    def running(self):
+        return self._state == _cf.RUNNING
+
+    def result(self, timeout=None):
+        """The task's value; waits up to `timeout` seconds (None: forever).
+
+        Raises shoal.TimeoutError (also a concurrent.futures.TimeoutError)
+        if it has not finished by then (the task keeps running; call
+        result() again later).
+        """
+        if self._state != _FINISHED:
+            self._await(timeout)
+            if self._state in _CANCELLED_STATES:
+                raise _errors.CancelledError(f"task {self.id} was cancelled")
+        if self._exception is not None:
+            return super().result(0)  # raises it (and breaks the cycle)
+        return self._result
+
+    def exception(self, timeout=None):
+        """The task's exception, or None if it succeeded."""
+        self._await(timeout)
+        if self._state in _CANCELLED_STATES:
+            return _errors.CancelledError(f"task {self.id} was cancelled")
+        return self._exception
+
+    def _await(self, timeout):
+        if self._state not in _DONE_STATES:
+            self._client._await_one(self, timeout)
+            if self._state not in _DONE_STATES:
+                raise _errors.TimeoutError(
+                    f"task {self.id} did not finish within {timeout} s")
+
+    def add_done_callback(self, fn):
+        """Calls fn(future) when the task finished (at once if it has), on
+        the thread that noticed: the client's completion thread, or one
+        waiting in result()."""
+        self._watch()
+        super().add_done_callback(fn)
+
+    def cancel(self):
+        """Cancels the task: a queued one never runs; a running one sees
+        shoal.task.cancelled(). True if it had not finished yet."""
+        if self._state in _DONE_STATES:
+            return False
+        if self.id is None:  # not submitted yet: it never will be
+            return super().cancel()
+        return self._client._handle.cancel(self.id)
+
+    def __await__(self):
+        import asyncio
+        return asyncio.wrap_future(self).__await__()
+
+    def __del__(self):
+        if self.id is not None and self._state == _PENDING and \
+                self._client is not None:
+            self._client._forget(self.id)
+
+    def __repr__(self):
+        state = "pending" if self._state not in _DONE_STATES else (
+            "cancelled" if self._state in _CANCELLED_STATES else
+            "failed" if self._exception is not None else "done")
+        return f"<shoal.Future task {self.id} {state}>"
+
+
+def _finished(f):
+    return f._state in _DONE_STATES
+
+
+def _finish(f, row):
+    """Completes future `f` with a row of ClientHandle.wait; returns `f` when
+    its waiters and callbacks are to be told (f._notify(), once the caller
+    let go of the table), else None. Called by the thread that took the
+    row, while it holds the wait lock: no other thread can take it again."""
+    _task_id, code, message, outputs, _attempts, exception = row
+    f._keep = None
+    if f._state != _PENDING:
+        return None
+    if code == _CANCELLED_CODE:
+        f._state = _cf.CANCELLED
+        return f if f._cond is not None else None
+    if code == 0 and not outputs:  # the commonest: a None result
+        f._state = _FINISHED  # (_settle's order: state, then the Condition)
+        return f if f._cond is not None else None
+    if code != 0:
+        value, error = None, _errors.task_failure(code, message, exception)
+    else:
+        try:
+            if _serialize.is_result_envelope(outputs):
+                value, error = _serialize.load_result(outputs), None
+            else:
+                value = outputs[0] if len(outputs) == 1 else tuple(outputs)
+                error = None
+        except Exception as e:  # noqa: BLE001 (a class this process lacks)
+            value, error = None, _errors.TaskError(
+                type(e).__name__, f"unpickling the task's result: {e}", "",
+                f"{type(e).__module__}.{type(e).__qualname__}")
+    return f if f._settle(value, error) else None
