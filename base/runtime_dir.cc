@@ -1,5 +1,6 @@
 #include "base/runtime_dir.h"
 
+#include <fcntl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,19 +11,80 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/status_macros.h"
 
 namespace shoal {
 namespace {
 
-absl::Status MakeDir(const std::string& path) {
+// Creates `path` (0700) if missing, then checks that it is a folder (not a
+// link) of this user that no one else may write to; with `private_only`, that
+// no one else may enter it either.
+absl::Status MakeDir(const std::string& path, bool private_only) {
   if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
     return SHOAL_ERRNO(absl::StrCat("mkdir ", path));
+  }
+  return CheckRuntimeFolder(path, private_only);
+}
+
+}  // namespace
+
+absl::Status CheckRuntimeFolder(const std::string& path, bool private_only) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0)
+    return SHOAL_ERRNO(absl::StrCat("stat ", path));
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the runtime folder ", path,
+                     " is not a folder (a link or a file): "
+                     "refusing it; remove it or set SHOAL_RUNTIME_DIR"));
+  }
+  if (st.st_uid != geteuid()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the runtime folder ", path, " belongs to uid ", st.st_uid,
+        ", not to this user (uid ", geteuid(),
+        "): refusing it; set SHOAL_RUNTIME_DIR to a folder of your own"));
+  }
+  const mode_t forbidden = private_only ? 077 : 022;
+  if ((st.st_mode & forbidden) != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the runtime folder %s has mode %04o: others may %s it; refusing it "
+        "(chmod 700 %s)",
+        path, st.st_mode & 07777, private_only ? "enter" : "write to", path));
   }
   return absl::OkStatus();
 }
 
-}  // namespace
+absl::Status WriteRuntimeFile(const std::string& path, absl::string_view text) {
+  uint64_t r = 0;
+  if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+    r = absl::ToUnixNanos(absl::Now());
+  const std::string tmp = absl::StrFormat("%s.tmp.%d.%016x", path, getpid(), r);
+  const int fd = open(
+      tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return SHOAL_ERRNO(absl::StrCat("creating ", tmp));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      absl::Status s = SHOAL_ERRNO(absl::StrCat("writing ", tmp));
+      close(fd);
+      unlink(tmp.c_str());
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  // rename() replaces a link at `path` itself, never writes through it.
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    absl::Status s = SHOAL_ERRNO(absl::StrCat("renaming to ", path));
+    unlink(tmp.c_str());
+    return s;
+  }
+  return absl::OkStatus();
+}
 
 std::string RuntimeRoot() {
   if (const char* d = std::getenv("SHOAL_RUNTIME_DIR"); d != nullptr && *d)
@@ -60,8 +122,8 @@ absl::StatusOr<std::string> JobDir(absl::string_view job_id) {
                      "' is too long for ipc:// sockets; set SHOAL_RUNTIME_DIR "
                      "to a shorter path"));
   }
-  SHOAL_RETURN_IF_ERROR(MakeDir(root));
-  SHOAL_RETURN_IF_ERROR(MakeDir(dir));
+  SHOAL_RETURN_IF_ERROR(MakeDir(root, /*private_only=*/false));
+  SHOAL_RETURN_IF_ERROR(MakeDir(dir, /*private_only=*/true));
   return dir;
 }
 

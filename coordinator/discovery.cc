@@ -30,17 +30,7 @@ std::string FilePath(absl::string_view job_id) {
 std::string CurrentPath() { return absl::StrCat(RuntimeRoot(), "/current"); }
 
 absl::Status WriteAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) return SHOAL_ERRNO(absl::StrCat("writing ", tmp));
-    out << text;
-    if (!out.flush()) return SHOAL_ERRNO(absl::StrCat("writing ", tmp));
-  }
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    return SHOAL_ERRNO(absl::StrCat("renaming to ", path));
-  }
-  return absl::OkStatus();
+  return WriteRuntimeFile(path, text);
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
