@@ -1,5 +1,7 @@
 #include "collectives/gloo_communicator.h"
 
+#include <signal.h>
+
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -71,6 +73,21 @@ class RendezvousStore : public gloo::rendezvous::Store {
   const absl::Duration timeout_;
 };
 
+// gloo writes to its sockets with writev, without MSG_NOSIGNAL: a write to
+// a peer whose process died (its connection reset) raises SIGPIPE, whose
+// default action ends this process silently — a surviving rank vanished
+// instead of reporting the lost peer (the "hang" of tests/nodes' killed-node
+// case). Ignored, the write fails with EPIPE and gloo reports the closed
+// connection. A handler the program installed is left alone. (Python
+// ignores SIGPIPE already.)
+void IgnoreSigpipeUnlessHandled() {
+  struct sigaction now = {};
+  if (sigaction(SIGPIPE, nullptr, &now) != 0) return;
+  if ((now.sa_flags & SA_SIGINFO) == 0 && now.sa_handler == SIG_DFL) {
+    signal(SIGPIPE, SIG_IGN);
+  }
+}
+
 std::chrono::milliseconds Millis(absl::Duration d) {
   return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
 }
@@ -140,6 +157,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "gloo communicator '", name, "': no address to listen on"));
   }
+  IgnoreSigpipeUnlessHandled();
   std::unique_ptr<GlooCommunicator> comm(
       new GlooCommunicator(rank, world, options));
   const std::string prefix = absl::StrCat("__shoal/gloo/", name, "/");
@@ -183,15 +201,32 @@ absl::Status GlooCommunicator::Abort(absl::Status why) {
     MutexLock lock(&mu_);
     if (!failure_.ok()) return failure_;
     failure_ = why;
+    if (calls_running_ > 0) {
+      // A call runs on another thread. Closing the pairs under it would
+      // take away the end of file a dead peer's socket still delivers to
+      // the waits gloo keeps internally (they would last until the
+      // timeout); instead wake its waits on its own output buffer (gloo
+      // forgets a send queued on a connection that then broke) and let the
+      // call close the pairs as it returns the failure (Guarded).
+      if (running_ != nullptr) {
+        running_->abortWaitSend();
+        running_->abortWaitRecv();
+      }
+      return why;
+    }
   }
-  // Closing the pairs makes every peer's pending operation with this rank
-  // fail with "connection closed" now.
+  CloseConnections();
+  return why;
+}
+
+void GlooCommunicator::CloseConnections() {
+  // Peers' pending operations with this rank fail with "connection closed"
+  // now.
   try {
     if (context_ != nullptr) context_->closeConnections();
   } catch (const std::exception&) {
     // Already closed or broken: nothing more to do.
   }
-  return why;
 }
 
 absl::Status GlooCommunicator::Translate(const char* what,
@@ -222,15 +257,47 @@ absl::Status GlooCommunicator::Guarded(const char* what, absl::Duration timeout,
                                        Body body) {
   SHOAL_RETURN_IF_ERROR(Usable());
   if (timeout == absl::ZeroDuration()) timeout = o_.timeout;
+  {
+    MutexLock lock(&mu_);
+    ++calls_running_;
+  }
+  absl::Status thrown;
   try {
     body(Millis(timeout));
-    return absl::OkStatus();
   } catch (const std::exception& e) {
-    return Abort(Translate(what, e.what(), timeout));
+    thrown = Translate(what, e.what(), timeout);
   }
+  absl::Status failure;
+  {
+    MutexLock lock(&mu_);
+    --calls_running_;
+    if (!thrown.ok() && failure_.ok()) failure_ = thrown;
+    // Aborted from another thread meanwhile, a step may have returned
+    // without its data: the call failed too.
+    failure = failure_;
+  }
+  if (!failure.ok()) CloseConnections();
+  return failure;
 }
 
 // ---- collectives -----------------------------------------------------------
+
+// Registers a call's buffer for Abort while it lives.
+class GlooCommunicator::RunningBuffer {
+ public:
+  RunningBuffer(GlooCommunicator* comm, gloo::transport::UnboundBuffer* buf)
+      : comm_(comm) {
+    MutexLock lock(&comm_->mu_);
+    comm_->running_ = buf;
+  }
+  ~RunningBuffer() {
+    MutexLock lock(&comm_->mu_);
+    comm_->running_ = nullptr;
+  }
+
+ private:
+  GlooCommunicator* const comm_;
+};
 
 absl::Status GlooCommunicator::AllReduce(const void* in, void* out,
                                          int64_t count, DType dtype,
@@ -240,13 +307,19 @@ absl::Status GlooCommunicator::AllReduce(const void* in, void* out,
   SHOAL_RETURN_IF_ERROR(
       Guarded("all_reduce", timeout, [&](std::chrono::milliseconds t) {
         gloo::AllreduceOptions opts(context_);
+        std::unique_ptr<gloo::transport::UnboundBuffer> output =
+            context_->createUnboundBuffer(out, count * DTypeSize(dtype));
+        gloo::transport::UnboundBuffer* running = output.get();
         WithElementType(dtype, [&](auto zero) {
           using T = decltype(zero);
           if (in != out) {
             opts.setInput(const_cast<T*>(static_cast<const T*>(in)), count);
           }
-          opts.setOutput(static_cast<T*>(out), count);
+          opts.template setOutput<T>(std::move(output));
         });
+        // Abort may wake it until it is unregistered (before opts, which
+        // owns it, goes).
+        RunningBuffer registered(this, running);
         opts.setReduceFunction(ReduceFunc(dtype, op));
         opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
         opts.setTimeout(t);

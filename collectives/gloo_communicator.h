@@ -38,7 +38,8 @@ namespace gloo {
 class Context;
 namespace transport {
 class Device;
-}
+class UnboundBuffer;
+}  // namespace transport
 }  // namespace gloo
 
 namespace shoal::collectives {
@@ -91,6 +92,8 @@ class GlooCommunicator : public HostCollectives {
 
   // Fails the communicator with `why` (if it has not failed yet) and closes
   // its connections, so that peers waiting on this rank fail at once.
+  // Thread-safe: called while an all_reduce runs on another thread, it wakes
+  // that call's waits on its own buffer, and the call fails with `why`.
   // Returns the first failure.
   absl::Status Abort(absl::Status why) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -112,8 +115,18 @@ class GlooCommunicator : public HostCollectives {
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
 
+  class RunningBuffer;
+  // Closes every pair (gloo's closeConnections), so that peers waiting on
+  // this rank fail at once.
+  void CloseConnections();
   Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  // Calls inside gloo now (a collective, and Send/Recv beside it).
+  int calls_running_ ABSL_GUARDED_BY(mu_) = 0;
+  // The running all_reduce's output buffer, for Abort to wake its waits:
+  // gloo forgets a send queued on a connection that then breaks, and its
+  // wait would last until the timeout.
+  gloo::transport::UnboundBuffer* running_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace shoal::collectives

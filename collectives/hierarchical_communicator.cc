@@ -79,7 +79,58 @@ HierarchicalCommunicator::HierarchicalCommunicator(
       o_(options),
       flat_(flat) {}
 
-HierarchicalCommunicator::~HierarchicalCommunicator() = default;
+HierarchicalCommunicator::~HierarchicalCommunicator() {
+  {
+    MutexLock lock(&watch_mu_);
+    stop_watching_ = true;
+    watch_cv_.SignalAll();
+  }
+  if (watcher_.joinable()) watcher_.join();
+}
+
+// Counts a running call for the watcher.
+class HierarchicalCommunicator::Watching {
+ public:
+  explicit Watching(HierarchicalCommunicator* c) : c_(c) {
+    MutexLock lock(&c_->watch_mu_);
+    if (c_->calls_++ == 0) c_->watch_cv_.SignalAll();
+  }
+  ~Watching() {
+    MutexLock lock(&c_->watch_mu_);
+    --c_->calls_;
+  }
+
+ private:
+  HierarchicalCommunicator* const c_;
+};
+
+void HierarchicalCommunicator::Watch() {
+  // Often enough to fail well within any timeout; each poll reads the
+  // node's control blocks and checks L-1 pids.
+  constexpr absl::Duration kPoll = absl::Milliseconds(10);
+  while (true) {
+    {
+      MutexLock lock(&watch_mu_);
+      while (!stop_watching_ && calls_ == 0) watch_cv_.Wait(&watch_mu_);
+      if (stop_watching_) return;
+      watch_cv_.WaitWithDeadline(&watch_mu_, absl::Now() + kPoll);
+      if (stop_watching_) return;
+      if (calls_ == 0) continue;
+    }
+    absl::Status s = shm_->PeerFailed();
+    if (!s.ok()) {
+      s = WithinNode(std::move(s));
+      {
+        // The running call returns it (rather than a part's
+        // FailedPrecondition), or else the next call does (Report).
+        MutexLock lock(&watch_mu_);
+        if (!reported_) unreported_ = s;
+      }
+      Fail(std::move(s), false).IgnoreError();
+      return;  // failed for good: nothing more to watch
+    }
+  }
+}
 
 absl::StatusOr<std::unique_ptr<HierarchicalCommunicator>>
 HierarchicalCommunicator::Create(Rendezvous& rendezvous,
@@ -117,25 +168,50 @@ HierarchicalCommunicator::Create(Rendezvous& rendezvous,
                          GlooCommunicator::Create(
                              rendezvous, absl::StrCat(name, ".col", c->local_),
                              c->node_, c->nodes_, options.gloo));
+  HierarchicalCommunicator* self = c.get();
+  c->watcher_ = std::thread([self] { self->Watch(); });
   return c;
 }
 
 // ---- failure ---------------------------------------------------------------
 
+absl::Status HierarchicalCommunicator::WithinNode(absl::Status s) const {
+  const int first = node_ * local_size_;
+  return absl::Status(
+      s.code(),
+      absl::StrCat("within node ", o_.node_of[rank_], " (local ranks 0-",
+                   local_size_ - 1, " are ranks ", o_.job_ranks[first], "-",
+                   o_.job_ranks[first + local_size_ - 1], "): ", s.message()));
+}
+
 absl::Status HierarchicalCommunicator::Fail(absl::Status s, bool from_shm) {
   if (s.code() == absl::StatusCode::kFailedPrecondition) return s;
-  if (from_shm) {
-    const int first = node_ * local_size_;
-    s = absl::Status(
-        s.code(),
-        absl::StrCat("within node ", o_.node_of[rank_], " (local ranks 0-",
-                     local_size_ - 1, " are ranks ", o_.job_ranks[first], "-",
-                     o_.job_ranks[first + local_size_ - 1],
-                     "): ", s.message()));
-  }
+  if (from_shm) s = WithinNode(std::move(s));
   shm_->Abort(s).IgnoreError();
   column_->Abort(s).IgnoreError();
   flat_->Abort(s).IgnoreError();
+  return s;
+}
+
+absl::Status HierarchicalCommunicator::Report(absl::Status s) {
+  if (!s.ok()) {
+    MutexLock lock(&watch_mu_);
+    // A part refusing because the watcher failed it: the watcher's reason.
+    if (s.code() == absl::StatusCode::kFailedPrecondition &&
+        !unreported_.ok()) {
+      s = unreported_;
+    }
+    reported_ = true;
+    unreported_ = absl::OkStatus();
+  }
+  return s;
+}
+
+absl::Status HierarchicalCommunicator::TakeUnreported() {
+  MutexLock lock(&watch_mu_);
+  absl::Status s = std::move(unreported_);
+  unreported_ = absl::OkStatus();
+  if (!s.ok()) reported_ = true;
   return s;
 }
 
@@ -158,6 +234,8 @@ absl::Status HierarchicalCommunicator::AllReduce(const void* in, void* out,
                                                  int64_t count, DType dtype,
                                                  ReduceOp op,
                                                  absl::Duration timeout) {
+  const Watching watching(this);
+  SHOAL_RETURN_IF_ERROR(TakeUnreported());
   const absl::Time deadline = DeadlineFor(timeout);
   const ReduceOp combine = Combine(op);
   const size_t es = DTypeSize(dtype);
@@ -206,6 +284,8 @@ absl::Status HierarchicalCommunicator::Broadcast(const void* in, void* out,
                                                  int64_t count, DType dtype,
                                                  int root,
                                                  absl::Duration timeout) {
+  const Watching watching(this);
+  SHOAL_RETURN_IF_ERROR(TakeUnreported());
   if (root < 0 || root >= world_)
     return absl::InvalidArgumentError(absl::StrCat("broadcast: root ", root));
   const absl::Time deadline = DeadlineFor(timeout);
@@ -225,6 +305,8 @@ absl::Status HierarchicalCommunicator::Reduce(const void* in, void* out,
                                               int64_t count, DType dtype,
                                               ReduceOp op, int root,
                                               absl::Duration timeout) {
+  const Watching watching(this);
+  SHOAL_RETURN_IF_ERROR(TakeUnreported());
   if (root < 0 || root >= world_)
     return absl::InvalidArgumentError(absl::StrCat("reduce: root ", root));
   const absl::Time deadline = DeadlineFor(timeout);
@@ -253,6 +335,8 @@ absl::Status HierarchicalCommunicator::Reduce(const void* in, void* out,
 absl::Status HierarchicalCommunicator::AllGather(const void* in, void* out,
                                                  int64_t count, DType dtype,
                                                  absl::Duration timeout) {
+  const Watching watching(this);
+  SHOAL_RETURN_IF_ERROR(TakeUnreported());
   const absl::Time deadline = DeadlineFor(timeout);
   const size_t node_bytes = count * DTypeSize(dtype) * local_size_;
   uint8_t* node_block = Bytes(out) + node_ * node_bytes;
@@ -267,6 +351,8 @@ absl::Status HierarchicalCommunicator::ReduceScatter(const void* in, void* out,
                                                      int64_t count, DType dtype,
                                                      ReduceOp op,
                                                      absl::Duration timeout) {
+  const Watching watching(this);
+  SHOAL_RETURN_IF_ERROR(TakeUnreported());
   if (count < 0)
     return absl::InvalidArgumentError(
         absl::StrCat("reduce_scatter: negative count ", count));
@@ -281,12 +367,16 @@ absl::Status HierarchicalCommunicator::ReduceScatter(const void* in, void* out,
 absl::Status HierarchicalCommunicator::AllToAll(const void* in, void* out,
                                                 int64_t count, DType dtype,
                                                 absl::Duration timeout) {
+  const Watching watching(this);
+  SHOAL_RETURN_IF_ERROR(TakeUnreported());
   return Net(flat_->AllToAll(in, out, count, dtype, timeout));
 }
 
 absl::Status HierarchicalCommunicator::Send(const void* in, int64_t count,
                                             DType dtype, int peer,
                                             absl::Duration timeout) {
+  const Watching watching(this);
+  SHOAL_RETURN_IF_ERROR(TakeUnreported());
   if (peer >= 0 && peer < world_ && peer / local_size_ == node_) {
     return Shm(shm_->Send(in, count, dtype, peer % local_size_, timeout));
   }
@@ -296,6 +386,8 @@ absl::Status HierarchicalCommunicator::Send(const void* in, int64_t count,
 absl::Status HierarchicalCommunicator::Recv(void* out, int64_t count,
                                             DType dtype, int peer,
                                             absl::Duration timeout) {
+  const Watching watching(this);
+  SHOAL_RETURN_IF_ERROR(TakeUnreported());
   if (peer >= 0 && peer < world_ && peer / local_size_ == node_) {
     return Shm(shm_->Recv(out, count, dtype, peer % local_size_, timeout));
   }
@@ -303,6 +395,8 @@ absl::Status HierarchicalCommunicator::Recv(void* out, int64_t count,
 }
 
 absl::Status HierarchicalCommunicator::Barrier(absl::Duration timeout) {
+  const Watching watching(this);
+  SHOAL_RETURN_IF_ERROR(TakeUnreported());
   // Everyone on this node arrived; then every column: rank (n, k) passing
   // its column's barrier knows every node's shm barrier was entered.
   const absl::Time deadline = DeadlineFor(timeout);

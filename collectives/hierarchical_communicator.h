@@ -24,8 +24,12 @@
 // connection closed, a timeout, a mismatch) aborts all three parts: this
 // node's shm ranks get its reason, and closing the gloo connections makes the
 // ranks on other nodes that wait on this one fail at once (naming this node),
-// so every rank fails within the timeout. Shm errors name the job ranks
-// behind the node's local ranks. After a failure, FailedPrecondition.
+// so every rank fails within the timeout. A rank blocked in a step between
+// nodes learns of its node's failures from a watcher thread that, while a
+// call runs, checks the node's ranks every few milliseconds and aborts the
+// gloo parts (gloo alone may leave it waiting until its timeout). Shm errors
+// name the job ranks behind the node's local ranks. After a failure,
+// FailedPrecondition.
 //
 // Thread safety: one collective at a time; Send and Recv may run beside it
 // on other threads.
@@ -35,11 +39,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "collectives/gloo_communicator.h"
 #include "collectives/host_collectives.h"
 #include "collectives/rendezvous.h"
@@ -110,12 +116,27 @@ class HierarchicalCommunicator : public HostCollectives {
   HierarchicalCommunicator(int rank, const HierarchicalOptions& options,
                            GlooCommunicator* flat);
 
+  class Watching;
+  // The watcher thread's body: while calls run (calls_ > 0), polls the
+  // node's ranks (ShmCommunicator::PeerFailed); a failure fails this
+  // communicator, which wakes a call blocked in gloo.
+  void Watch() ABSL_LOCKS_EXCLUDED(watch_mu_);
   // Aborts every part with `s` (the shm part's messages first get the job
   // ranks of this node); returns the status to report.
   absl::Status Fail(absl::Status s, bool from_shm);
+  // `s` from this node's shm part, naming the job ranks behind its ranks.
+  absl::Status WithinNode(absl::Status s) const;
   // Runs one step; a failure fails the whole communicator.
-  absl::Status Shm(absl::Status s) { return s.ok() ? s : Fail(s, true); }
-  absl::Status Net(absl::Status s) { return s.ok() ? s : Fail(s, false); }
+  absl::Status Shm(absl::Status s) {
+    return s.ok() ? s : Report(Fail(s, true));
+  }
+  absl::Status Net(absl::Status s) {
+    return s.ok() ? s : Report(Fail(s, false));
+  }
+  // A failure a call returns: the watcher's need not be returned again.
+  absl::Status Report(absl::Status s) ABSL_LOCKS_EXCLUDED(watch_mu_);
+  // The failure the watcher found that no call returned yet (then once).
+  absl::Status TakeUnreported() ABSL_LOCKS_EXCLUDED(watch_mu_);
   // The rest of a call's time, at least 1 ms.
   static absl::Duration Left(absl::Time deadline);
   absl::Time DeadlineFor(absl::Duration timeout) const;
@@ -132,6 +153,14 @@ class HierarchicalCommunicator : public HostCollectives {
   std::unique_ptr<ShmCommunicator> shm_;
   std::unique_ptr<GlooCommunicator> column_;
   GlooCommunicator* flat_;
+
+  Mutex watch_mu_;
+  CondVar watch_cv_;
+  int calls_ ABSL_GUARDED_BY(watch_mu_) = 0;
+  bool stop_watching_ ABSL_GUARDED_BY(watch_mu_) = false;
+  bool reported_ ABSL_GUARDED_BY(watch_mu_) = false;
+  absl::Status unreported_ ABSL_GUARDED_BY(watch_mu_);
+  std::thread watcher_;  // started last in Create, joined first
 };
 
 // The address this process should listen on for gloo: SHOAL_GLOO_HOSTNAME if

@@ -284,6 +284,8 @@ absl::Status ShmCommunicator::Abort(absl::Status why) {
   return impl_->Abort(std::move(why));
 }
 
+absl::Status ShmCommunicator::PeerFailed() const { return impl_->PeerFailed(); }
+
 absl::Status ShmCommunicator::AllReduce(const void* in, void* out,
                                         int64_t count, DType dtype, ReduceOp op,
                                         absl::Duration timeout) {

@@ -113,6 +113,12 @@ class ShmCommunicator {
   // backend, between nodes) and must not leave its node's ranks waiting.
   // Returns the first failure. Thread-safe.
   absl::Status Abort(absl::Status why);
+  // What a waiting call would report about the other ranks, without
+  // waiting: Unavailable naming a rank that died, or the code and reason of
+  // one that failed its communicator; OK if none has. For a caller blocked
+  // elsewhere (the hierarchical backend, in a step between nodes) that must
+  // notice a failure on its node. Thread-safe; only reads the segment.
+  absl::Status PeerFailed() const;
 
   class Impl;
 

@@ -67,6 +67,14 @@ class ShmCommunicator::Impl {
                     absl::Duration timeout);
   absl::Status Recv(void* out, int64_t count, DType dtype, int peer,
                     absl::Duration timeout);
+  // ShmCommunicator::PeerFailed.
+  absl::Status PeerFailed() const {
+    // PeerFailure names the call ("barrier #0: "); outside one there is none.
+    absl::Status s = PeerFailure(Call{});
+    if (s.ok()) return s;
+    const size_t at = s.message().find(": ");
+    return absl::Status(s.code(), s.message().substr(at + 2));
+  }
 
  private:
   RankControl& ctl(int r) const {
