@@ -176,6 +176,16 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::Open(
                      " (is its store or coordinator running?)"));
   }
   if (!s.ok()) return s;
+  // Checked on the descriptor opened, not the name: a segment planted by
+  // another user under the expected name is never mapped.
+  struct stat st;
+  if (fstat(shm.get_mapping_handle().handle, &st) != 0)
+    return SHOAL_ERRNO(absl::StrCat("fstat /dev/shm/", name));
+  if (st.st_uid != geteuid()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "/dev/shm/", name, " belongs to uid ", st.st_uid,
+        ", not to this user (uid ", geteuid(), "): refusing to map it"));
+  }
   bip::offset_t size = 0;
   if (!shm.get_size(size) || static_cast<uint64_t>(size) < kPageSize) {
     return absl::FailedPreconditionError(

@@ -39,8 +39,9 @@ class Segment {
       const std::string& name, uint64_t bytes);
 
   // Maps an existing segment read-write and checks its SegmentPrefix.
-  // Errors: NotFound (no such segment), FailedPrecondition (another magic or
-  // layout version, not yet initialised, or closed), Internal.
+  // Errors: NotFound (no such segment), PermissionDenied (the segment belongs
+  // to another user), FailedPrecondition (another magic or layout version,
+  // not yet initialised, or closed), Internal.
   static absl::StatusOr<std::unique_ptr<Segment>> Open(const std::string& name,
                                                        uint64_t magic,
                                                        uint32_t layout_version);
