@@ -350,6 +350,69 @@ TEST_F(TaskTableTest, DeathInsideOperationsIsRolledBack) {
   EXPECT_EQ(table_->Stats()->free_chunks, 64u);
 }
 
+// Take, Release and Cancel killed inside the lock: rolled back, the table
+// exactly as before, and it still works.
+TEST_F(TaskTableTest, DeathInsideTakeReleaseCancelIsRolledBack) {
+  const std::string name = table_->segment_name();
+  for (const char* point :
+       {"take:after-free", "release:after-unlink", "release:after-free",
+        "cancel:after-unlink", "cancel:after-finish"}) {
+    SCOPED_TRACE(point);
+    const bool take = absl::StartsWith(point, "take");
+    auto ids =
+        *table_->Submit(client_, {Task("victim", std::string(100000, 'v'))});
+    if (take) {
+      auto claim = table_->Claim(worker_);
+      ASSERT_TRUE(claim.ok() && claim->has_value());
+      ASSERT_TRUE(
+          table_->Complete(worker_, (*claim)->id, 0, std::string(100000, 'r'))
+              .ok());
+    }
+    const TaskState state_before = *table_->Poll(ids[0]);
+    const auto before = *table_->Stats();
+    pid_t pid = fork();
+    if (pid == 0) {
+      static std::string target;
+      target = point;
+      TaskTable::SetFaultHookForTesting([](const char* p) {
+        if (target == p) raise(SIGKILL);
+      });
+      auto t = TaskTable::Open(name, absl::Seconds(5));
+      if (!t.ok()) _exit(2);
+      if (take) {
+        (void)(*t)->Take(client_, ids[0], /*release=*/true);
+      } else if (absl::StartsWith(target, "release")) {
+        (void)(*t)->Release(client_, ids[0]);
+      } else {
+        (void)(*t)->Cancel(ids[0]);
+      }
+      _exit(0);
+    }
+    int status;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "the fault point was not reached";
+    ASSERT_TRUE(table_->Stats().ok());  // the next locked operation repairs
+    const auto after = *table_->Stats();
+    EXPECT_EQ(after.free_entries, before.free_entries);
+    EXPECT_EQ(after.free_chunks, before.free_chunks);
+    EXPECT_EQ(after.queued, before.queued);
+    EXPECT_EQ(*table_->Poll(ids[0]), state_before);
+    // And it still works.
+    if (take) {
+      auto out = table_->Take(client_, ids[0], true);
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ(out->result, std::string(100000, 'r'));
+    } else {
+      auto claim = table_->Claim(worker_);
+      ASSERT_TRUE(claim.ok() && claim->has_value());
+      ASSERT_TRUE(table_->Complete(worker_, (*claim)->id, 0, "ok").ok());
+      ASSERT_TRUE(table_->Take(client_, ids[0], true).ok());
+    }
+  }
+  EXPECT_EQ(table_->Stats()->free_entries, 1024u);
+  EXPECT_EQ(table_->Stats()->free_chunks, 64u);
+}
+
 }  // namespace
 TEST_F(TaskTableTest, ActorCallsGoOnlyToTheActorsWorkerInOrder) {
   const uint32_t actor_worker = *table_->AddWorker(getpid(), 1, 0, /*actor=*/7);

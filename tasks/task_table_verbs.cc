@@ -238,7 +238,10 @@ absl::StatusOr<TaskOutcome> TaskTable::Take(uint32_t client, uint64_t id,
       op.ReadPayload(x->result_bytes, x->result_chunk, x->inline_result);
   out.timed_out = x->flags.load() & kTaskTimedOut;
   out.timeout_ns = x->timeout_ns;
-  if (release) op.FreeEntry(i);
+  if (release) {
+    op.FreeEntry(i);
+    FaultPoint("take:after-free");
+  }
   return out;
 }
 
@@ -249,7 +252,9 @@ absl::Status TaskTable::Release(uint32_t client, uint64_t id) {
   switch (static_cast<TaskState>(x->state.load())) {
     case TaskState::kQueued:
       op.Unlink(i);
+      FaultPoint("release:after-unlink");
       op.FreeEntry(i);
+      FaultPoint("release:after-free");
       break;
     case TaskState::kDone:
       op.FreeEntry(i);
@@ -274,9 +279,11 @@ absl::StatusOr<TaskState> TaskTable::Cancel(uint64_t id) {
     was = static_cast<TaskState>(x->state.load());
     if (was == TaskState::kQueued) {
       op.Unlink(i);
+      FaultPoint("cancel:after-unlink");
       SHOAL_ASSIGN_OR_RETURN(
           ring_owner,
           op.Finish(i, static_cast<int32_t>(absl::StatusCode::kCancelled), ""));
+      FaultPoint("cancel:after-finish");
     } else if (was == TaskState::kRunning) {
       op.WA32(&x->flags, x->flags.load() | kTaskCancelRequested);
     }
