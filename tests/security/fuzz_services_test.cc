@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "coordinator/discovery.h"
 #include "gtest/gtest.h"
 #include "ipc/messages.h"
 #include "ipc/object_id.h"
@@ -25,6 +26,7 @@
 #include "ipc/socket.h"
 #include "launch/kv_client.h"
 #include "launch/kv_service.h"
+#include "tests/coordinator/node_fixture.h"
 #include "tests/testing/store_fixture.h"
 
 namespace shoal {
@@ -39,7 +41,10 @@ absl::Duration FuzzTime() {
 
 class Fuzzer {
  public:
-  explicit Fuzzer(uint64_t seed) : rng_(seed) {}
+  // `allow_stop`: whether StopRequest is among the bodies (not for the
+  // owner's frontend, where stopping is allowed).
+  Fuzzer(uint64_t seed, bool allow_stop)
+      : rng_(seed), allow_stop_(allow_stop) {}
 
   std::string Bytes(size_t max) {
     std::string s(Pick(max), '\0');
@@ -63,7 +68,32 @@ class Fuzzer {
 
   ipc::Message Body() {
     ObjectId id = rng_() % 4 ? ObjectId::Random() : ObjectId();
-    switch (rng_() % 14) {
+    std::vector<uint64_t> task_ids;  // duplicates and huge counts
+    for (size_t i = Pick(rng_() % 8 ? 8 : 5000); i > 0; --i)
+      task_ids.push_back(rng_() % 2 ? rng_() % 4 : rng_());
+    switch (rng_() % 21) {
+      case 14: {
+        ipc::WaitRequest w;
+        w.task_ids = task_ids;
+        w.timeout_ms = rng_() % 2 ? 0 : Extreme();
+        w.min_done = static_cast<uint32_t>(rng_());
+        w.release = rng_() % 2 == 0;
+        return w;
+      }
+      case 15:
+        return ipc::CancelRequest{task_ids};
+      case 16:
+        return ipc::ReleaseTasksRequest{task_ids};
+      case 17:
+        return ipc::FetchObjectRequest{id};
+      case 18:
+        return ipc::StatusRequest{};
+      case 19:
+        return ipc::ClientHello{static_cast<int32_t>(rng_()),
+                                std::string(Pick(64), 'n'),
+                                std::string(Pick(40), 'b')};
+      case 20:
+        return ipc::DeleteRequest{id};
       case 0:
         return ipc::KvSetRequest{Key(), Bytes(256)};
       case 1:
@@ -107,7 +137,8 @@ class Fuzzer {
       case 12:
         return ipc::StoreStatsRequest{};
       default:
-        return ipc::StopRequest{};
+        if (allow_stop_) return ipc::StopRequest{};
+        return ipc::StatusRequest{};
     }
   }
 
@@ -127,12 +158,13 @@ class Fuzzer {
 
  private:
   std::mt19937_64 rng_;
+  bool allow_stop_;
 };
 
 // Sends frames from a few DEALERs (never blocking) until the time or count
 // runs out, reading whatever comes back. Returns how many were sent.
-int Fuzz(const std::string& endpoint, uint64_t seed) {
-  Fuzzer f(seed);
+int Fuzz(const std::string& endpoint, uint64_t seed, bool allow_stop = true) {
+  Fuzzer f(seed, allow_stop);
   std::vector<ipc::Socket> sockets;
   for (int i = 0; i < 4; ++i) {
     auto s = ipc::Socket::Create(ZMQ_DEALER);
@@ -189,6 +221,23 @@ TEST(FuzzServices, StoreServiceSurvivesAndServes) {
   absl::StatusOr<int> code = (*store)->Stop();
   ASSERT_TRUE(code.ok());
   EXPECT_EQ(*code, 0) << "the store did not exit cleanly after fuzzing";
+}
+
+// The coordinator's frontend, through the owner's ipc:// socket (the widest
+// surface: everything but Stop is allowed there). Part A owns the frontend;
+// a crash found here goes to them.
+TEST(FuzzServices, FrontendSurvivesAndServes) {
+  auto node = testing::NodeProcess::Start();
+  ASSERT_TRUE(node.ok()) << node.status();
+  auto d = coordinator::ReadDiscovery((*node)->job_id());
+  ASSERT_TRUE(d.ok()) << d.status();
+  const int sent = Fuzz(d->frontend, 16, /*allow_stop=*/false);
+  EXPECT_GT(sent, 0);
+  ASSERT_TRUE((*node)->process().running()) << "the coordinator died";
+  auto client = (*node)->Connect();
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto status = (*client)->Status();
+  EXPECT_TRUE(status.ok()) << status.status();
 }
 
 }  // namespace
