@@ -57,6 +57,15 @@ absl::Status Coordinator::Impl::Init() {
     SHOAL_LOG(INFO, "removed the runtime folder of dead job %s", job);
   }
   SHOAL_ASSIGN_OR_RETURN(job_dir_, JobDir(options_.job_id));
+  // Forked before the store, the table, the sockets and the workers exist,
+  // so it holds none of them.
+  SHOAL_ASSIGN_OR_RETURN(std::string store_segment,
+                         shm::SegmentNameForJob(options_.job_id));
+  SHOAL_ASSIGN_OR_RETURN(
+      janitor_,
+      Janitor::Start(options_.job_id,
+                     {store_segment,
+                      tasks::TaskTable::SegmentNameForJob(options_.job_id)}));
   // GPUs first: asking for more than exist is an error before anything runs.
   SHOAL_ASSIGN_OR_RETURN(std::vector<std::string> gpus,
                          gpu::DiscoverGpusFromEnvironment(options_.gpus));

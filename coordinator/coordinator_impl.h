@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "base/event_fd.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/janitor.h"
 #include "coordinator/supervisor.h"
 #include "ipc/curve.h"
 #include "ipc/messages.h"
@@ -199,6 +200,8 @@ class Coordinator::Impl {
 
   CoordinatorOptions options_;
   std::string job_dir_;
+  // Removes the node's segments if this process dies without doing so.
+  std::unique_ptr<Janitor> janitor_;
   absl::Time started_ = absl::Now();
 
   std::unique_ptr<shm::StoreService> store_;

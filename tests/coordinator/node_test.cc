@@ -397,9 +397,18 @@ TEST_F(NodeTest, CoordinatorKilledTakesItsWorkersAndLeavesNothingStale) {
       absl::Seconds(2)))
       << "workers outlived their coordinator";
   EXPECT_LT(absl::Now() - killed, absl::Seconds(2));
-  EXPECT_TRUE(
-      shoal::testing::ShmExists(absl::StrCat("shoal-", old_job, "-store")));
-  // The next start sweeps what the killed one left.
+  // Its janitor removes the segments with no later start needed
+  // (coordinator/janitor.h).
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return !shoal::testing::ShmExists(
+                   absl::StrCat("shoal-", old_job, "-store")) &&
+               !shoal::testing::ShmExists(
+                   absl::StrCat("shoal-", old_job, "-tasks"));
+      },
+      absl::Seconds(10)))
+      << "the killed node's segments are still in /dev/shm";
+  // The next start sweeps what else the killed one left (its folder).
   StartNode({});
   EXPECT_FALSE(
       shoal::testing::ShmExists(absl::StrCat("shoal-", old_job, "-store")));

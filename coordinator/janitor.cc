@@ -1,0 +1,155 @@
+#include "coordinator/janitor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+
+namespace shoal::coordinator {
+namespace {
+
+// What the janitor needs, laid out before fork(): after a fork in a process
+// with threads the child may only make async-signal-safe calls, so it
+// allocates nothing and uses raw system calls.
+struct Plan {
+  std::vector<std::string> paths;  // /dev/shm/<segment>
+  std::string coll_prefix;         // "shoal-<job>-"
+  std::string coll_suffix = "-coll";
+};
+
+bool HasPrefix(const char* s, const std::string& prefix) {
+  return strncmp(s, prefix.c_str(), prefix.size()) == 0;
+}
+
+bool HasSuffix(const char* s, size_t n, const std::string& suffix) {
+  return n >= suffix.size() &&
+         memcmp(s + n - suffix.size(), suffix.c_str(), suffix.size()) == 0;
+}
+
+// The pid in "...-<pid>-coll", or 0.
+pid_t CollCreator(const char* name, size_t n, size_t suffix_len) {
+  size_t end = n - suffix_len;
+  size_t begin = end;
+  while (begin > 0 && name[begin - 1] >= '0' && name[begin - 1] <= '9') {
+    --begin;
+  }
+  if (begin == end || begin == 0 || name[begin - 1] != '-') return 0;
+  int64_t pid = 0;
+  for (size_t i = begin; i < end && pid < (int64_t{1} << 31); ++i) {
+    pid = pid * 10 + (name[i] - '0');
+  }
+  return pid < (int64_t{1} << 31) ? static_cast<pid_t>(pid) : 0;
+}
+
+// Unlinks this job's collective segments whose creator is gone; returns how
+// many remain (creator still alive).
+int SweepCollSegments(const Plan& plan) {
+  int dir = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return 0;
+  int alive = 0;
+  alignas(8) char buf[8192];
+  char path[300];
+  for (;;) {
+    long n = syscall(SYS_getdents64, dir, buf, sizeof(buf));
+    if (n <= 0) break;
+    for (long off = 0; off < n;) {
+      // struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name.
+      const char* rec = buf + off;
+      uint16_t reclen;
+      memcpy(&reclen, rec + 16, sizeof(reclen));
+      const char* name = rec + 19;
+      off += reclen;
+      const size_t len = strlen(name);
+      if (!HasPrefix(name, plan.coll_prefix) ||
+          !HasSuffix(name, len, plan.coll_suffix) || len + 10 > sizeof(path)) {
+        continue;
+      }
+      const pid_t creator = CollCreator(name, len, plan.coll_suffix.size());
+      if (creator > 0 && (kill(creator, 0) == 0 || errno != ESRCH)) {
+        ++alive;
+        continue;
+      }
+      memcpy(path, "/dev/shm/", 9);
+      memcpy(path + 9, name, len + 1);
+      unlink(path);
+    }
+  }
+  close(dir);
+  return alive;
+}
+
+[[noreturn]] void RunJanitor(int read_fd, const Plan& plan) {
+  setsid();
+  struct sigaction ignore = {};
+  ignore.sa_handler = SIG_IGN;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) {
+    sigaction(sig, &ignore, nullptr);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  int null_fd = open("/dev/null", O_RDWR);
+  if (null_fd >= 0) {
+    for (int fd = 0; fd < 3; ++fd) dup2(null_fd, fd);
+    if (null_fd > 2) close(null_fd);
+  }
+  // Nothing else of the coordinator's (sockets, segments) is held open.
+  if (read_fd > 3) syscall(SYS_close_range, 3u, read_fd - 1u, 0u);
+  syscall(SYS_close_range, read_fd + 1u, ~0u, 0u);
+
+  char c;
+  for (;;) {
+    ssize_t r = read(read_fd, &c, 1);
+    if (r == 0 || (r < 0 && errno != EINTR)) break;
+  }
+  for (const std::string& path : plan.paths) unlink(path.c_str());
+  // Workers die with the coordinator (PR_SET_PDEATHSIG) a moment later: give
+  // their collective segments up to 10 s to lose their creators.
+  const struct timespec step = {0, 50 * 1000 * 1000};
+  for (int i = 0; i < 200 && SweepCollSegments(plan) > 0; ++i) {
+    nanosleep(&step, nullptr);
+  }
+  _exit(0);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Janitor>> Janitor::Start(
+    absl::string_view job_id, std::vector<std::string> segments) {
+  Plan plan;
+  for (const std::string& s : segments) {
+    plan.paths.push_back(absl::StrCat("/dev/shm/", s));
+  }
+  plan.coll_prefix = absl::StrCat("shoal-", job_id, "-");
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    return absl::InternalError(
+        absl::StrCat("pipe2 for the node's janitor: ", strerror(errno)));
+  }
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int e = errno;
+    close(fds[0]);
+    close(fds[1]);
+    return absl::InternalError(
+        absl::StrCat("fork of the node's janitor: ", strerror(e)));
+  }
+  if (pid == 0) {
+    close(fds[1]);
+    RunJanitor(fds[0], plan);
+  }
+  close(fds[0]);
+  return std::unique_ptr<Janitor>(new Janitor(fds[1], pid));
+}
+
+Janitor::~Janitor() { close(write_fd_); }
+
+}  // namespace shoal::coordinator
