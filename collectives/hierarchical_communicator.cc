@@ -24,6 +24,15 @@ namespace {
 const uint8_t* Bytes(const void* p) { return static_cast<const uint8_t*>(p); }
 uint8_t* Bytes(void* p) { return static_cast<uint8_t*>(p); }
 
+// A copy of `s` that shares no reference-counted state with it. The watcher
+// hands a failure to other threads (each part's Abort, unreported_), and the
+// parts wake their callers through gloo, which is not built with
+// ThreadSanitizer: a shared absl::Status representation freed on another
+// thread then looks like a race to it.
+absl::Status Unshared(const absl::Status& s) {
+  return absl::Status(s.code(), std::string(s.message()));
+}
+
 }  // namespace
 
 std::string GlooListenAddress() {
@@ -124,7 +133,7 @@ void HierarchicalCommunicator::Watch() {
         // The running call returns it (rather than a part's
         // FailedPrecondition), or else the next call does (Report).
         MutexLock lock(&watch_mu_);
-        if (!reported_) unreported_ = s;
+        if (!reported_) unreported_ = Unshared(s);
       }
       Fail(std::move(s), false).IgnoreError();
       return;  // failed for good: nothing more to watch
@@ -187,9 +196,9 @@ absl::Status HierarchicalCommunicator::WithinNode(absl::Status s) const {
 absl::Status HierarchicalCommunicator::Fail(absl::Status s, bool from_shm) {
   if (s.code() == absl::StatusCode::kFailedPrecondition) return s;
   if (from_shm) s = WithinNode(std::move(s));
-  shm_->Abort(s).IgnoreError();
-  column_->Abort(s).IgnoreError();
-  flat_->Abort(s).IgnoreError();
+  shm_->Abort(Unshared(s)).IgnoreError();
+  column_->Abort(Unshared(s)).IgnoreError();
+  flat_->Abort(Unshared(s)).IgnoreError();
   return s;
 }
 
