@@ -262,18 +262,26 @@ class Communicator::Impl {
     const std::string mine = MachineId();
     SHOAL_RETURN_IF_ERROR(
         rendezvous.Set(absl::StrCat(machine_key, rank_), mine));
-    for (int r = 0; r < size(); ++r) {
+    absl::Status refusal;
+    for (int r = 0; r < size() && refusal.ok(); ++r) {
       SHOAL_ASSIGN_OR_RETURN(
           std::string theirs,
           rendezvous.Get(absl::StrCat(machine_key, r), o_.timeout));
       if (theirs != mine) {
-        return absl::FailedPreconditionError(absl::StrCat(
+        refusal = absl::FailedPreconditionError(absl::StrCat(
             "communicator '", o_.name, "': rank ", r, " runs on ", theirs,
             " and rank ", rank_, " on ", mine,
             "; a communicator made through a rendezvous needs all its ranks "
             "on one machine"));
       }
     }
+    // Nobody leaves before everyone has read: a refused rank that exits at
+    // once may take the store with it (torch's TCPStore lives in rank 0),
+    // and the others would get "connection reset" instead of the reason.
+    absl::Status read = rendezvous.Barrier(absl::StrCat(machine_key, "read"),
+                                           size(), o_.timeout);
+    if (!refusal.ok()) return refusal;
+    SHOAL_RETURN_IF_ERROR(read);
     collectives::ShmCommOptions so;
     so.slot_bytes = o_.shm_slot_bytes;
     so.timeout = o_.timeout;
