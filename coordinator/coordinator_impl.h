@@ -148,6 +148,9 @@ class Coordinator::Impl {
   void ExpireOutputs(absl::Time now);
   // Forgets a remote task (remote_tasks_ and its peer's accounting).
   void ForgetTask(uint64_t id);
+  // Lets go of remote task `id` for good: a finished one's outputs are
+  // released, an unfinished one is released in the table; then ForgetTask.
+  void DropTask(uint64_t id);
   void DrainBackend();
   void OnCompletions();
   void OnLocalClientExit(uint32_t client);

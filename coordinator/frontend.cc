@@ -305,13 +305,7 @@ ipc::Message Coordinator::Impl::OnReleaseTasks(
   for (uint64_t id : m.task_ids) {
     absl::Status s = CheckOwner(peer, id);
     if (!s.ok()) return Error(s);
-    absl::StatusOr<tasks::TaskState> st = table_->Poll(id);
-    if (st.ok() && *st == tasks::TaskState::kDone) {
-      ReleaseOutputs(ResultOf(id, /*release=*/true).outputs);
-    } else {
-      (void)table_->Release(own_client_, id);
-    }
-    ForgetTask(id);
+    DropTask(id);
   }
   return ipc::OkReply{};
 }

@@ -89,6 +89,16 @@ Coordinator::Impl::PeerState& Coordinator::Impl::StateOf(const Peer& peer) {
   return it->second;
 }
 
+void Coordinator::Impl::DropTask(uint64_t id) {
+  absl::StatusOr<tasks::TaskState> st = table_->Poll(id);
+  if (st.ok() && *st == tasks::TaskState::kDone) {
+    ReleaseOutputs(ResultOf(id, /*release=*/true).outputs);
+  } else {
+    (void)table_->Release(own_client_, id);
+  }
+  ForgetTask(id);
+}
+
 void Coordinator::Impl::ForgetTask(uint64_t id) {
   auto it = remote_tasks_.find(id);
   if (it == remote_tasks_.end()) return;
@@ -323,13 +333,7 @@ void Coordinator::Impl::DropPeer(PeerState& state, const std::string& why) {
   waits_.remove_if([&](const PendingWait& w) { return w.peer.key() == key; });
   const std::set<uint64_t> tasks = state.tasks;
   for (uint64_t id : tasks) {
-    absl::StatusOr<tasks::TaskState> st = table_->Poll(id);
-    if (st.ok() && *st == tasks::TaskState::kDone) {
-      ReleaseOutputs(ResultOf(id, /*release=*/true).outputs);
-    } else {
-      (void)table_->Release(own_client_, id);
-    }
-    ForgetTask(id);
+    DropTask(id);
   }
   for (const auto& [id, held] : state.outputs)
     ReleaseOutputs({Value{ObjectValue{id, TensorMeta{}, held.first}}});
