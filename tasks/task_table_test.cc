@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "absl/strings/match.h"
@@ -286,6 +287,28 @@ TEST_F(TaskTableTest, BackToBackSubmitsWakeOneSleeperEach) {
   }
 }
 
+// Forks a process that opens the table at `name`, is SIGKILLed when it
+// reaches the fault point `point`, and runs `op` on its own handle; checks
+// that it died there.
+void KillInside(const std::string& name, const char* point,
+                const std::function<void(TaskTable&)>& op) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    static std::string target;
+    target = point;
+    TaskTable::SetFaultHookForTesting([](const char* p) {
+      if (target == p) raise(SIGKILL);
+    });
+    auto t = TaskTable::Open(name, absl::Seconds(5));
+    if (!t.ok()) _exit(2);
+    op(**t);
+    _exit(0);
+  }
+  int status;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the fault point was not reached";
+}
+
 // A process killed inside an operation: the journal rolls it back.
 TEST_F(TaskTableTest, DeathInsideOperationsIsRolledBack) {
   const std::string name = table_->segment_name();
@@ -297,33 +320,20 @@ TEST_F(TaskTableTest, DeathInsideOperationsIsRolledBack) {
     auto ids =
         *table_->Submit(client_, {Task("victim", std::string(100000, 'v'))});
     const auto before = *table_->Stats();
-    pid_t pid = fork();
-    if (pid == 0) {
-      static std::string target;
-      target = point;
-      TaskTable::SetFaultHookForTesting([](const char* p) {
-        if (target == p) raise(SIGKILL);
-      });
-      auto t = TaskTable::Open(name, absl::Seconds(5));
-      if (!t.ok()) _exit(2);
-      if (absl::StartsWith(target, "submit")) {
+    ASSERT_NO_FATAL_FAILURE(KillInside(name, point, [&](TaskTable& t) {
+      if (absl::StartsWith(point, "submit")) {
         TaskSubmission s;
         s.function = "doomed";
         s.args = std::string(150000, 'd');
-        (void)(*t)->Submit(client_, {s});
+        (void)t.Submit(client_, {s});
       } else {
-        auto claim = (*t)->Claim(worker_);
-        if (absl::StartsWith(target, "complete") && claim.ok() &&
+        auto claim = t.Claim(worker_);
+        if (absl::StartsWith(point, "complete") && claim.ok() &&
             claim->has_value()) {
-          (void)(*t)->Complete(worker_, (*claim)->id, 0,
-                               std::string(100000, 'r'));
+          (void)t.Complete(worker_, (*claim)->id, 0, std::string(100000, 'r'));
         }
       }
-      _exit(0);
-    }
-    int status;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFSIGNALED(status)) << "the fault point was not reached";
+    }));
     // The next locked operation repairs (Poll alone takes no lock, so it can
     // see the dead process's unfinished writes until then).
     ASSERT_TRUE(table_->Stats().ok());
@@ -370,27 +380,15 @@ TEST_F(TaskTableTest, DeathInsideTakeReleaseCancelIsRolledBack) {
     }
     const TaskState state_before = *table_->Poll(ids[0]);
     const auto before = *table_->Stats();
-    pid_t pid = fork();
-    if (pid == 0) {
-      static std::string target;
-      target = point;
-      TaskTable::SetFaultHookForTesting([](const char* p) {
-        if (target == p) raise(SIGKILL);
-      });
-      auto t = TaskTable::Open(name, absl::Seconds(5));
-      if (!t.ok()) _exit(2);
+    ASSERT_NO_FATAL_FAILURE(KillInside(name, point, [&](TaskTable& t) {
       if (take) {
-        (void)(*t)->Take(client_, ids[0], /*release=*/true);
-      } else if (absl::StartsWith(target, "release")) {
-        (void)(*t)->Release(client_, ids[0]);
+        (void)t.Take(client_, ids[0], /*release=*/true);
+      } else if (absl::StartsWith(point, "release")) {
+        (void)t.Release(client_, ids[0]);
       } else {
-        (void)(*t)->Cancel(ids[0]);
+        (void)t.Cancel(ids[0]);
       }
-      _exit(0);
-    }
-    int status;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFSIGNALED(status)) << "the fault point was not reached";
+    }));
     ASSERT_TRUE(table_->Stats().ok());  // the next locked operation repairs
     const auto after = *table_->Stats();
     EXPECT_EQ(after.free_entries, before.free_entries);
