@@ -23,7 +23,7 @@ namespace shoal::tasks {
 
 inline constexpr uint64_t kTaskSegmentMagic =
     0x4b5341544c414f48ULL;  // "HOALTASK"
-inline constexpr uint32_t kTaskLayoutVersion = 2;
+inline constexpr uint32_t kTaskLayoutVersion = 3;
 // Ordinary classes (distinct cpus/gpus requests) and actor classes (one per
 // live actor) together.
 inline constexpr uint32_t kMaxResourceClasses = 80;
@@ -83,6 +83,22 @@ struct alignas(64) TaskClientSlot {
   shm::Doorbell bell;  // rung when one of its tasks finished
 };
 
+// A Submit of more than one task in progress. The journal holds 32 words, so
+// each task of a batch is its own journaled step; this record, set in a step
+// of its own before the first task and cleared after the last, makes the
+// batch all-or-nothing: whoever takes the lock next and finds it set (its
+// Submit died in between) takes the batch's committed tasks back out
+// (TaskTable::Op::RollBackBatch). Guarded by the table's lock.
+struct SubmitBatchRecord {
+  uint32_t active;
+  uint32_t num_classes;       // before the batch
+  uint64_t first_seq;         // next_seq before it: its tasks have seq >= this
+  uint64_t submitted;         // TaskSegmentHeader::submitted before it
+  uint64_t client_submitted;  // its client's TaskClientSlot::submitted before
+  uint32_t client;
+  uint32_t reserved;
+};
+
 struct TaskSegmentHeader {
   shm::SegmentPrefix prefix;
 
@@ -102,6 +118,7 @@ struct TaskSegmentHeader {
   uint64_t next_seq;
   uint64_t submitted;
   uint64_t completed;
+  SubmitBatchRecord batch;
   ResourceClass classes[kMaxResourceClasses];
 
   // Bumped on every enqueue, read without the lock by workers spinning for

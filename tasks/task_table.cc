@@ -21,6 +21,63 @@ namespace task_table_internal {
 void (*g_fault_hook)(const char*) = nullptr;
 }  // namespace task_table_internal
 
+// ---- an unfinished Submit batch
+// -------------------------------------------------------------
+
+void TaskTable::Op::RollBackBatch() {
+  const SubmitBatchRecord& b = h()->batch;
+  auto in_batch = [&](uint32_t i) {
+    return e(i)->state.load(std::memory_order_relaxed) !=
+               static_cast<uint32_t>(TaskState::kFree) &&
+           e(i)->seq >= b.first_seq;
+  };
+  // 1. Out of the FIFOs: the batch's tasks are all queued (it held the lock
+  // throughout), a run at the head (at_head) and one at the tail of a class.
+  // Each run is skipped in one step that keeps the FIFO consistent.
+  for (uint32_t k = 0; k < h()->num_classes; ++k) {
+    ResourceClass& cls = h()->classes[k];
+    uint32_t prev = 0;  // the last task kept, index + 1
+    uint32_t cur = cls.head;
+    while (cur != 0) {
+      if (!in_batch(cur - 1)) {
+        prev = cur;
+        cur = e(cur - 1)->next;
+        continue;
+      }
+      uint32_t run = 0;
+      while (cur != 0 && in_batch(cur - 1)) {
+        ++run;
+        cur = e(cur - 1)->next;
+      }
+      W32(prev == 0 ? &cls.head : &e(prev - 1)->next, cur);
+      if (cur == 0) W32(&cls.tail, prev);
+      W32(&cls.depth, cls.depth - run);
+      W32(&h()->queued, h()->queued - run);
+      Checkpoint();
+    }
+  }
+  // 2. Freed newest first (each its own step), so the free stacks and the
+  // generations (task ids) are as before.
+  std::vector<std::pair<uint64_t, uint32_t>> tasks;  // (seq, index)
+  for (uint32_t i = 0; i < h()->max_tasks; ++i) {
+    if (in_batch(i)) tasks.emplace_back(e(i)->seq, i);
+  }
+  std::sort(tasks.rbegin(), tasks.rend());
+  for (const auto& [seq, i] : tasks) {
+    FreeEntry(i);
+    W32(&e(i)->generation, e(i)->generation - 1);
+    Checkpoint();
+  }
+  // 3. The counters, the classes it made, and the record itself.
+  W32(&h()->num_classes, b.num_classes);
+  W64(&h()->next_seq, b.first_seq);
+  W64(&h()->submitted, b.submitted);
+  if (b.client < kMaxTaskClients)
+    W64(&h()->clients[b.client].submitted, b.client_submitted);
+  W32(&h()->batch.active, 0);
+  Checkpoint();
+}
+
 // ---- construction
 // ---------------------------------------------------------------
 

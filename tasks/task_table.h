@@ -179,11 +179,15 @@ class TaskTable {
   void Close();
 
   // ---- clients --------------------------------------------------------------
-  // Queues tasks (one lock for the batch). Returns their ids in order.
+  // Queues tasks (one lock for the batch). Returns their ids in order. All
+  // or nothing: on any error no task of the batch was submitted, and a
+  // process that dies inside leaves the table as before (the next locker
+  // takes a half-submitted batch back out).
   // Errors: InvalidArgument (bad function name, cpus = 0), ResourceExhausted
-  // (table or chunks full: too many tasks in flight; payload too large),
-  // NotFound (an actor never created), Unavailable (an actor that ended:
-  // the message starts "actor <id>").
+  // naming the limit (max_tasks: too many tasks in flight; max_chunks, or a
+  // payload over the per-task limit; resource classes), NotFound (an actor
+  // never created), Unavailable (an actor that ended: the message starts
+  // "actor <id>").
   absl::StatusOr<std::vector<uint64_t>> Submit(
       uint32_t client, absl::Span<const TaskSubmission> tasks);
   // A task's state without the lock. NotFound for a stale id.
@@ -260,6 +264,17 @@ class TaskTable {
                                  uint32_t client, uint32_t klass);
   // The class a submission goes to (its actor's, or one for its resources).
   static absl::StatusOr<uint32_t> ClassOf(Op& op, const TaskSubmission& t);
+  // Whether a whole batch fits (entries, payload chunks, resource classes,
+  // live actors), checked before any of it is written. Writes nothing.
+  // Errors: as Submit.
+  static absl::Status CheckBatchFits(Op& op,
+                                     absl::Span<const TaskSubmission> tasks);
+  // One task of Submit, in the current journaled step; sets `actor` to the
+  // actor it is for (0: none). Errors: as Submit (the step is then undone
+  // by the caller).
+  static absl::StatusOr<uint64_t> SubmitOne(Op& op, uint32_t client,
+                                            const TaskSubmission& t,
+                                            uint32_t* actor);
   // Wakes up to `n` sleeping ordinary workers, and the worker of each actor
   // in `actors`.
   void WakeSleepingWorkers(size_t n, absl::Span<const uint32_t> actors = {});

@@ -49,7 +49,11 @@ class TaskTable::Op {
         shm::LockGuard guard,
         shm::LockGuard::Acquire(t->segment_->base(), &t->header()->lock,
                                 t->lock_timeout_, "task table"));
-    return Op(t, std::move(guard));
+    Op op(t, std::move(guard));
+    // A Submit that died between the tasks of its batch: take them back out
+    // before anyone sees the table.
+    if (op.h()->batch.active != 0) op.RollBackBatch();
+    return op;
   }
 
   // Ends the current journal transaction and starts the next (for long scans
@@ -58,6 +62,13 @@ class TaskTable::Op {
     journal_.reset();
     journal_ = std::make_unique<shm::JournaledWriter>(t_->segment_->base(),
                                                       &h()->lock.journal);
+  }
+
+  // Undoes the writes since the last Checkpoint (a step that failed midway)
+  // and starts the next step.
+  void AbortStep() {
+    shm::RollBackJournal(t_->segment_->base(), &h()->lock.journal);
+    Checkpoint();
   }
 
   void W32(uint32_t* f, uint32_t v) { journal_->Write32(f, v); }
@@ -139,47 +150,69 @@ class TaskTable::Op {
     W32(&h()->free_entries, i + 1);
   }
 
-  // Stores `data` inline or in a chain of chunks.
+  // The chunks a payload of `bytes` takes (0: inline), or ResourceExhausted
+  // when it is over the per-task limit.
+  absl::StatusOr<uint32_t> ChunksFor(size_t bytes) const {
+    if (bytes <= kInlinePayloadBytes) return 0;
+    const uint32_t per_chunk = h()->chunk_bytes - sizeof(ChunkHeader);
+    const uint64_t need = (bytes + per_chunk - 1) / per_chunk;
+    if (need > task_table_internal::kMaxPayloadChunks) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("a task's encoded arguments or results take ", bytes,
+                       " bytes, above the ",
+                       task_table_internal::kMaxPayloadChunks * per_chunk,
+                       "-byte limit; put large values in the store"));
+    }
+    return static_cast<uint32_t>(need);
+  }
+
+  // Whether the free stack starting at `top` (index + 1, linked through
+  // `next_of`) holds at least `n` items. Reads at most `n` links.
+  template <typename NextOf>
+  static bool HasFree(uint32_t top, uint64_t n, NextOf next_of) {
+    for (uint64_t k = 0; k < n; ++k) {
+      if (top == 0) return false;
+      top = next_of(top - 1);
+    }
+    return true;
+  }
+
+  // Stores `data` inline or in a chain of chunks. The chain is the top of the
+  // free stack as it lies (already linked), so taking it journals two words
+  // whatever its length; a chunk's `bytes` is meaningless while it is free,
+  // so it is written directly.
   absl::Status WritePayload(absl::string_view data, uint32_t* bytes,
                             uint32_t* chunk_head, uint8_t* inline_buf) {
-    W32(bytes, static_cast<uint32_t>(data.size()));
-    if (data.size() <= kInlinePayloadBytes) {
+    SHOAL_ASSIGN_OR_RETURN(const uint32_t need, ChunksFor(data.size()));
+    if (need == 0) {
+      W32(bytes, static_cast<uint32_t>(data.size()));
       std::memcpy(inline_buf, data.data(), data.size());
       W32(chunk_head, 0);
       return absl::OkStatus();
     }
     const uint32_t per_chunk = h()->chunk_bytes - sizeof(ChunkHeader);
-    const uint64_t need = (data.size() + per_chunk - 1) / per_chunk;
-    if (need > task_table_internal::kMaxPayloadChunks) {
+    if (!HasFree(h()->free_chunks, need,
+                 [this](uint32_t i) { return c(i)->next; })) {
       return absl::ResourceExhaustedError(
-          absl::StrCat("a task's encoded arguments or results take ",
-                       data.size(), " bytes, above the ",
-                       task_table_internal::kMaxPayloadChunks * per_chunk,
-                       "-byte limit; put large values in the store"));
+          absl::StrCat("no free payload chunks (max_chunks = ", h()->max_chunks,
+                       ": too many large tasks in flight)"));
     }
-    uint32_t prev = 0;
+    const uint32_t head = h()->free_chunks;
+    uint32_t last = head;
     size_t off = 0;
-    for (uint64_t n = 0; n < need; ++n) {
-      const uint32_t top = h()->free_chunks;
-      if (top == 0) {
-        return absl::ResourceExhaustedError(
-            "no free payload chunks (too many large tasks in flight)");
-      }
-      ChunkHeader* ch = c(top - 1);
-      W32(&h()->free_chunks, ch->next);
+    for (uint32_t n = 0; n < need; ++n) {
+      if (n > 0) last = c(last - 1)->next;
+      ChunkHeader* ch = c(last - 1);
       const size_t len = std::min<size_t>(per_chunk, data.size() - off);
       std::memcpy(reinterpret_cast<uint8_t*>(ch) + sizeof(ChunkHeader),
                   data.data() + off, len);
+      ch->bytes = static_cast<uint32_t>(len);
       off += len;
-      W32(&ch->bytes, static_cast<uint32_t>(len));
-      W32(&ch->next, 0);
-      if (prev == 0) {
-        W32(chunk_head, top);
-      } else {
-        W32(&c(prev - 1)->next, top);
-      }
-      prev = top;
     }
+    W32(&h()->free_chunks, c(last - 1)->next);
+    W32(&c(last - 1)->next, 0);
+    W32(bytes, static_cast<uint32_t>(data.size()));
+    W32(chunk_head, head);
     return absl::OkStatus();
   }
 
@@ -200,14 +233,14 @@ class TaskTable::Op {
     return out;
   }
 
+  // Puts a payload's chain back on the free stack whole (two journaled
+  // words), so freeing a chain just taken restores the stack as it was.
   void FreeChain(uint32_t* head) {
-    for (uint32_t k = *head; k != 0;) {
-      ChunkHeader* ch = c(k - 1);
-      const uint32_t next = ch->next;
-      W32(&ch->next, h()->free_chunks);
-      W32(&h()->free_chunks, k);
-      k = next;
-    }
+    if (*head == 0) return;
+    uint32_t last = *head;
+    while (c(last - 1)->next != 0) last = c(last - 1)->next;
+    W32(&c(last - 1)->next, h()->free_chunks);
+    W32(&h()->free_chunks, *head);
     W32(head, 0);
   }
 
@@ -290,6 +323,29 @@ class TaskTable::Op {
     }
     return owner;
   }
+
+  // Starts a batch of Submit (its own step): records what RollBackBatch
+  // restores.
+  void BeginBatch(uint32_t client) {
+    SubmitBatchRecord& b = h()->batch;
+    W32(&b.num_classes, h()->num_classes);
+    W64(&b.first_seq, h()->next_seq);
+    W64(&b.submitted, h()->submitted);
+    W64(&b.client_submitted, h()->clients[client].submitted);
+    W32(&b.client, client);
+    W32(&b.active, 1);
+    Checkpoint();
+  }
+  // Ends it (its own step): from here on the batch is permanent.
+  void EndBatch() {
+    W32(&h()->batch.active, 0);
+    Checkpoint();
+  }
+  // Takes an unfinished batch's tasks back out, newest first, so the free
+  // stacks, generations, counters and FIFOs are as before it began. Every
+  // step leaves a consistent table and the record set until the last, so a
+  // death inside is finished by the next locker. REQUIRES: batch.active.
+  void RollBackBatch();
 
  private:
   Op(const TaskTable* t, shm::LockGuard guard)

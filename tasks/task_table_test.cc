@@ -171,6 +171,28 @@ TEST_F(TaskTableTest, RejectsBadSubmissions) {
   EXPECT_EQ(st->free_chunks, 64u);
 }
 
+// The largest payloads (8 chunks of arguments, and of result) fit one
+// journaled step: taking or freeing a chain journals two words whatever its
+// length (more than 4 chunks used to overflow the 32-word journal, which
+// aborts the process).
+TEST_F(TaskTableTest, LargestPayloadsGoThrough) {
+  const size_t largest = 8 * (TaskTable::kChunkBytes - 8);
+  const std::string args(largest, 'a');
+  const std::string result(largest, 'r');
+  auto ids = table_->Submit(client_, {Task("large", args)});
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  auto claim = table_->Claim(worker_);
+  ASSERT_TRUE(claim.ok() && claim->has_value());
+  EXPECT_EQ((*claim)->args, args);
+  ASSERT_TRUE(table_->Complete(worker_, (*ids)[0], 0, result).ok());
+  auto out = table_->Take(client_, (*ids)[0], /*release=*/true);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->result, result);
+  EXPECT_EQ(table_->Submit(client_, {Task("over", args + "x")}).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(table_->Stats()->free_chunks, 64u);
+}
+
 TEST_F(TaskTableTest, FullTableIsResourceExhausted) {
   std::vector<TaskSubmission> many(1024, Task("x"));
   ASSERT_TRUE(table_->Submit(client_, many).ok());
@@ -288,16 +310,21 @@ TEST_F(TaskTableTest, BackToBackSubmitsWakeOneSleeperEach) {
 }
 
 // Forks a process that opens the table at `name`, is SIGKILLed when it
-// reaches the fault point `point`, and runs `op` on its own handle; checks
-// that it died there.
+// reaches the fault point `point` ("name", or "name#n" for its n-th pass),
+// and runs `op` on its own handle; checks that it died there.
 void KillInside(const std::string& name, const char* point,
                 const std::function<void(TaskTable&)>& op) {
   pid_t pid = fork();
   if (pid == 0) {
     static std::string target;
-    target = point;
+    static int passes_left;
+    const std::string spec = point;
+    const size_t hash = spec.find('#');
+    target = spec.substr(0, hash);
+    passes_left =
+        hash == std::string::npos ? 1 : std::stoi(spec.substr(hash + 1));
     TaskTable::SetFaultHookForTesting([](const char* p) {
-      if (target == p) raise(SIGKILL);
+      if (target == p && --passes_left == 0) raise(SIGKILL);
     });
     auto t = TaskTable::Open(name, absl::Seconds(5));
     if (!t.ok()) _exit(2);
@@ -412,6 +439,92 @@ TEST_F(TaskTableTest, DeathInsideTakeReleaseCancelIsRolledBack) {
 }
 
 }  // namespace
+// A batch is all or nothing: one that does not fit (entries, chunks,
+// classes) or names an unknown actor or an oversized payload anywhere
+// submits nothing and names the limit; the table is as before and still
+// takes what fits.
+TEST_F(TaskTableTest, BatchThatDoesNotFitSubmitsNothing) {
+  auto expect_nothing = [&](std::vector<TaskSubmission> batch,
+                            absl::StatusCode code, absl::string_view says) {
+    const auto before = *table_->Stats();
+    auto ids = table_->Submit(client_, batch);
+    EXPECT_EQ(ids.status().code(), code) << ids.status();
+    EXPECT_TRUE(absl::StrContains(ids.status().message(), says))
+        << ids.status();
+    const auto after = *table_->Stats();
+    EXPECT_EQ(after.free_entries, before.free_entries);
+    EXPECT_EQ(after.free_chunks, before.free_chunks);
+    EXPECT_EQ(after.queued, before.queued);
+    EXPECT_EQ(after.submitted, before.submitted);
+  };
+  const std::string big(200000, 'b');  // 4 of the 64 chunks each
+  expect_nothing(std::vector<TaskSubmission>(17, Task("big", big)),
+                 absl::StatusCode::kResourceExhausted, "max_chunks = 64");
+  expect_nothing({Task("a"), Task("b"), Task("f", std::string(10 << 20, 'a'))},
+                 absl::StatusCode::kResourceExhausted, "limit");
+  expect_nothing({Task("a"), Task(ActorFunction("f", 99))},
+                 absl::StatusCode::kNotFound, "actor 99");
+  std::vector<TaskSubmission> classes;
+  for (uint32_t g = 1; g <= kMaxResourceClasses + 1; ++g)
+    classes.push_back(Task("g", "", g));
+  expect_nothing(classes, absl::StatusCode::kResourceExhausted,
+                 "resource requests");
+  ASSERT_TRUE(
+      table_->Submit(client_, std::vector<TaskSubmission>(1020, Task("x")))
+          .ok());
+  expect_nothing(std::vector<TaskSubmission>(10, Task("y")),
+                 absl::StatusCode::kResourceExhausted, "max_tasks = 1024");
+  // What fits still goes in, whole.
+  auto last = table_->Submit(
+      client_, {Task("big", big), Task("g", "", 3), Task("c"), Task("d")});
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(table_->Stats()->free_entries, 0u);
+}
+
+// A process killed between (or inside) the tasks of a batch: the next locker
+// takes the whole batch back out, ids and free stacks included.
+TEST_F(TaskTableTest, DeathInsideABatchSubmitTakesItAllBack) {
+  const std::string name = table_->segment_name();
+  for (const char* point : {"submit:after-task", "submit:before-enqueue#2",
+                            "submit:after-enqueue#3", "submit:after-task#3"}) {
+    SCOPED_TRACE(point);
+    auto victim = *table_->Submit(client_, {Task("victim")});
+    // The id the next Submit gets, if the batch leaves no trace.
+    const uint64_t probe = (*table_->Submit(client_, {Task("probe")}))[0];
+    ASSERT_TRUE(table_->Release(client_, probe).ok());
+    const uint64_t next_id =
+        MakeTaskId(TaskGeneration(probe) + 1, TaskIndex(probe));
+    const auto before = *table_->Stats();
+    ASSERT_NO_FATAL_FAILURE(KillInside(name, point, [&](TaskTable& t) {
+      TaskSubmission first = Task("doomed1", std::string(150000, 'd'));
+      TaskSubmission second = Task("doomed2", "", /*gpus=*/1);  // a new class
+      TaskSubmission third = Task("doomed3");
+      third.at_head = true;
+      (void)t.Submit(client_, {first, second, third});
+    }));
+    ASSERT_TRUE(table_->Stats().ok());  // the next locked operation repairs
+    const auto after = *table_->Stats();
+    EXPECT_EQ(after.free_entries, before.free_entries);
+    EXPECT_EQ(after.free_chunks, before.free_chunks);
+    EXPECT_EQ(after.queued, before.queued);
+    EXPECT_EQ(after.submitted, before.submitted);
+    auto again = table_->Submit(client_, {Task("after")});
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ((*again)[0], next_id);
+    // The FIFO holds the victim, then the new task: nothing of the batch.
+    for (uint64_t id : {victim[0], (*again)[0]}) {
+      auto claim = table_->Claim(worker_);
+      ASSERT_TRUE(claim.ok() && claim->has_value());
+      EXPECT_EQ((*claim)->id, id);
+      ASSERT_TRUE(table_->Complete(worker_, id, 0, "ok").ok());
+      ASSERT_TRUE(table_->Take(client_, id, true).ok());
+    }
+    EXPECT_FALSE(table_->Claim(worker_)->has_value());
+  }
+  EXPECT_EQ(table_->Stats()->free_entries, 1024u);
+  EXPECT_EQ(table_->Stats()->free_chunks, 64u);
+}
+
 TEST_F(TaskTableTest, ActorCallsGoOnlyToTheActorsWorkerInOrder) {
   const uint32_t actor_worker = *table_->AddWorker(getpid(), 1, 0, /*actor=*/7);
   EXPECT_TRUE(absl::IsNotFound(

@@ -104,6 +104,71 @@ absl::StatusOr<uint32_t> TaskTable::ClassOf(Op& op, const TaskSubmission& t) {
 // ---- clients
 // ------------------------------------------------------------------------
 
+absl::Status TaskTable::CheckBatchFits(Op& op,
+                                       absl::Span<const TaskSubmission> tasks) {
+  std::vector<std::pair<uint32_t, uint32_t>> new_classes;  // (cpus, gpus)
+  uint64_t chunks = 0;
+  for (const TaskSubmission& t : tasks) {
+    SHOAL_ASSIGN_OR_RETURN(const uint32_t need, op.ChunksFor(t.args.size()));
+    chunks += need;
+    if (ActorOfFunction(t.function) != 0) {
+      SHOAL_RETURN_IF_ERROR(ClassOf(op, t).status());  // writes nothing
+      continue;
+    }
+    bool known = false;
+    for (uint32_t k = 0; k < op.h()->num_classes && !known; ++k) {
+      const ResourceClass& c = op.h()->classes[k];
+      known = c.actor == 0 && c.cpus == t.cpus && c.gpus == t.gpus;
+    }
+    const std::pair<uint32_t, uint32_t> key(t.cpus, t.gpus);
+    if (!known && std::find(new_classes.begin(), new_classes.end(), key) ==
+                      new_classes.end()) {
+      new_classes.push_back(key);
+    }
+  }
+  if (op.h()->num_classes + new_classes.size() > kMaxResourceClasses) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "too many distinct resource requests and actors (", kMaxResourceClasses,
+        " at most); nothing of the batch was submitted"));
+  }
+  if (!Op::HasFree(op.h()->free_entries, tasks.size(),
+                   [&op](uint32_t i) { return op.e(i)->next; })) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the task table is full: a batch of ", tasks.size(),
+        " tasks does not fit (max_tasks = ", op.h()->max_tasks,
+        " tasks queued, running or finished and not yet taken); nothing of "
+        "the batch was submitted; wait for results and release them"));
+  }
+  if (!Op::HasFree(op.h()->free_chunks, chunks,
+                   [&op](uint32_t i) { return op.c(i)->next; })) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "no free payload chunks for the batch's ", chunks,
+        " (max_chunks = ", op.h()->max_chunks,
+        ": too many large tasks in flight); nothing of the batch was "
+        "submitted"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> TaskTable::SubmitOne(Op& op, uint32_t client,
+                                              const TaskSubmission& t,
+                                              uint32_t* actor) {
+  SHOAL_ASSIGN_OR_RETURN(const uint32_t k, ClassOf(op, t));
+  SHOAL_ASSIGN_OR_RETURN(const uint32_t i, op.AllocEntry());
+  TaskEntry* x = op.e(i);
+  InitSubmittedEntry(op, x, t, client, k);
+  SHOAL_RETURN_IF_ERROR(
+      op.WritePayload(t.args, &x->args_bytes, &x->args_chunk, x->inline_args));
+  FaultPoint("submit:before-enqueue");
+  op.Enqueue(i, t.at_head);
+  FaultPoint("submit:after-enqueue");
+  *actor = op.h()->classes[k].actor;
+  op.W64(&op.h()->submitted, op.h()->submitted + 1);
+  op.W64(&op.h()->clients[client].submitted,
+         op.h()->clients[client].submitted + 1);
+  return MakeTaskId(x->generation, i);
+}
+
 absl::StatusOr<std::vector<uint64_t>> TaskTable::Submit(
     uint32_t client, absl::Span<const TaskSubmission> tasks) {
   SHOAL_RETURN_IF_ERROR(CheckSubmissions(client, tasks));
@@ -119,44 +184,33 @@ absl::StatusOr<std::vector<uint64_t>> TaskTable::Submit(
       return absl::FailedPreconditionError(
           "this client is not registered with the coordinator");
     }
-    for (const TaskSubmission& t : tasks) {
-      absl::StatusOr<uint32_t> k = ClassOf(op, t);
-      if (!k.ok()) {
-        if (ids.empty()) return k.status();
-        return absl::Status(
-            k.status().code(),
-            absl::StrCat(k.status().message(), " (the first ", ids.size(),
-                         " tasks of the batch were submitted)"));
-      }
-      SHOAL_ASSIGN_OR_RETURN(const uint32_t i, op.AllocEntry());
-      TaskEntry* x = op.e(i);
-      InitSubmittedEntry(op, x, t, client, *k);
-      absl::Status s = op.WritePayload(t.args, &x->args_bytes, &x->args_chunk,
-                                       x->inline_args);
-      if (!s.ok()) {
-        // This task is dropped; the ones before it stay submitted.
-        op.FreeEntry(i);
-        op.Checkpoint();
-        if (ids.empty()) return s;
-        return absl::Status(
-            s.code(), absl::StrCat(s.message(), " (the first ", ids.size(),
-                                   " tasks of the batch were submitted)"));
-      }
-      FaultPoint("submit:before-enqueue");
-      op.Enqueue(i, t.at_head);
-      FaultPoint("submit:after-enqueue");
-      if (const uint32_t a = op.h()->classes[*k].actor; a != 0) {
-        if (std::find(actors.begin(), actors.end(), a) == actors.end())
-          actors.push_back(a);
-      } else {
-        ++ordinary;
-      }
-      op.W64(&op.h()->submitted, op.h()->submitted + 1);
-      op.W64(&op.h()->clients[client].submitted,
-             op.h()->clients[client].submitted + 1);
-      op.Checkpoint();
-      ids.push_back(MakeTaskId(x->generation, i));
+    // All or nothing: one task is one journaled step; a batch is checked to
+    // fit as a whole first, and its steps sit between BeginBatch and
+    // EndBatch, so a failure or a death midway takes them all back out.
+    const bool batch = tasks.size() > 1;
+    if (batch) {
+      SHOAL_RETURN_IF_ERROR(CheckBatchFits(op, tasks));
+      op.BeginBatch(client);
     }
+    for (const TaskSubmission& t : tasks) {
+      uint32_t actor = 0;
+      absl::StatusOr<uint64_t> id = SubmitOne(op, client, t, &actor);
+      if (!id.ok()) {
+        op.AbortStep();
+        if (batch) op.RollBackBatch();
+        return id.status();
+      }
+      op.Checkpoint();
+      FaultPoint("submit:after-task");
+      ids.push_back(*id);
+      if (actor == 0) {
+        ++ordinary;
+      } else if (std::find(actors.begin(), actors.end(), actor) ==
+                 actors.end()) {
+        actors.push_back(actor);
+      }
+    }
+    if (batch) op.EndBatch();
   }
   header()->enqueues.fetch_add(ids.size(), std::memory_order_seq_cst);
   WakeSleepingWorkers(ordinary, actors);
