@@ -173,7 +173,20 @@ class Communicator::Impl {
           "communicator '", o_.name,
           "' spans nodes: the shm backend needs all its ranks on one node "
           "(host buffers go through the hierarchical or gloo backend)"));
-      return InitAcrossNodes(rendezvous, node_key, so);
+      std::vector<int> node_of;
+      for (int r = 0; r < size(); ++r) {
+        SHOAL_ASSIGN_OR_RETURN(
+            std::string node,
+            job_->kv().Get(absl::StrCat(node_key, r), o_.timeout));
+        int id = 0;
+        if (!absl::SimpleAtoi(node, &id)) {
+          return absl::InternalError(
+              absl::StrCat("rank ", r, " recorded node '", node, "'"));
+        }
+        node_of.push_back(id);
+      }
+      return InitAcrossNodes(rendezvous, std::move(node_of), job_->job_id(),
+                             so);
     }
     SHOAL_ASSIGN_OR_RETURN(
         shm_, collectives::ShmCommunicator::Create(rendezvous, job_->job_id(),
@@ -182,27 +195,18 @@ class Communicator::Impl {
     return absl::OkStatus();
   }
 
-  // A communicator across nodes: flat gloo among all ranks, and over it
-  // the hierarchical backend where the ranks form equal blocks by node.
-  absl::Status InitAcrossNodes(Rendezvous& rendezvous,
-                               const std::string& node_key,
+  // A communicator across nodes (`node_of`: any id per rank, equal for the
+  // same node): flat gloo among all ranks, and over it the hierarchical
+  // backend where the ranks form equal blocks by node.
+  absl::Status InitAcrossNodes(Rendezvous& rendezvous, std::vector<int> node_of,
+                               const std::string& job_id,
                                const collectives::ShmCommOptions& so) {
     HierarchicalOptions ho;
-    for (int r = 0; r < size(); ++r) {
-      SHOAL_ASSIGN_OR_RETURN(
-          std::string node,
-          job_->kv().Get(absl::StrCat(node_key, r), o_.timeout));
-      int id = 0;
-      if (!absl::SimpleAtoi(node, &id)) {
-        return absl::InternalError(
-            absl::StrCat("rank ", r, " recorded node '", node, "'"));
-      }
-      ho.node_of.push_back(id);
-    }
+    ho.node_of = std::move(node_of);
     SHOAL_RETURN_IF_ERROR(CreateFlatGloo(rendezvous, &ho.node_of));
     if (!HierarchicalCommunicator::Fits(ho.node_of)) return absl::OkStatus();
     ho.job_ranks = ranks_;
-    ho.job_id = job_->job_id();
+    ho.job_id = job_id;
     ho.shm = so;
     ho.gloo = gloo_options_;
     SHOAL_ASSIGN_OR_RETURN(hierarchical_,
@@ -253,42 +257,42 @@ class Communicator::Impl {
         "SHOAL_COLLECTIVES_BACKEND=", value, ": expected gloo or auto"));
   }
 
-  // Init for CreateWithRendezvous: the same machine for every rank, then
-  // the shm backend.
+  // Init for CreateWithRendezvous: every rank records its machine (host
+  // name + boot id); all on one: the shm backend; else the machines are the
+  // nodes (numbered in the order of their first rank) and host buffers take
+  // the hierarchical backend (or flat gloo), as in a launched job.
   absl::Status InitWithRendezvous(const std::string& job_id) {
     Rendezvous& rendezvous = *rendezvous_;
     const std::string machine_key =
         absl::StrCat("__shoal/coll/", o_.name, "/machine/");
-    const std::string mine = MachineId();
     SHOAL_RETURN_IF_ERROR(
-        rendezvous.Set(absl::StrCat(machine_key, rank_), mine));
-    absl::Status refusal;
-    for (int r = 0; r < size() && refusal.ok(); ++r) {
+        rendezvous.Set(absl::StrCat(machine_key, rank_), MachineId()));
+    std::vector<std::string> machines;
+    std::vector<int> node_of;
+    for (int r = 0; r < size(); ++r) {
       SHOAL_ASSIGN_OR_RETURN(
           std::string theirs,
           rendezvous.Get(absl::StrCat(machine_key, r), o_.timeout));
-      if (theirs != mine) {
-        refusal = absl::FailedPreconditionError(absl::StrCat(
-            "communicator '", o_.name, "': rank ", r, " runs on ", theirs,
-            " and rank ", rank_, " on ", mine,
-            "; a communicator made through a rendezvous needs all its ranks "
-            "on one machine"));
-      }
+      auto known = std::find(machines.begin(), machines.end(), theirs);
+      node_of.push_back(static_cast<int>(known - machines.begin()));
+      if (known == machines.end()) machines.push_back(std::move(theirs));
     }
-    // Nobody leaves before everyone has read: a refused rank that exits at
-    // once may take the store with it (torch's TCPStore lives in rank 0),
-    // and the others would get "connection reset" instead of the reason.
-    absl::Status read = rendezvous.Barrier(absl::StrCat(machine_key, "read"),
-                                           size(), o_.timeout);
-    if (!refusal.ok()) return refusal;
-    SHOAL_RETURN_IF_ERROR(read);
     collectives::ShmCommOptions so;
     so.slot_bytes = o_.shm_slot_bytes;
     so.timeout = o_.timeout;
     SHOAL_RETURN_IF_ERROR(ApplyTuningEnv(so));
+    SHOAL_ASSIGN_OR_RETURN(force_gloo_, ForceGlooFromEnv());
+    if (machines.size() > 1) {
+      shm_error_ = absl::FailedPreconditionError(absl::StrCat(
+          "communicator '", o_.name, "' spans ", machines.size(),
+          " machines: the shm backend needs all its ranks on one (host "
+          "buffers go through the hierarchical or gloo backend)"));
+      return InitAcrossNodes(rendezvous, std::move(node_of), job_id, so);
+    }
     SHOAL_ASSIGN_OR_RETURN(
         shm_, collectives::ShmCommunicator::Create(rendezvous, job_id, o_.name,
                                                    rank_, size(), so));
+    if (force_gloo_) SHOAL_RETURN_IF_ERROR(CreateFlatGloo(rendezvous));
     return absl::OkStatus();
   }
 

@@ -106,11 +106,15 @@ class Communicator {
   // every rank calls it with the same `job_id` (names the shared-memory
   // segment: letters, digits, '-', '_') and options.name (default "world").
   // The communicator keeps `rendezvous` for NCCL's bootstrap at the first
-  // CUDA-buffer call. Every rank must run on this machine (checked through
-  // the rendezvous: host name and boot id).
-  // Errors: FailedPrecondition (the ranks span machines), InvalidArgument
-  // (bad rank/world/job id/options), DeadlineExceeded (a rank did not
-  // come), the rendezvous's errors.
+  // CUDA-buffer call. Each rank records its machine (host name and boot id)
+  // through the rendezvous: on one machine host buffers take the shm
+  // backend; across machines (each one a node, numbered in the order of its
+  // first rank) the hierarchical backend (or flat gloo, where the machines
+  // hold unequal blocks of consecutive ranks), listening on
+  // GlooListenAddress().
+  // Errors: InvalidArgument (bad rank/world/job id/options), DeadlineExceeded
+  // (a rank did not come), Unavailable (gloo could not connect), the
+  // rendezvous's errors.
   static absl::StatusOr<std::unique_ptr<Communicator>> CreateWithRendezvous(
       std::shared_ptr<Rendezvous> rendezvous, const std::string& job_id,
       int rank, int world, CommunicatorOptions options = {});

@@ -168,6 +168,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
     context->setTimeout(Millis(options.timeout));
     RendezvousStore store(rendezvous, prefix, options.timeout);
     context->connectFullMesh(store, comm->device_);
+    comm->connections_ = GlooConnections::Find(*context, rank);
     comm->context_ = std::move(context);
   } catch (const std::exception& e) {
     const std::string why = e.what();
@@ -219,6 +220,41 @@ absl::Status GlooCommunicator::Abort(absl::Status why) {
   return why;
 }
 
+absl::Status GlooCommunicator::CheckConnections(absl::Duration grace) {
+  {
+    MutexLock lock(&mu_);
+    if (calls_running_ == 0 || !failure_.ok()) {
+      lost_since_ = absl::InfiniteFuture();
+      return absl::OkStatus();
+    }
+  }
+  const std::optional<GlooConnections::Socket> lost = connections_.FirstLost();
+  const absl::Time now = absl::Now();
+  {
+    MutexLock lock(&mu_);
+    if (!lost.has_value() || lost_under_call_ != calls_started_ ||
+        lost_since_ == absl::InfiniteFuture()) {
+      lost_since_ = lost.has_value() ? now : absl::InfiniteFuture();
+      lost_under_call_ = calls_started_;
+      return absl::OkStatus();
+    }
+    if (now - lost_since_ < grace || calls_running_ == 0) {
+      return absl::OkStatus();
+    }
+  }
+  std::string who = absl::StrCat("rank ", lost->peer);
+  auto name = o_.peer_names.find(lost->address);
+  if (name != o_.peer_names.end()) {
+    absl::StrAppend(&who, " — the peer at ", lost->address, " is ",
+                    name->second);
+  } else if (!lost->address.empty()) {
+    absl::StrAppend(&who, " at ", lost->address);
+  }
+  return Abort(absl::UnavailableError(absl::StrCat(
+      "over gloo: lost the connection to ", who,
+      " while a call waited on it: it died, or its rank gave up")));
+}
+
 void GlooCommunicator::CloseConnections() {
   // Peers' pending operations with this rank fail with "connection closed"
   // now.
@@ -260,6 +296,7 @@ absl::Status GlooCommunicator::Guarded(const char* what, absl::Duration timeout,
   {
     MutexLock lock(&mu_);
     ++calls_running_;
+    ++calls_started_;
   }
   absl::Status thrown;
   try {

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
+#include "collectives/gloo_connections.h"
 #include "collectives/host_collectives.h"
 #include "collectives/reduce_op.h"
 #include "collectives/rendezvous.h"
@@ -97,6 +98,16 @@ class GlooCommunicator : public HostCollectives {
   // Returns the first failure.
   absl::Status Abort(absl::Status why) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // For a watcher thread, polled while calls run: whether a connection under
+  // a running call is gone (gloo_connections.h: gloo never fails a send it
+  // had queued on a connection that then broke, and the call would wait out
+  // its timeout). A connection found gone for at least `grace` while the
+  // same call still runs (a call that just succeeded while its peer closed
+  // returns within microseconds) aborts this communicator with Unavailable
+  // naming the peer, which is returned; else OK (also when no call runs or
+  // the communicator failed already). Thread-safe.
+  absl::Status CheckConnections(absl::Duration grace) ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   GlooCommunicator(int rank, int world, GlooCommOptions options);
 
@@ -123,6 +134,13 @@ class GlooCommunicator : public HostCollectives {
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   // Calls inside gloo now (a collective, and Send/Recv beside it).
   int calls_running_ ABSL_GUARDED_BY(mu_) = 0;
+  // Calls started so far (CheckConnections' "the same call").
+  uint64_t calls_started_ ABSL_GUARDED_BY(mu_) = 0;
+  // A lost connection seen by CheckConnections: when, under which call.
+  absl::Time lost_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  uint64_t lost_under_call_ ABSL_GUARDED_BY(mu_) = 0;
+  // The pairs' sockets (set by Create, read-only after).
+  GlooConnections connections_;
   // The running all_reduce's output buffer, for Abort to wake its waits:
   // gloo forgets a send queued on a connection that then breaks, and its
   // wait would last until the timeout.

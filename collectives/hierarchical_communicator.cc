@@ -102,6 +102,7 @@ class HierarchicalCommunicator::Watching {
  public:
   explicit Watching(HierarchicalCommunicator* c) : c_(c) {
     MutexLock lock(&c_->watch_mu_);
+    ++c_->calls_started_;
     if (c_->calls_++ == 0) c_->watch_cv_.SignalAll();
   }
   ~Watching() {
@@ -117,7 +118,22 @@ void HierarchicalCommunicator::Watch() {
   // Often enough to fail well within any timeout; each poll reads the
   // node's control blocks and checks L-1 pids.
   constexpr absl::Duration kPoll = absl::Milliseconds(10);
+  // How long a connection must stay gone under one call before the call is
+  // failed: gloo itself reports a lost peer within milliseconds where it
+  // can, and a call that succeeded as its peer closed returns at once.
+  constexpr absl::Duration kLostGrace = absl::Milliseconds(200);
+  // A node partner that ended is not always a failure: one that finished
+  // its part of the call (a barrier's last step is between nodes) may exit
+  // while this rank still finishes its step between nodes, and failing
+  // then would fail a call that succeeds. A real loss also reaches this
+  // rank through that step (the other node's ranks abort and close their
+  // connections), so the watcher, a backstop, acts on its node's report
+  // only once it lasted this long under one call.
+  constexpr absl::Duration kLocalGrace = absl::Seconds(2);
+  uint64_t local_call = 0;  // the call under which the report was first seen
+  absl::Time local_since = absl::InfiniteFuture();
   while (true) {
+    uint64_t call = 0;
     {
       MutexLock lock(&watch_mu_);
       while (!stop_watching_ && calls_ == 0) watch_cv_.Wait(&watch_mu_);
@@ -125,10 +141,20 @@ void HierarchicalCommunicator::Watch() {
       watch_cv_.WaitWithDeadline(&watch_mu_, absl::Now() + kPoll);
       if (stop_watching_) return;
       if (calls_ == 0) continue;
+      call = calls_started_;
     }
     absl::Status s = shm_->PeerFailed();
+    const absl::Time now = absl::Now();
+    if (s.ok() || call != local_call) local_since = absl::InfiniteFuture();
+    local_call = call;
+    if (!s.ok() && local_since == absl::InfiniteFuture()) local_since = now;
+    if (!s.ok() && now - local_since < kLocalGrace) s = absl::OkStatus();
+    if (!s.ok()) s = WithinNode(std::move(s));
+    // A connection to another node gone under a running gloo step: gloo
+    // may never fail that step (gloo_connections.h).
+    if (s.ok()) s = column_->CheckConnections(kLostGrace);
+    if (s.ok()) s = flat_->CheckConnections(kLostGrace);
     if (!s.ok()) {
-      s = WithinNode(std::move(s));
       {
         // The running call returns it (rather than a part's
         // FailedPrecondition), or else the next call does (Report).

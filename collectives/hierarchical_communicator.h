@@ -157,6 +157,8 @@ class HierarchicalCommunicator : public HostCollectives {
   Mutex watch_mu_;
   CondVar watch_cv_;
   int calls_ ABSL_GUARDED_BY(watch_mu_) = 0;
+  // Calls started so far: the watcher's "the same call".
+  uint64_t calls_started_ ABSL_GUARDED_BY(watch_mu_) = 0;
   bool stop_watching_ ABSL_GUARDED_BY(watch_mu_) = false;
   bool reported_ ABSL_GUARDED_BY(watch_mu_) = false;
   absl::Status unreported_ ABSL_GUARDED_BY(watch_mu_);

@@ -293,6 +293,16 @@ LocalOutcome Launcher::Monitor(int generation) {
   // Another node's failure arrives as the generation's stop key.
   StopKeyWatcher watcher(o_.nnodes > 1 ? kv_endpoint_ : "",
                          Key(generation, "stop"), kv_secret_);
+  // Another node lost without a word (its launcher killed, its machine
+  // gone): noticed through the launchers' keep-alive counters.
+  lost_node_.reset();
+  KeepAliveOptions ka;
+  ka.kv_endpoint = o_.nnodes > 1 ? kv_endpoint_ : "";
+  ka.secret = kv_secret_;
+  ka.prefix = Key(generation, "alive/");
+  ka.node = o_.node_rank;
+  ka.nnodes = o_.nnodes;
+  NodeKeepAlive keepalive(ka);
   bool stopping = !started.ok();
   if (stopping) group.StopAll();
   std::vector<zmq_pollitem_t> items;
@@ -300,6 +310,7 @@ LocalOutcome Launcher::Monitor(int generation) {
     items.clear();
     items.push_back({nullptr, g_signal_fd, ZMQ_POLLIN, 0});
     items.push_back({nullptr, watcher.fd(), ZMQ_POLLIN, 0});
+    items.push_back({nullptr, keepalive.fd(), ZMQ_POLLIN, 0});
     group.AppendPollItems(&items);
     const absl::Time now = absl::Now();
     const absl::Time wake = group.Tick(now);
@@ -307,9 +318,11 @@ LocalOutcome Launcher::Monitor(int generation) {
              ipc::PollTimeoutMs(wake == absl::InfiniteFuture()
                                     ? absl::InfiniteDuration()
                                     : wake - now));
-    group.Handle(items, 2);
+    group.Handle(items, 3);
     if (items[0].revents & ZMQ_POLLIN)
       OnSignal(generation, group, &outcome, &stopping);
+    if ((items[2].revents & ZMQ_POLLIN) && !lost_node_)
+      OnLostNode(generation, keepalive, group, &stopping);
     if ((items[1].revents & ZMQ_POLLIN) && !stopping) {
       stopping = true;  // another node failed
       group.StopAll();
@@ -354,6 +367,26 @@ void Launcher::OnFirstFailure(int generation, LocalGroup& group,
                      RootCause(*outcome)));
   }
   group.StopAll();
+}
+
+void Launcher::OnLostNode(int generation, const NodeKeepAlive& keepalive,
+                          LocalGroup& group, bool* stopping) {
+  std::optional<NodeKeepAlive::Lost> lost = keepalive.lost();
+  if (!lost) return;
+  lost_node_ = lost->node;
+  lost_cause_ = lost->why;
+  std::fprintf(stderr,
+               "shoal launch: lost node %d: %s; stopping this node's ranks\n",
+               lost->node, lost->why.c_str());
+  if (*stopping) return;
+  *stopping = true;
+  group.StopAll();
+  // Node 0's key-value service is gone with node 0: nothing to tell there.
+  if (kv_ && lost->node != 0) {
+    (void)kv_->SetIfAbsent(
+        Key(generation, "stop"),
+        absl::StrCat("1\nlost node ", lost->node, ": ", lost->why));
+  }
 }
 
 std::string Launcher::RootCause(const LocalOutcome& outcome) const {

@@ -21,6 +21,7 @@
 #include "launch/kv_service.h"
 #include "launch/launcher.h"
 #include "launch/local_group.h"
+#include "launch/node_keepalive.h"
 #include "shm/store_service.h"
 
 namespace shoal::launch {
@@ -78,6 +79,10 @@ class Launcher {
                 bool* stopping);
   void OnFirstFailure(int generation, LocalGroup& group, LocalOutcome* outcome,
                       bool* stopping);
+  // A node lost (NodeKeepAlive): stop this node's group, say which node,
+  // and record it so that the decision does not wait for it.
+  void OnLostNode(int generation, const NodeKeepAlive& keepalive,
+                  LocalGroup& group, bool* stopping);
   // launcher_nodes.cc: what the job does after a generation ended.
   Decision Decide(int generation, const LocalOutcome& outcome);
   Decision DecideAlone(int generation, const LocalOutcome& outcome) const;
@@ -107,6 +112,9 @@ class Launcher {
   std::string kv_endpoint_;
   std::string kv_secret_;                 // the job secret (JobSecret)
   std::unique_ptr<launch::KvClient> kv_;  // this launcher's (multi-node only)
+  // The node NodeKeepAlive found lost this generation, and why.
+  std::optional<int> lost_node_;
+  std::string lost_cause_;
 };
 
 }  // namespace launcher_internal

@@ -95,6 +95,11 @@ absl::Status Launcher::Rendezvous() {
 
 Decision Launcher::Decide(int generation, const LocalOutcome& outcome) {
   if (o_.nnodes == 1) return DecideAlone(generation, outcome);
+  if (lost_node_ == 0 && o_.node_rank != 0) {
+    // Node 0 decides, and it is gone with the key-value store.
+    return Decision{Decision::kExit, 1,
+                    absl::StrCat("lost node 0: ", lost_cause_)};
+  }
   // Every node reports how its part ended; node 0 decides for all.
   (void)kv_->Set(Key(generation, absl::StrCat("ended/", o_.node_rank)),
                  outcome.ok ? "ok" : "failed");
@@ -121,8 +126,11 @@ Decision Launcher::DecideAlone(int generation,
 
 Decision Launcher::DecideForAll(int generation) {
   std::vector<std::string> ended;
-  for (int k = 0; k < o_.nnodes; ++k)
-    ended.push_back(Key(generation, absl::StrCat("ended/", k)));
+  for (int k = 0; k < o_.nnodes; ++k) {
+    // A lost node will not report.
+    if (lost_node_ != k)
+      ended.push_back(Key(generation, absl::StrCat("ended/", k)));
+  }
   absl::Status all = kv_->Wait(ended, o_.stop_grace + o_.start_timeout);
   Decision d;
   absl::StatusOr<std::string> stop = kv_->Get(Key(generation, "stop"));
@@ -154,8 +162,10 @@ Decision Launcher::DecideForAll(int generation) {
   if (d.kind != Decision::kRestart) {
     // Keep the key-value store up until every node has read the decision.
     std::vector<std::string> byes;
-    for (int k = 1; k < o_.nnodes; ++k)
-      byes.push_back(Key(generation, absl::StrCat("bye/", k)));
+    for (int k = 1; k < o_.nnodes; ++k) {
+      if (lost_node_ != k)
+        byes.push_back(Key(generation, absl::StrCat("bye/", k)));
+    }
     if (!byes.empty()) (void)kv_->Wait(byes, absl::Seconds(10));
   }
   return d;

@@ -5,7 +5,6 @@
 // made (they need root and iproute2).
 #include <unistd.h>
 
-#include <cstdlib>
 #include <map>
 #include <optional>
 #include <string>
@@ -15,6 +14,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "tests/testing/command.h"
 #include "tests/testing/netns_pair.h"
@@ -115,17 +116,7 @@ TEST_F(TwoNodes, AsyncOpsAndGroups) {
 
 // Rank 3 (node 1) is SIGKILLed: every other rank fails quickly (not at its
 // 30 s timeout), with a reason that names the lost rank or node.
-//
-// Known residue: in 1 run of 20 (2026-12-02) rank 0's report was lost, both
-// launchers exiting 137 within 1.1 s; the cause is not found. A test that
-// fails one CI run in twenty is a defect of its own, so this one also runs
-// only when asked (SHOAL_TEST_KILLED_NODE=1).
 TEST_F(TwoNodes, AKilledRankOnTheOtherNodeFailsEveryRank) {
-  const char* run = std::getenv("SHOAL_TEST_KILLED_NODE");
-  if (run == nullptr || std::string(run) != "1") {
-    GTEST_SKIP() << "1 run in 20 lost rank 0's report (cause not found); set "
-                    "SHOAL_TEST_KILLED_NODE=1 to run it";
-  }
   auto r = RunBoth({NodesProbe(), "kill-rank", "3"});
   int saw = 0;
   for (const std::string& line : Lines(r)) {
@@ -144,21 +135,10 @@ TEST_F(TwoNodes, AKilledRankOnTheOtherNodeFailsEveryRank) {
 
 // Every process of node 1 (its launcher and both ranks) is SIGKILLed in the
 // middle of a loop of all_reduces: node 0's ranks fail quickly, naming it.
-//
-// Known residue (docs/collectives.md, "Failure across nodes"): in about 2
-// runs of 100 one of node 0's ranks stays inside gloo until its 30 s timeout
-// (gloo never fails a send it queued on a connection that then broke) while
-// its node partner waits in shm. A test that fails one CI run in fifty is a
-// defect of its own, so this one runs only when asked
-// (SHOAL_TEST_KILLED_NODE=1, e.g. `bazel test //tests/nodes:nodes_test
-// --test_env=SHOAL_TEST_KILLED_NODE=1 --runs_per_test=20`).
+// (A rank whose gloo send was queued when its peer died is failed by its
+// communicator's watcher, which sees the connection gone: gloo itself
+// would leave it waiting until its timeout; gloo_connections.h.)
 TEST_F(TwoNodes, AKilledNodeFailsTheOtherNodesRanks) {
-  const char* run = std::getenv("SHOAL_TEST_KILLED_NODE");
-  if (run == nullptr || std::string(run) != "1") {
-    GTEST_SKIP() << "a residual ~2% of runs wait out gloo's timeout "
-                    "(docs/collectives.md); set SHOAL_TEST_KILLED_NODE=1 to "
-                    "run it";
-  }
   auto node0 = Start(0, {NodesProbe(), "loop"});
   auto node1 = Start(1, {NodesProbe(), "loop"});
   bool looping = false;
@@ -194,6 +174,63 @@ TEST_F(TwoNodes, AKilledNodeFailsTheOtherNodesRanks) {
   EXPECT_EQ(reports.size(), 2u) << absl::StrJoin(reports, "\n") << "\nnode 0:\n"
                                 << r0.OutText() << r0.err << "\nnode 1:\n"
                                 << r1.OutText() << r1.err;
+}
+
+// Node 1's launcher and ranks are SIGKILLed (no word to anyone): node 0's
+// launcher notices through the launchers' keep-alive (launch/
+// node_keepalive.h: counters renewed every second, a node lost after 10 s
+// without one), stops its own ranks and exits non-zero, naming node 1.
+TEST_F(TwoNodes, ALauncherStopsItsRanksWhenTheOtherNodeIsLost) {
+  const std::vector<std::string> ranks = {"/bin/sh", "-c",
+                                          "echo started; exec sleep 600"};
+  auto node0 = Start(0, ranks);
+  auto node1 = Start(1, ranks);
+  for (testing::RunningCommand* node : {&node0, &node1}) {
+    int started = 0;
+    while (started < 2) {
+      absl::StatusOr<std::string> line =
+          node->process.ReadLine(absl::Seconds(60));
+      ASSERT_TRUE(line.ok()) << line.status();
+      started += absl::StrContains(*line, "started");
+    }
+  }
+  const absl::Time killed = absl::Now();
+  net_.KillAll(1);
+  Result r0 = node0.Finish(absl::Seconds(90));
+  const absl::Duration took = absl::Now() - killed;
+  Result r1 = node1.Finish(absl::Seconds(10));
+  std::printf("node 0's launcher exited %d, %s after node 1 was killed\n",
+              r0.code, absl::FormatDuration(took).c_str());
+  EXPECT_NE(r0.code, 0) << r0.OutText() << r0.err;
+  EXPECT_TRUE(absl::StrContains(r0.err, "lost node 1")) << r0.err;
+  // 10 s without a keep-alive, then SIGTERM stops `sleep` at once.
+  EXPECT_LT(took, absl::Seconds(30)) << r0.err;
+}
+
+// torch.distributed's "shoal" backend across the two nodes (torchrun-style
+// under `shoal launch`: torch's TCPStore on node 0): the group spans two
+// machines, so CPU tensors take the hierarchical backend. all_reduce
+// sum/max, broadcast from every root, all_gather and reduce_scatter on
+// f32/f64/i64, small and large, each checked against the expected values.
+TEST_F(TwoNodes, TorchDistributedAcrossNodes) {
+  const Env env = {{"PYTHONPATH", RunfilePath("python/site")},
+                   {"PYTHONDONTWRITEBYTECODE", "1"}};
+  // The backend tells machines apart by host name and boot id: each node's
+  // ranks get their own UTS namespace named after the node (network
+  // namespaces alone share the host name).
+  auto r = RunBoth({"unshare", "--uts", "sh", "-c",
+                    "hostname shoal-node$GROUP_RANK && exec \"$@\"", "sh",
+                    "/usr/bin/python3",
+                    RunfilePath("torch_backend/tests/torch_probe.py"), "nodes"},
+                   env);
+  EXPECT_EQ(r.first.code, 0) << r.first.OutText() << r.first.err;
+  EXPECT_EQ(r.second.code, 0) << r.second.OutText() << r.second.err;
+  int ok = 0;
+  for (const std::string& line : Lines(r)) {
+    ok += absl::StrContains(line, "nodes of 4 ranks ok on shoal-node");
+  }
+  EXPECT_EQ(ok, 4) << r.first.OutText() << r.second.OutText() << r.first.err
+                   << r.second.err;
 }
 
 }  // namespace

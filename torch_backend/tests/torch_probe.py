@@ -6,12 +6,16 @@ torchrun-style environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
     torch_probe.py ddp       3 DDP steps; parameters equal across ranks
     torch_probe.py dead      rank 1 exits; rank 0's all_reduce must fail
     torch_probe.py stall     rank 1 stops taking part; rank 0's must fail
-    torch_probe.py machines  (ranks on "different machines") init must fail
+    torch_probe.py nodes     (ranks on different machines: 2 namespaces, or
+                             UTS namespaces) all_reduce sum/max, broadcast,
+                             all_gather, reduce_scatter on f32/f64/i64, small
+                             and large (every path of the hierarchical backend)
 Prints "rank <r>: ok" at the end; an assertion failure exits non-zero.
 """
 
 import datetime
 import os
+import socket
 import sys
 import time
 import warnings
@@ -271,15 +275,44 @@ def failure(kind):
     assert took < 5 + 10, took
 
 
-def machines():
-    msg = expect_error(lambda: init(timeout_s=20), "one machine")
-    print(f"rank {os.environ['RANK']}: refused: {msg}", flush=True)
+def nodes():
+    rank, world = init()
+    # 7: the small path (≤ 64 KiB); 300001: the large one (shm
+    # reduce_scatter, gloo column all_reduce, shm all_gather) with a
+    # remainder the rank count does not divide.
+    for n in (7, 300001):
+        for dtype in (torch.float32, torch.float64, torch.int64):
+            def mine(r):
+                return (torch.arange(n, dtype=torch.int64) % 1000 * (r + 1)
+                        - 3 * r).to(dtype)
+            every = torch.stack([mine(r) for r in range(world)])
+            t = mine(rank)
+            dist.all_reduce(t)
+            assert torch.equal(t, every.sum(0).to(dtype)), ("sum", n, dtype)
+            t = mine(rank)
+            dist.all_reduce(t, op=R.MAX)
+            assert torch.equal(t, every.max(0).values), ("max", n, dtype)
+            for root in range(world):
+                t = mine(rank)
+                dist.broadcast(t, src=root)
+                assert torch.equal(t, mine(root)), ("broadcast", root, dtype)
+            out = [torch.empty(n, dtype=dtype) for _ in range(world)]
+            dist.all_gather(out, mine(rank))
+            for r in range(world):
+                assert torch.equal(out[r], mine(r)), ("all_gather", r, dtype)
+            block = torch.empty(n, dtype=dtype)
+            dist.reduce_scatter(block, [mine(rank) + i for i in range(world)])
+            ref = (every + rank).sum(0).to(dtype)
+            assert torch.equal(block, ref), ("reduce_scatter", n, dtype)
+    dist.barrier()
+    print(f"rank {rank}: nodes of {world} ranks ok on {socket.gethostname()}",
+          flush=True)
 
 
 if __name__ == "__main__":
     what = sys.argv[1]
-    if what == "machines":
-        machines()
+    if what == "nodes":
+        nodes()
     elif what in ("dead", "stall"):
         failure(what)
     else:
