@@ -185,13 +185,21 @@ void Coordinator::Impl::OnActorWorkerExit(Actor& a, const std::string& how) {
         a.ended ? a.end_message
                 : absl::StrCat(Describe(a.id, a.name), " died (", how,
                                ") while running this call");
-    if (table_->RunningOn(static_cast<uint32_t>(slot))) {
-      expiring_.erase(*table_->RunningOn(static_cast<uint32_t>(slot)));
-      (void)table_->FailRunning(
-          static_cast<uint32_t>(slot),
-          static_cast<int32_t>(absl::StatusCode::kUnavailable),
-          ipc::EncodeTaskOutcome(died, {}));
+    for (auto it = expiring_.begin(); it != expiring_.end();) {
+      it = it->second.worker == static_cast<uint32_t>(slot)
+               ? expiring_.erase(it)
+               : std::next(it);
     }
+    // Not gated on RunningOn: that reads the slot without the table's lock,
+    // and a process SIGKILLed inside Complete has cleared it already while
+    // its journal still holds the undo. FailRunning's lock rolls that back
+    // first and then fails the call; the gate would have skipped it and left
+    // the call running forever (RemoveWorker cleared the slot). NotFound:
+    // it ran nothing.
+    (void)table_->FailRunning(
+        static_cast<uint32_t>(slot),
+        static_cast<int32_t>(absl::StatusCode::kUnavailable),
+        ipc::EncodeTaskOutcome(died, {}));
     (void)table_->RemoveWorker(static_cast<uint32_t>(slot));
   }
   if (a.ended) return;

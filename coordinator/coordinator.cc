@@ -425,26 +425,29 @@ void Coordinator::Impl::OnWorkerExit(uint32_t w, const std::string& how) {
   const int32_t slot = worker_slot_[w];
   if (slot < 0) return;
   worker_slot_[w] = -1;
-  std::optional<uint64_t> running =
-      table_->RunningOn(static_cast<uint32_t>(slot));
-  if (running) {
-    const bool timed_out = expiring_.erase(*running) > 0;
-    const std::string message =
-        timed_out ? absl::StrCat("worker ", w,
-                                 " ignored the task's timeout and was killed")
-                  : absl::StrCat("worker ", w, " died (", how,
-                                 ") while running this task");
-    const absl::StatusCode code = timed_out
-                                      ? absl::StatusCode::kDeadlineExceeded
-                                      : absl::StatusCode::kAborted;
-    absl::StatusOr<bool> requeued = table_->FailRunning(
-        static_cast<uint32_t>(slot), static_cast<int32_t>(code),
-        ipc::EncodeTaskOutcome(absl::StrCat(message, "; retries exhausted"),
-                               {}));
-    if (requeued.ok()) {
-      SHOAL_LOG(INFO, "task %d: %s; %s", *running, message,
-                *requeued ? "requeued" : "failed after its last retry");
-    }
+  bool timed_out = false;
+  for (auto it = expiring_.begin(); it != expiring_.end();) {
+    const bool mine = it->second.worker == static_cast<uint32_t>(slot);
+    timed_out |= mine;
+    it = mine ? expiring_.erase(it) : std::next(it);
+  }
+  const std::string message =
+      timed_out ? absl::StrCat("worker ", w,
+                               " ignored the task's timeout and was killed")
+                : absl::StrCat("worker ", w, " died (", how,
+                               ") while running this task");
+  const absl::StatusCode code = timed_out ? absl::StatusCode::kDeadlineExceeded
+                                          : absl::StatusCode::kAborted;
+  // Not gated on the lock-free RunningOn: a worker SIGKILLed inside Complete
+  // has cleared its slot while its journal still holds the undo; the lock
+  // FailRunning takes rolls that back first (RemoveWorker would otherwise,
+  // and leave the task running forever). NotFound: it ran nothing.
+  absl::StatusOr<bool> requeued = table_->FailRunning(
+      static_cast<uint32_t>(slot), static_cast<int32_t>(code),
+      ipc::EncodeTaskOutcome(absl::StrCat(message, "; retries exhausted"), {}));
+  if (requeued.ok()) {
+    SHOAL_LOG(INFO, "%s; %s", message,
+              *requeued ? "requeued" : "failed after its last retry");
   }
   (void)table_->RemoveWorker(static_cast<uint32_t>(slot));
 }
