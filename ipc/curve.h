@@ -16,9 +16,11 @@
 //   ConfigureCurveClient(*client, server_keys.public_key, client_keys);
 //   client->Connect(endpoint);                     // after configuring
 //
-// A denied client sees no error: its handshake fails, ZeroMQ retries the
-// connection in the background, and its messages stay queued unsent. Use a
-// receive timeout.
+// A denied client's socket sees no error: ZeroMQ drops the connection for
+// good (a DEALER then blocks on send), and with a wrong server key it
+// retries in the background with its messages queued unsent. RpcChannel
+// turns both into an error within the call's timeout (PermissionDenied for
+// a refused key, from a socket monitor's handshake events).
 #ifndef SHOAL_IPC_CURVE_H_
 #define SHOAL_IPC_CURVE_H_
 

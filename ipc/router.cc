@@ -5,7 +5,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "base/log.h"
 
 namespace shoal::ipc {
@@ -22,12 +24,12 @@ void SendReply(Socket& router, const std::string& routing_id,
 
 namespace {
 
-// Reads one message without blocking: its frames and the descriptor of the
-// connection it came on. Returns false when none is waiting.
+// Reads one message without blocking: its frames and the connection it came
+// on. Returns false when none is waiting.
 bool RecvWithPeer(Socket& router, std::vector<std::string>* frames,
-                  int* peer_fd) {
+                  RequestPeer* peer) {
   frames->clear();
-  *peer_fd = -1;
+  *peer = RequestPeer{};
   while (true) {
     zmq_msg_t part;
     zmq_msg_init(&part);
@@ -40,7 +42,11 @@ bool RecvWithPeer(Socket& router, std::vector<std::string>* frames,
     }
     // The routing id frame is made by the ROUTER; the body came over the
     // connection and carries its descriptor.
-    if (const int fd = zmq_msg_get(&part, ZMQ_SRCFD); fd >= 0) *peer_fd = fd;
+    if (const int fd = zmq_msg_get(&part, ZMQ_SRCFD); fd >= 0) {
+      peer->fd = fd;
+      if (const char* address = zmq_msg_gets(&part, "Peer-Address"))
+        ParsePeerCredentials(address, peer);
+    }
     frames->emplace_back(static_cast<const char*>(zmq_msg_data(&part)),
                          zmq_msg_size(&part));
     const bool more = zmq_msg_more(&part) != 0;
@@ -51,10 +57,30 @@ bool RecvWithPeer(Socket& router, std::vector<std::string>* frames,
 
 }  // namespace
 
+bool ParsePeerCredentials(absl::string_view peer_address, RequestPeer* peer) {
+  const std::vector<absl::string_view> fields =
+      absl::StrSplit(peer_address, ':');
+  uint32_t uid, gid;
+  int32_t pid;
+  // Exactly four fields: an IPv6 address with the three numbers behind it
+  // would have more, and one without them cannot end in three numbers.
+  if (fields.size() != 4 || fields[1].empty() || fields[2].empty() ||
+      fields[3].empty() || !absl::SimpleAtoi(fields[1], &uid) ||
+      !absl::SimpleAtoi(fields[2], &gid) ||
+      !absl::SimpleAtoi(fields[3], &pid) || pid <= 0) {
+    return false;
+  }
+  peer->has_credentials = true;
+  peer->uid = uid;
+  peer->gid = gid;
+  peer->pid = pid;
+  return true;
+}
+
 void ServeRequests(Socket& router, const DecodeLimits& limits, int max_requests,
                    RequestHandler handle) {
   ServeRequestsWithPeer(router, limits, max_requests,
-                        [&](const std::string& routing_id, int,
+                        [&](const std::string& routing_id, const RequestPeer&,
                             uint64_t request_id, const Message& body) {
                           return handle(routing_id, request_id, body);
                         });
@@ -63,9 +89,9 @@ void ServeRequests(Socket& router, const DecodeLimits& limits, int max_requests,
 void ServeRequestsWithPeer(Socket& router, const DecodeLimits& limits,
                            int max_requests, PeerRequestHandler handle) {
   std::vector<std::string> frames;
-  int peer_fd = -1;
+  RequestPeer peer;
   for (int i = 0; i < max_requests; ++i) {
-    if (!RecvWithPeer(router, &frames, &peer_fd)) return;
+    if (!RecvWithPeer(router, &frames, &peer)) return;
     // The routing id, then the one frame a DEALER sends.
     if (frames.size() != 2) {
       if (!frames.empty()) {
@@ -82,9 +108,8 @@ void ServeRequestsWithPeer(Socket& router, const DecodeLimits& limits,
                 ErrorReply{decoded.envelope.status()});
       continue;
     }
-    std::optional<Message> reply =
-        handle(frames[0], peer_fd, decoded.envelope->request_id,
-               decoded.envelope->body);
+    std::optional<Message> reply = handle(
+        frames[0], peer, decoded.envelope->request_id, decoded.envelope->body);
     if (reply) {
       SendReply(router, frames[0], decoded.envelope->request_id,
                 *std::move(reply));

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/functional/function_ref.h"
+#include "absl/strings/string_view.h"
 #include "ipc/messages.h"
 #include "ipc/protocol.h"
 #include "ipc/socket.h"
@@ -35,12 +36,31 @@ using RequestHandler = absl::FunctionRef<std::optional<Message>(
 void ServeRequests(Socket& router, const DecodeLimits& limits, int max_requests,
                    RequestHandler handle);
 
-// A request's connection: the file descriptor ZeroMQ read it from (its
-// ZMQ_SRCFD; -1 for inproc or when unknown). A service uses it to ask the
-// kernel who the peer is (SO_PEERCRED on ipc://) and to tell which requests
-// came over a connection that a socket monitor later reports closed.
+// Who sent a request, as far as its connection tells.
+struct RequestPeer {
+  // The file descriptor ZeroMQ read it from (its ZMQ_SRCFD; -1 for inproc or
+  // when unknown). A number the kernel reuses once the connection closes:
+  // good for telling which requests came over a connection that a socket
+  // monitor later reports closed, not for asking who the peer is.
+  int fd = -1;
+  // ipc:// only: the peer process's credentials, which ZeroMQ read
+  // (SO_PEERCRED) when it accepted the connection and attaches to each of its
+  // messages (the "Peer-Address" property, "<host>:<uid>:<gid>:<pid>"). Tied
+  // to the connection itself, so a reused descriptor cannot lend another
+  // process's identity. Unset for tcp:// and inproc://.
+  bool has_credentials = false;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  int32_t pid = 0;
+};
+
+// Parses the "Peer-Address" ZeroMQ gives an ipc:// connection
+// ("<host>:<uid>:<gid>:<pid>") into `peer`'s credentials; anything else (a
+// tcp:// address, IPv4 or IPv6) leaves them unset. Returns whether it did.
+bool ParsePeerCredentials(absl::string_view peer_address, RequestPeer* peer);
+
 using PeerRequestHandler = absl::FunctionRef<std::optional<Message>(
-    const std::string& routing_id, int peer_fd, uint64_t request_id,
+    const std::string& routing_id, const RequestPeer& peer, uint64_t request_id,
     const Message& body)>;
 
 // As ServeRequests, and hands each request's connection to `handle`.

@@ -1,11 +1,41 @@
 #include "ipc/rpc_channel.h"
 
+#include <unistd.h>
 #include <zmq.h>
+
+#include <atomic>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
 namespace shoal::ipc {
+namespace {
+
+constexpr int kHandshakeEvents =
+    ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+    ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+
+// Starts a monitor of `socket`'s handshake events and returns the PAIR
+// socket that receives them (inproc: only this process can connect).
+absl::StatusOr<Socket> MonitorHandshakes(Socket& socket) {
+  static std::atomic<uint64_t> next{0};
+  const std::string endpoint =
+      absl::StrCat("inproc://shoal-rpc-handshakes-", getpid(), "-",
+                   next.fetch_add(1, std::memory_order_relaxed));
+  SHOAL_ZMQ_CHECK(
+      zmq_socket_monitor(socket.raw(), endpoint.c_str(), kHandshakeEvents));
+  SHOAL_ASSIGN_OR_RETURN(Socket pair, Socket::Create(ZMQ_PAIR));
+  // No limit on queued events (the I/O thread would block on a full queue);
+  // a failing connection adds one per reconnect, read at each call.
+  const int unlimited = 0;
+  SHOAL_ZMQ_CHECK(
+      zmq_setsockopt(pair.raw(), ZMQ_RCVHWM, &unlimited, sizeof(unlimited)));
+  SHOAL_RETURN_IF_ERROR(pair.Connect(endpoint));
+  return pair;
+}
+
+}  // namespace
 
 absl::StatusOr<RpcChannel> RpcChannel::Connect(
     const std::string& endpoint, const RpcChannelOptions& options) {
@@ -17,32 +47,59 @@ absl::StatusOr<RpcChannel> RpcChannel::Connect(
   if (!options.server_key.empty()) {
     SHOAL_RETURN_IF_ERROR(ConfigureCurveClient(c.socket_, options.server_key,
                                                options.client_keys));
+    // Before Connect, so the first handshake's outcome is seen.
+    SHOAL_ASSIGN_OR_RETURN(c.monitor_, MonitorHandshakes(c.socket_));
   }
   SHOAL_RETURN_IF_ERROR(c.socket_.Connect(endpoint));
   return c;
+}
+
+RpcChannel& RpcChannel::operator=(RpcChannel&& other) noexcept {
+  if (this != &other) {
+    Close();
+    monitor_ = std::move(other.monitor_);
+    handshake_ = other.handshake_;
+    socket_ = std::move(other.socket_);
+    endpoint_ = std::move(other.endpoint_);
+    peer_ = std::move(other.peer_);
+    limits_ = other.limits_;
+    next_request_ = other.next_request_;
+  }
+  return *this;
+}
+
+RpcChannel::~RpcChannel() { Close(); }
+
+void RpcChannel::Close() {
+  if (monitor_ && socket_) zmq_socket_monitor(socket_.raw(), nullptr, 0);
+  socket_.Close();
+  monitor_.Close();
 }
 
 absl::StatusOr<Message> RpcChannel::Exchange(Message request,
                                              absl::Duration timeout) {
   const uint64_t id = next_request_++;
   SHOAL_ASSIGN_OR_RETURN(std::string frame, Encode(id, std::move(request)));
-  SHOAL_RETURN_IF_ERROR(socket_.Send(frame));
   const absl::Time deadline = timeout == absl::InfiniteDuration()
                                   ? absl::InfiniteFuture()
                                   : absl::Now() + timeout;
+  // A DEALER with no pipe (its CURVE handshake was refused, so ZeroMQ
+  // dropped the connection for good) blocks a send forever: wait for room
+  // within the deadline instead.
+  while (true) {
+    absl::Status sent = socket_.Send(frame, /*dontwait=*/true);
+    if (sent.ok()) break;
+    if (!absl::IsUnavailable(sent)) return sent;  // else no room: wait
+    absl::Status ready = WaitFor(ZMQ_POLLOUT, deadline);
+    if (absl::IsDeadlineExceeded(ready)) return NoAnswer(timeout);
+    SHOAL_RETURN_IF_ERROR(ready);
+  }
   std::vector<std::string> frames;
   while (true) {
-    const absl::Duration left =
-        deadline == absl::InfiniteFuture()
-            ? absl::InfiniteDuration()
-            : std::max(absl::ZeroDuration(), deadline - absl::Now());
-    absl::Status s = socket_.Recv(&frames, left);
-    if (absl::IsDeadlineExceeded(s)) {
-      return absl::UnavailableError(
-          absl::StrCat(PeerName(), " did not answer within ",
-                       absl::FormatDuration(timeout)));
-    }
-    SHOAL_RETURN_IF_ERROR(s);
+    absl::Status ready = WaitFor(ZMQ_POLLIN, deadline);
+    if (absl::IsDeadlineExceeded(ready)) return NoAnswer(timeout);
+    SHOAL_RETURN_IF_ERROR(ready);
+    SHOAL_RETURN_IF_ERROR(socket_.Recv(&frames, absl::ZeroDuration()));
     if (frames.size() != 1) continue;
     DecodeResult d = Decode(frames[0], limits_);
     if (!d.envelope.ok()) {
@@ -54,6 +111,76 @@ absl::StatusOr<Message> RpcChannel::Exchange(Message request,
     if (auto* e = std::get_if<ErrorReply>(&d.envelope->body)) return e->status;
     return std::move(d.envelope->body);
   }
+}
+
+absl::Status RpcChannel::WaitFor(short events, absl::Time deadline) {
+  while (true) {
+    SHOAL_RETURN_IF_ERROR(ReadHandshakeEvents());
+    zmq_pollitem_t items[2] = {{socket_.raw(), 0, events, 0},
+                               {monitor_.raw(), 0, ZMQ_POLLIN, 0}};
+    const int n = monitor_ ? 2 : 1;
+    const absl::Duration left =
+        deadline == absl::InfiniteFuture()
+            ? absl::InfiniteDuration()
+            : std::max(absl::ZeroDuration(), deadline - absl::Now());
+    const int rc = zmq_poll(items, n, PollTimeoutMs(left));
+    if (rc < 0) {
+      if (zmq_errno() == EINTR) continue;
+      return ZmqStatus("zmq_poll", __FILE__, __LINE__);
+    }
+    if (items[0].revents & events) return absl::OkStatus();
+    if (rc == 0 && absl::Now() >= deadline) {
+      SHOAL_RETURN_IF_ERROR(ReadHandshakeEvents());
+      return absl::DeadlineExceededError("timed out");
+    }
+  }
+}
+
+absl::Status RpcChannel::ReadHandshakeEvents() {
+  if (!monitor_) return absl::OkStatus();
+  std::vector<std::string> frames;
+  while (true) {
+    absl::StatusOr<bool> ready = monitor_.Poll(absl::ZeroDuration());
+    if (!ready.ok() || !*ready) break;
+    if (!monitor_.Recv(&frames, absl::ZeroDuration()).ok()) break;
+    // Frame 1: the event (16 bits) and its value (32 bits); 2: the endpoint.
+    if (frames.empty() || frames[0].size() < 6) continue;
+    uint16_t event;
+    uint32_t value;
+    std::memcpy(&event, frames[0].data(), 2);
+    std::memcpy(&value, frames[0].data() + 2, 4);
+    if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      handshake_.succeeded = true;
+    } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+      ++handshake_.auth_refusals;
+      handshake_.auth_status = static_cast<int>(value);
+    } else {
+      ++handshake_.failures;
+    }
+  }
+  if (handshake_.auth_refusals > 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        PeerName(), " refused this client's CURVE key (ZAP status ",
+        handshake_.auth_status,
+        "): the server does not admit it; use a key pair the node admits "
+        "(docs/security.md)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RpcChannel::NoAnswer(absl::Duration timeout) const {
+  std::string why;
+  if (monitor_ && !handshake_.succeeded) {
+    why =
+        handshake_.failures > 0
+            ? absl::StrCat(" (its CURVE handshake failed ", handshake_.failures,
+                           " times: is the server key right?)")
+            : " (no CURVE handshake completed: is the server there, and "
+              "is the server key right?)";
+  }
+  return absl::UnavailableError(
+      absl::StrCat(PeerName(), " did not answer within ",
+                   absl::FormatDuration(timeout), why));
 }
 
 absl::Status RpcChannel::UnexpectedReply(absl::string_view asked,

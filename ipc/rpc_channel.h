@@ -40,16 +40,24 @@ class RpcChannel {
 
   RpcChannel() = default;
   RpcChannel(RpcChannel&&) = default;
-  RpcChannel& operator=(RpcChannel&&) = default;
+  RpcChannel& operator=(RpcChannel&& other) noexcept;
+  ~RpcChannel();
 
   // Sends `request` and waits up to `timeout` for its reply, a `Reply`:
   //
   //   SHOAL_ASSIGN_OR_RETURN(SubmitReply r, channel.Call<SubmitReply>(req, t));
   //
+  // The whole call, sending included, ends within `timeout`: a request that
+  // cannot even be queued (no connection: ZeroMQ drops the pipe of a DEALER
+  // whose CURVE handshake was refused) is not waited on forever.
   // Errors: the ErrorReply's status; Unavailable when no reply came in time
-  // (the message names the peer and endpoint); decoding errors of the reply;
-  // Internal when the peer answered with another message than `Reply` (a
-  // peer that speaks another dialect, named in the message).
+  // (the message names the peer and endpoint, and over CURVE says when no
+  // handshake completed: a wrong server key, or a server that is not there);
+  // PermissionDenied when the CURVE server refused this client's key (its
+  // ZAP handler said no; returned as soon as the refusal arrives); decoding
+  // errors of the reply; Internal when the peer answered with another
+  // message than `Reply` (a peer that speaks another dialect, named in the
+  // message).
   template <typename Reply>
   absl::StatusOr<Reply> Call(Message request, absl::Duration timeout) {
     const absl::string_view asked = MessageName(request);
@@ -73,7 +81,32 @@ class RpcChannel {
                                absl::string_view got) const;
   // "the store at ipc://..." or the bare endpoint when no peer was named.
   std::string PeerName() const;
+  // Waits until `socket_` is ready for `events` (ZMQ_POLLIN / ZMQ_POLLOUT)
+  // or `deadline` passes (DeadlineExceeded), reading the handshake monitor
+  // meanwhile. Errors: PermissionDenied once the server refused our key.
+  absl::Status WaitFor(short events, absl::Time deadline);
+  // Reads the handshake events that arrived (without waiting) into
+  // `handshake_`. Errors: PermissionDenied once the server refused our key.
+  absl::Status ReadHandshakeEvents();
+  // Stops the handshake monitor, then closes the sockets: libzmq's I/O
+  // thread would block on a monitor whose reader is gone.
+  void Close();
+  // Unavailable "<peer> did not answer within <timeout>", with what the
+  // handshake monitor saw.
+  absl::Status NoAnswer(absl::Duration timeout) const;
 
+  // What the CURVE handshake monitor has seen (CURVE channels only).
+  struct HandshakeState {
+    bool succeeded = false;
+    int failures = 0;       // failed handshakes, refusals aside
+    int auth_refusals = 0;  // the server's ZAP handler said no
+    int auth_status = 0;    // its status code (e.g. 400)
+  };
+
+  // Declared before socket_, so that it is closed after the socket it
+  // monitors (which sends its last event on close).
+  Socket monitor_;  // PAIR: handshake events of socket_ (CURVE only)
+  HandshakeState handshake_;
   Socket socket_;
   std::string endpoint_;
   std::string peer_;

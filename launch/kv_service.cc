@@ -201,9 +201,9 @@ absl::Status KvService::Impl::Run() {
 void KvService::Impl::Drain() {
   ipc::ServeRequestsWithPeer(
       socket_, limits_, /*max_requests=*/1024,
-      [&](const std::string& routing_id, int peer_fd, uint64_t request_id,
-          const ipc::Message& body) {
-        return Handle(routing_id, peer_fd, request_id, body);
+      [&](const std::string& routing_id, const ipc::RequestPeer& peer,
+          uint64_t request_id, const ipc::Message& body) {
+        return Handle(routing_id, peer.fd, request_id, body);
       });
 }
 

@@ -2,7 +2,6 @@
 // segment lock for its table work, and returns the reply (or nothing when the
 // reply comes later, as for a Get that waits).
 
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,14 +18,11 @@ namespace {
 
 ipc::Message Error(const absl::Status& s) { return ipc::ErrorReply{s}; }
 
-// Who is at the other end of an ipc:// connection, from the kernel. Only this
-// machine's processes of the store's own user are served.
-absl::StatusOr<ucred> PeerCredentials(int peer_fd) {
-  ucred peer = {};
-  socklen_t len = sizeof(peer);
-  if (peer_fd < 0 ||
-      getsockopt(peer_fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 ||
-      peer.pid <= 0) {
+// Who is at the other end of an ipc:// connection, from the kernel (as
+// ZeroMQ read it when it accepted the connection). Only this machine's
+// processes of the store's own user are served.
+absl::StatusOr<ipc::RequestPeer> CheckPeer(const ipc::RequestPeer& peer) {
+  if (!peer.has_credentials) {
     return absl::PermissionDeniedError(
         "the store serves only processes on its machine (ipc://), whose "
         "credentials the kernel tells it; this connection has none");
@@ -47,13 +43,13 @@ std::string Hex(const ObjectId& id) { return id.ToHex(); }
 // -----------------------------------------------------
 
 StoreService::Impl::Reply StoreService::Impl::OnConnect(
-    const std::string& routing_id, int peer_fd,
+    const std::string& routing_id, const ipc::RequestPeer& connection,
     const ipc::StoreConnectRequest& request) {
   if (auto it = slot_of_.find(routing_id); it != slot_of_.end()) {
     return Error(
         absl::AlreadyExistsError("this connection is already registered"));
   }
-  absl::StatusOr<ucred> peer = PeerCredentials(peer_fd);
+  absl::StatusOr<ipc::RequestPeer> peer = CheckPeer(connection);
   if (!peer.ok()) return Error(peer.status());
   // The message's pid only names the client in logs when it disagrees.
   ipc::StoreConnectRequest m = request;

@@ -188,17 +188,17 @@ void StoreService::Impl::DrainSocket() {
   // A bounded batch, so that pidfd events and deadlines are not starved.
   ipc::ServeRequestsWithPeer(
       socket_, options_.limits, /*max_requests=*/256,
-      [&](const std::string& routing_id, int peer_fd, uint64_t request_id,
-          const ipc::Message& body) {
-        return Dispatch(routing_id, peer_fd, request_id, body);
+      [&](const std::string& routing_id, const ipc::RequestPeer& peer,
+          uint64_t request_id, const ipc::Message& body) {
+        return Dispatch(routing_id, peer, request_id, body);
       });
 }
 
 StoreService::Impl::Reply StoreService::Impl::Dispatch(
-    const std::string& routing_id, int peer_fd, uint64_t request_id,
-    const ipc::Message& body) {
+    const std::string& routing_id, const ipc::RequestPeer& peer,
+    uint64_t request_id, const ipc::Message& body) {
   if (const auto* m = std::get_if<ipc::StoreConnectRequest>(&body)) {
-    return OnConnect(routing_id, peer_fd, *m);
+    return OnConnect(routing_id, peer, *m);
   }
   auto it = slot_of_.find(routing_id);
   if (it == slot_of_.end()) {

@@ -75,14 +75,15 @@ class StoreService::Impl {
   }
 
   // Request handlers. `slot` is the sender's client slot.
-  Reply Dispatch(const std::string& routing_id, int peer_fd,
+  Reply Dispatch(const std::string& routing_id, const ipc::RequestPeer& peer,
                  uint64_t request_id, const ipc::Message& body);
-  // Registers the client. Its pid and uid come from the kernel
-  // (SO_PEERCRED of the connection `peer_fd`), never from the message: the
+  // Registers the client. Its pid and uid come from the kernel (SO_PEERCRED
+  // of its connection, read by ZeroMQ when it accepted it: `peer`'s
+  // credentials), never from the message or from a descriptor number: the
   // store watches that process and releases its references when it exits.
   // Errors: PermissionDenied (another user, or no credentials to be had),
   // AlreadyExists, ResourceExhausted (all client slots taken).
-  Reply OnConnect(const std::string& routing_id, int peer_fd,
+  Reply OnConnect(const std::string& routing_id, const ipc::RequestPeer& peer,
                   const ipc::StoreConnectRequest& m);
   Reply OnDisconnect(uint32_t slot);
   Reply OnCreate(uint32_t slot, const ipc::CreateRequest& m);
