@@ -386,6 +386,7 @@ void Coordinator::Impl::DrainBackend() {
     } else if (const auto* b =
                    std::get_if<ipc::WorkerHeartbeat>(&decoded.envelope->body)) {
       supervisor_->OnHeartbeat(b->worker_id, supervisor_->Pid(b->worker_id));
+      OnWorkerBlocked(b->worker_id, b->blocked);
     }
   }
 }

@@ -155,6 +155,9 @@ class Coordinator::Impl {
   void OnCompletions();
   void OnLocalClientExit(uint32_t client);
   void OnWorkerExit(uint32_t worker, const std::string& how);
+  // A pool worker's heartbeat said whether a task of it waits for tasks:
+  // starts a temporary worker per blocked one (blocked_workers.cc).
+  void OnWorkerBlocked(uint32_t worker, bool blocked);
   void CheckTimeouts(absl::Time now);
   void ExpireRemoteResults(absl::Time now);
 
@@ -247,6 +250,10 @@ class Coordinator::Impl {
   std::vector<std::string> node_gpus_;  // the node's GPUs (for actors)
   std::map<uint32_t, Actor> actors_;    // by actor id
   std::map<uint32_t, uint32_t> actor_of_worker_;  // supervisor id → actor
+  // Nested tasks (blocked_workers.cc): pool workers whose task waits for
+  // tasks, and the temporary workers started for them (supervisor ids).
+  std::set<uint32_t> blocked_workers_;
+  std::vector<uint32_t> temporary_workers_;
   uint32_t next_actor_ = 1;
 };
 

@@ -27,6 +27,7 @@ Supervisor::~Supervisor() { StopAll(absl::ZeroDuration()); }
 absl::Status Supervisor::Start(Worker& w) {
   SubprocessOptions o;
   for (const auto& [k, v] : options_.env) o.env[k] = v;
+  for (const auto& [k, v] : w.spec.env) o.env[k] = v;
   o.env["SHOAL_WORKER_ID"] = absl::StrCat(w.spec.id);
   // Each worker sees only its own GPUs; an empty value hides them all.
   o.env["CUDA_VISIBLE_DEVICES"] = w.spec.visible_devices;

@@ -35,6 +35,8 @@ struct WorkerSpec {
   int max_restarts = -1;
   // What it is, for status ("actor 3 Counter"); empty for pool workers.
   std::string label;
+  // Environment of this worker only, on top of SupervisorOptions::env.
+  std::map<std::string, std::string> env;
 };
 
 struct SupervisorOptions {

@@ -234,6 +234,7 @@ struct WorkerHello {
 struct WorkerHeartbeat {
   uint32_t worker_id = 0;
   uint64_t tasks_done = 0;
+  bool blocked = false;  // a task of it waits for tasks (nested tasks)
 };
 
 struct StatusRequest {};

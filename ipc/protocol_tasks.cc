@@ -95,6 +95,7 @@ absl::Status EncodeBody(const WorkerHello& m, wire::Envelope* w) {
 absl::Status EncodeBody(const WorkerHeartbeat& m, wire::Envelope* w) {
   w->mutable_worker_heartbeat()->set_worker_id(m.worker_id);
   w->mutable_worker_heartbeat()->set_tasks_done(m.tasks_done);
+  w->mutable_worker_heartbeat()->set_blocked(m.blocked);
   return absl::OkStatus();
 }
 
@@ -254,7 +255,8 @@ absl::StatusOr<Message> TaskBodyFromWire(const wire::Envelope& w,
       return WorkerHelloFromWire(w.worker_hello(), limits);
     case wire::Envelope::kWorkerHeartbeat:
       return WorkerHeartbeat{w.worker_heartbeat().worker_id(),
-                             w.worker_heartbeat().tasks_done()};
+                             w.worker_heartbeat().tasks_done(),
+                             w.worker_heartbeat().blocked()};
     case wire::Envelope::kStatus:
       return StatusRequest{};
     case wire::Envelope::kNodeStatus:

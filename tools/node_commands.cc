@@ -17,10 +17,12 @@
 #include "coordinator/client.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/discovery.h"
+#include "python/ext/builtin.h"
 #include "tools/bench/bench_util.h"
 #include "tools/cli/args.h"
 #include "tools/cli/json.h"
 #include "tools/commands.h"
+#include "worker/python_runner.h"
 #include "worker/worker_main.h"
 
 namespace shoal::cli {
@@ -268,6 +270,10 @@ int WorkerCommand(int argc, char** argv) {
   (void)argv;
   absl::StatusOr<worker::WorkerOptions> o = worker::WorkerOptionsFromEnv();
   if (!o.ok()) return Fail(o.status());
+  // Tasks get the client API (nested tasks) from this binary's own copy of
+  // the extension: loading _shoal.so beside it cannot work (ext/builtin.h).
+  pyext::SetBlockedWaitReporter(&worker::ReportBlockedWait);
+  worker::SetPythonStartHook(&pyext::InstallBuiltinModule);
   absl::Status s = worker::RunWorker(*o);
   if (!s.ok()) return Fail(s);
   return 0;

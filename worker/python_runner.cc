@@ -21,6 +21,8 @@ namespace shoal::worker {
 namespace py = pybind11;
 namespace {
 
+absl::Status (*g_start_hook)() = nullptr;  // SetPythonStartHook
+
 // The task running on this worker's main thread, for the `_shoal_task`
 // module (shoal.task in Python). Read and written only with the GIL held.
 TaskContext* g_current_task = nullptr;
@@ -239,6 +241,11 @@ class PythonRunner : public TaskRunner {
         "    except Exception:\n"
         "        pass\n");
     SHOAL_LOG(INFO, "embedded Python %s started", Py_GetVersion());
+    if (g_start_hook != nullptr) {
+      if (absl::Status hooked = g_start_hook(); !hooked.ok())
+        SHOAL_LOG(WARNING, "the interpreter's start hook: %s",
+                  hooked.ToString());
+    }
     PyEval_SaveThread();  // the GIL is free until the next task
     return absl::OkStatus();
   }
@@ -447,6 +454,8 @@ class PythonRunner : public TaskRunner {
 std::unique_ptr<TaskRunner> MakePythonRunner() {
   return std::make_unique<PythonRunner>();
 }
+
+void SetPythonStartHook(absl::Status (*hook)()) { g_start_hook = hook; }
 
 }  // namespace shoal::worker
 

@@ -49,6 +49,7 @@
 
 #include <memory>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "worker/executor.h"
 
@@ -66,6 +67,13 @@ inline constexpr char kPythonCarriedFunctionPrefix[] = "#";
 inline constexpr char kPythonEnvelopeSuffix[] = "!";
 
 std::unique_ptr<TaskRunner> MakePythonRunner();
+
+// Called once, with the GIL held, right after the worker's interpreter
+// started and before any task runs: the `shoal` binary installs its built-in
+// copy of the extension module (shoal._shoal) there, so a task can use the
+// client API (docs/actors.md, "Nested tasks"). Set it before the first task;
+// an error it returns is logged and the interpreter runs without it.
+void SetPythonStartHook(absl::Status (*hook)());
 
 }  // namespace shoal::worker
 

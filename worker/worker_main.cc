@@ -44,15 +44,29 @@ absl::StatusOr<uint32_t> EnvInt(const char* name) {
   return n;
 }
 
+class Heartbeat;
+// ReportBlockedWait's: the waits now open, and the heartbeat to nudge.
+std::atomic<int> g_blocked_waits{0};
+std::atomic<Heartbeat*> g_heartbeat{nullptr};
+
 // Says hello to the coordinator's backend and heartbeats until stopped. The
-// coordinator restarts a worker whose heartbeats stop (a hung process).
+// coordinator restarts a worker whose heartbeats stop (a hung process). A
+// heartbeat also says whether the worker waits for tasks (blocked), sent at
+// once when that changes.
 class Heartbeat {
  public:
   Heartbeat(const WorkerOptions& o, std::atomic<uint64_t>* done)
       : o_(o), done_(done) {
     thread_ = std::thread([this] { Run(); });
+    g_heartbeat.store(this);
+  }
+  void Nudge() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
+    nudged_ = true;
+    cv_.SignalAll();
   }
   ~Heartbeat() {
+    g_heartbeat.store(nullptr);
     {
       MutexLock lock(&mu_);
       stop_ = true;
@@ -76,11 +90,22 @@ class Heartbeat {
     send(ipc::WorkerHello{o_.worker_id, static_cast<int32_t>(getpid()),
                           RegisteredTasks()});
     MutexLock lock(&mu_);
+    bool sent_blocked = false;
     while (!stop_) {
       cv_.WaitWithDeadline(&mu_, absl::Now() + o_.heartbeat_interval);
       if (stop_) break;
-      send(ipc::WorkerHeartbeat{o_.worker_id,
-                                done_->load(std::memory_order_relaxed)});
+      if (nudged_) {
+        // A wait that ends within 20 ms is not worth a temporary worker:
+        // look again then.
+        nudged_ = false;
+        cv_.WaitWithDeadline(&mu_, absl::Now() + absl::Milliseconds(20));
+        if (stop_) break;
+        const bool blocked = g_blocked_waits.load() > 0;
+        if (blocked == sent_blocked) continue;
+      }
+      sent_blocked = g_blocked_waits.load() > 0;
+      send(ipc::WorkerHeartbeat{
+          o_.worker_id, done_->load(std::memory_order_relaxed), sent_blocked});
     }
   }
 
@@ -89,10 +114,17 @@ class Heartbeat {
   Mutex mu_;
   CondVar cv_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool nudged_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 
 }  // namespace
+
+void ReportBlockedWait(bool begins) {
+  const int before = g_blocked_waits.fetch_add(begins ? 1 : -1);
+  if (before != (begins ? 0 : 1)) return;  // still blocked, or already was
+  if (Heartbeat* h = g_heartbeat.load(); h != nullptr) h->Nudge();
+}
 
 absl::StatusOr<WorkerOptions> WorkerOptionsFromEnv() {
   WorkerOptions o;
@@ -103,6 +135,11 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromEnv() {
   SHOAL_ASSIGN_OR_RETURN(o.backend, Env("SHOAL_BACKEND_ENDPOINT"));
   if (const char* p = std::getenv("SHOAL_PLUGINS"); p != nullptr && *p) {
     o.plugins = absl::StrSplit(p, ':', absl::SkipEmpty());
+  }
+  if (const char* s = std::getenv("SHOAL_WORKER_IDLE_EXIT_MS"); s != nullptr) {
+    int64_t ms;
+    if (absl::SimpleAtoi(s, &ms) && ms > 0)
+      o.idle_exit = absl::Milliseconds(ms);
   }
   if (const char* s = std::getenv("SHOAL_WORKER_SPIN_US"); s != nullptr) {
     int64_t us;
@@ -129,6 +166,7 @@ absl::Status RunWorker(const WorkerOptions& o) {
   Executor executor(o.worker_id, store.get(), table.get(), std::move(runners));
   std::atomic<uint64_t> done{0};
   Heartbeat heartbeat(o, &done);
+  absl::Time idle_since = absl::Now();
   while (true) {
     absl::StatusOr<std::optional<tasks::TaskClaim>> claim =
         table->Claim(o.task_slot);
@@ -138,6 +176,11 @@ absl::Status RunWorker(const WorkerOptions& o) {
       return claim.status();
     }
     if (!claim->has_value()) {
+      if (absl::Now() - idle_since >= o.idle_exit) {
+        SHOAL_LOG(INFO, "worker %d: idle for %s, exiting (temporary worker)",
+                  o.worker_id, absl::FormatDuration(o.idle_exit));
+        return absl::OkStatus();
+      }
       table->WaitForWork(o.task_slot, o.spin, absl::Seconds(1));
       continue;
     }
@@ -148,6 +191,7 @@ absl::Status RunWorker(const WorkerOptions& o) {
     if (!s.ok() && !absl::IsFailedPrecondition(s) && !absl::IsNotFound(s))
       return s;
     done.fetch_add(1, std::memory_order_relaxed);
+    idle_since = absl::Now();
   }
 }
 

@@ -26,11 +26,22 @@ struct WorkerOptions {
   absl::Duration spin = absl::Microseconds(50);
   // Heartbeat period. Default 500 ms.
   absl::Duration heartbeat_interval = absl::Milliseconds(500);
+  // A temporary worker (started while another waits for its children,
+  // docs/actors.md "Nested tasks") exits after this long without a task.
+  // Default infinite (SHOAL_WORKER_IDLE_EXIT_MS).
+  absl::Duration idle_exit = absl::InfiniteDuration();
 };
 
 // Reads the options from the environment the coordinator set.
 // Errors: InvalidArgument naming a missing or malformed variable.
 absl::StatusOr<WorkerOptions> WorkerOptionsFromEnv();
+
+// Tells the coordinator (with the next heartbeat, sent at once) whether a
+// thread of this worker waits in the client API for tasks: `begins` true at
+// the start of such a wait, false at its end (waits nest and overlap; the
+// worker counts as blocked while any lasts). Waits shorter than ~20 ms are
+// not reported. Thread-safe; a no-op outside RunWorker.
+void ReportBlockedWait(bool begins);
 
 // Runs until the coordinator closes the task table (returns OK) or a fatal
 // error. The process also dies with the coordinator (PR_SET_PDEATHSIG).

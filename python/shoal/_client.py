@@ -15,7 +15,7 @@ import weakref
 
 import numpy as np
 
-from . import _errors, _paths, _serialize, _store
+from . import _errors, _ext, _paths, _serialize, _store
 from ._future import _DONE_STATES, Future, _finish, _finished
 
 _OPTIONS = ("timeout", "max_retries", "cpus", "gpus", "num_cpus", "num_gpus")
@@ -33,6 +33,30 @@ _PLAIN_TYPES = frozenset([type(None), bool, int, float, str, bytes,
 _COMPLETER_SLICE_S = 0.001
 # By-value functions a client keeps stored (the oldest go beyond this).
 _MAX_STORED_FUNCTIONS = 4096
+
+
+def _reports_blocked(method):
+    """Inside a worker (nested tasks), wraps a method that waits for tasks,
+    (self, futures, timeout, ..., completer=False), so the node knows this
+    worker's task is blocked while it waits: the coordinator starts a
+    temporary worker for the children it may wait on (docs/actors.md,
+    "Nested tasks"). Polls (timeout 0) and the completion thread's rounds do
+    not count. Elsewhere: the method itself."""
+    report = getattr(_ext._shoal, "_report_blocked_wait", None) \
+        if _ext.IN_WORKER else None
+    if report is None:
+        return method
+
+    @functools.wraps(method)
+    def waiting(self, futures, timeout, *args, **kwargs):
+        if timeout == 0 or kwargs.get("completer"):
+            return method(self, futures, timeout, *args, **kwargs)
+        report(True)
+        try:
+            return method(self, futures, timeout, *args, **kwargs)
+        finally:
+            report(False)
+    return waiting
 # Dropped futures' tasks are looked at in batches of at least this many.
 _MIN_SWEEP = 64
 
@@ -332,6 +356,7 @@ class Client:
 
     # ---- completions -----------------------------------------------------
 
+    @_reports_blocked
     def _await_one(self, future, timeout):
         """result()/done() of one future. The common case (no other thread
         collecting, no watched futures) waits on the task table directly on
@@ -363,6 +388,7 @@ class Client:
                     return
         self._collect([future], timeout, 1)
 
+    @_reports_blocked
     def _collect(self, futures, timeout, min_done, completer=False):
         """Waits until `min_done` of `futures` finished or `timeout` passed.
 

@@ -1,0 +1,45 @@
+#include "python/ext/builtin.h"
+
+#include <pybind11/pybind11.h>
+
+#include "absl/strings/str_cat.h"
+#include "python/ext/module.h"
+
+namespace shoal::pyext {
+namespace py = pybind11;
+namespace {
+void (*g_report_blocked_wait)(bool) = nullptr;
+}  // namespace
+
+void SetBlockedWaitReporter(void (*report)(bool begins)) {
+  g_report_blocked_wait = report;
+}
+
+absl::Status InstallBuiltinModule() {
+  try {
+    // Lives as long as the module (the whole process).
+    static auto* def = new py::module_::module_def();
+    py::module_ m = py::module_::create_extension_module(
+        "shoal._shoal",
+        "shoal's C++ runtime for Python, built into the worker.", def);
+    DefineStore(m);
+    DefineClient(m);
+    DefineJob(m);
+    DefineCollectives(m);
+    DefineActors(m);
+    m.def(
+        "_report_blocked_wait",
+        [](bool begins) {
+          if (g_report_blocked_wait != nullptr) g_report_blocked_wait(begins);
+        },
+        "Tells the node this worker's task starts (True) or ends (False) "
+        "waiting for tasks.");
+    py::module_::import("sys").attr("modules")["shoal._shoal"] = m;
+  } catch (py::error_already_set& e) {
+    return absl::InternalError(
+        absl::StrCat("making the built-in shoal._shoal: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shoal::pyext
