@@ -273,6 +273,9 @@ TEST(ProtocolTaskTest, WorkerHeartbeatRoundTrip) {
   WorkerHeartbeat got = RoundTrip(m, "worker_heartbeat");
   EXPECT_EQ(got.worker_id, 12u);
   EXPECT_EQ(got.tasks_done, 1ull << 50);
+  EXPECT_FALSE(got.blocked);
+  m.blocked = true;  // a task of it waits for tasks (nested tasks)
+  EXPECT_TRUE(RoundTrip(m, "worker_heartbeat").blocked);
 }
 
 TEST(ProtocolTaskTest, EmptyRequestsRoundTrip) {
