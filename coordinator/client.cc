@@ -4,14 +4,17 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "base/status_macros.h"
+#include "coordinator/client_pipeline.h"
 #include "coordinator/discovery.h"
 #include "ipc/curve.h"
 #include "ipc/protocol.h"
@@ -65,7 +68,9 @@ class Client::Impl {
   void ReleaseSpilled(uint64_t task);
 
   ClientOptions o_;
+  ipc::RpcChannelOptions channel_options_;
   ipc::RpcChannel channel_;
+  std::optional<RemotePipeline> pipeline_;  // made by the first SubmitAsync
   ipc::ClientWelcome welcome_;
   std::unique_ptr<shm::StoreClient> store_;
   std::unique_ptr<tasks::TaskTable> table_;
@@ -111,6 +116,7 @@ absl::Status Client::Impl::Connect() {
     }
     SHOAL_ASSIGN_OR_RETURN(channel.client_keys, ipc::ReadKeyPair(key_file));
   }
+  channel_options_ = channel;
   SHOAL_ASSIGN_OR_RETURN(channel_,
                          ipc::RpcChannel::Connect(o_.endpoint, channel));
   ipc::ClientHello hello{static_cast<int32_t>(getpid()), o_.name,
@@ -294,6 +300,33 @@ absl::StatusOr<std::vector<TaskRef>> Client::Submit(
   return refs;
 }
 
+absl::StatusOr<PendingTask> Client::SubmitAsync(ipc::TaskSpec task) {
+  if (local()) {
+    SHOAL_ASSIGN_OR_RETURN(TaskRef ref, Submit(std::move(task)));
+    return PendingTask{ref.id};
+  }
+  if (!impl_->pipeline_) {
+    SHOAL_ASSIGN_OR_RETURN(
+        impl_->pipeline_,
+        RemotePipeline::Connect(impl_->o_.endpoint, impl_->channel_options_,
+                                std::max<size_t>(1, impl_->o_.window)));
+  }
+  SHOAL_ASSIGN_OR_RETURN(
+      const uint64_t handle,
+      impl_->pipeline_->Submit(std::move(task), impl_->o_.rpc_timeout));
+  return PendingTask{handle};
+}
+
+absl::StatusOr<ipc::TaskResult> Client::Await(PendingTask task,
+                                              absl::Duration timeout) {
+  if (local()) return Wait(TaskRef{task.handle}, timeout, /*release=*/true);
+  if (!impl_->pipeline_) {
+    return absl::NotFoundError(
+        absl::StrCat("no SubmitAsync task ", task.handle));
+  }
+  return impl_->pipeline_->Take(task.handle, timeout);
+}
+
 absl::StatusOr<std::vector<ipc::TaskResult>> Client::Wait(
     absl::Span<const TaskRef> tasks, absl::Duration timeout, size_t min_done,
     bool release) {
@@ -385,6 +418,10 @@ void Client::ReleaseOutputs(const ipc::TaskResult& result) {
     // with release are held for us until we say so.
     for (const Value& v : result.outputs) {
       if (const auto* o = std::get_if<ObjectValue>(&v)) {
+        if (impl_->pipeline_ && impl_->pipeline_->HoldsOutput(o->id)) {
+          impl_->pipeline_->ReleaseOutput(o->id);
+          continue;
+        }
         (void)impl_->channel_.Call<ipc::OkReply>(ipc::DeleteRequest{o->id},
                                                  impl_->o_.rpc_timeout);
       }

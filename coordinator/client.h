@@ -53,10 +53,18 @@ struct ClientOptions {
   // A local client waiting for results spins (yielding the CPU) this long
   // before it sleeps. Default 100 µs.
   absl::Duration spin = absl::Microseconds(100);
+  // Remote clients: most SubmitAsync tasks in flight (sent, result not yet
+  // arrived). Default 1024.
+  size_t window = 1024;
 };
 
 struct TaskRef {
   uint64_t id = 0;
+};
+
+// A task sent by SubmitAsync; Await gives its result once.
+struct PendingTask {
+  uint64_t handle = 0;  // remote: the submit's request id; local: task id
 };
 
 class Client {
@@ -83,6 +91,20 @@ class Client {
   // ResourceExhausted (too many tasks in flight), Unavailable.
   absl::StatusOr<TaskRef> Submit(ipc::TaskSpec task);
   absl::StatusOr<std::vector<TaskRef>> Submit(std::vector<ipc::TaskSpec> tasks);
+
+  // Sends one task without waiting for the node (remote: one message, its
+  // result pushed back when it finishes: a sync task is one round trip;
+  // local: the task table). At most options.window tasks are in flight; on
+  // a full window SubmitAsync reads arriving results until one is back (up
+  // to rpc_timeout, then ResourceExhausted). Results are held here until
+  // Await. Errors: ResourceExhausted, InvalidArgument, Unavailable; a refused
+  // submit (bad function, quota) shows at Await.
+  absl::StatusOr<PendingTask> SubmitAsync(ipc::TaskSpec task);
+  // The result of `task` (released), waiting up to `timeout`.
+  // Errors: DeadlineExceeded (not finished; `task` stays good), NotFound
+  // (unknown or already awaited), the submit's refusal, Unavailable.
+  absl::StatusOr<ipc::TaskResult> Await(PendingTask task,
+                                        absl::Duration timeout);
 
   // Waits until `min_done` of `tasks` finished (0: all of them) or `timeout`
   // passes, and returns the results of those finished, in the order given.

@@ -125,6 +125,7 @@ absl::Status Coordinator::Impl::StartTaskTable() {
                         static_cast<int32_t>(store_client_->client_slot())));
   // Our own task client's completions wake the event loop through an eventfd
   // (the loop waits in zmq_poll, which cannot wait on a futex).
+  rings_seen_ = table_->ClientRings(own_client_);
   watcher_ = std::thread([this] {
     uint32_t seen = table_->ClientRings(own_client_);
     while (!watcher_stop_.load()) {
@@ -150,6 +151,7 @@ absl::Status Coordinator::Impl::StartSockets() {
   SHOAL_ASSIGN_OR_RETURN(frontend_, ipc::Socket::Create(ZMQ_ROUTER, fo));
   frontend_endpoint_ = absl::StrCat("ipc://", job_dir_, "/client.sock");
   unlink(absl::StrCat(job_dir_, "/client.sock").c_str());
+  SHOAL_RETURN_IF_ERROR(MonitorFrontend(/*tcp=*/false));
   SHOAL_RETURN_IF_ERROR(frontend_.Bind(frontend_endpoint_));
   SHOAL_ASSIGN_OR_RETURN(tcp_frontend_, ipc::Socket::Create(ZMQ_ROUTER, fo));
   std::string host = options_.bind, port = "0";
@@ -170,6 +172,7 @@ absl::Status Coordinator::Impl::StartSockets() {
               "who can reach it can run tasks as this user",
               bind);
   }
+  SHOAL_RETURN_IF_ERROR(MonitorFrontend(/*tcp=*/true));
   SHOAL_RETURN_IF_ERROR(tcp_frontend_.Bind(bind));
   SHOAL_ASSIGN_OR_RETURN(tcp_endpoint_, tcp_frontend_.LastEndpoint());
   SHOAL_ASSIGN_OR_RETURN(backend_, ipc::Socket::Create(ZMQ_ROUTER));
@@ -313,6 +316,8 @@ absl::Status Coordinator::Impl::Run() {
     items.push_back({nullptr, stop_.fd(), ZMQ_POLLIN, 0});
     items.push_back({nullptr, completion_.fd(), ZMQ_POLLIN, 0});
     items.push_back({tcp_frontend_.raw(), 0, ZMQ_POLLIN, 0});
+    items.push_back({frontend_events_.raw(), 0, ZMQ_POLLIN, 0});
+    items.push_back({tcp_frontend_events_.raw(), 0, ZMQ_POLLIN, 0});
     fds.clear();
     who.clear();
     supervisor_->PollFds(&fds, &who);
@@ -325,11 +330,15 @@ absl::Status Coordinator::Impl::Run() {
       client_ids.push_back(slot);
     }
     absl::Time now = absl::Now();
-    // Ticks: timeouts and waits need 10 ms resolution only while some exist.
+    // Completions wake the loop (completion_); waits sleep until their
+    // deadline (wait_deadlines_). Only cancellations being enforced and
+    // parked peers need a 10 ms tick, and only while some exist.
     absl::Time wake = next_tick;
+    if (!wait_deadlines_.empty())
+      wake = std::min(wake, wait_deadlines_.begin()->first);
     bool parked = false;
     for (const auto& [key, p] : peers_) parked |= !p.parked.empty();
-    if (!expiring_.empty() || !waits_.empty() || parked)
+    if (!expiring_.empty() || parked)
       wake = std::min(wake, now + absl::Milliseconds(10));
     const int rc = zmq_poll(
         items.data(), static_cast<int>(items.size()),
@@ -337,6 +346,9 @@ absl::Status Coordinator::Impl::Run() {
     if (rc < 0 && zmq_errno() != EINTR)
       return ipc::ZmqStatus("zmq_poll", __FILE__, __LINE__);
     if (items[2].revents & ZMQ_POLLIN) break;
+    // Disconnects before requests (frontend_sessions.cc).
+    if (items[5].revents & ZMQ_POLLIN) DrainFrontendEvents(/*tcp=*/false);
+    if (items[6].revents & ZMQ_POLLIN) DrainFrontendEvents(/*tcp=*/true);
     if (items[0].revents & ZMQ_POLLIN) DrainFrontend(/*tcp=*/false);
     if (items[4].revents & ZMQ_POLLIN) DrainFrontend(/*tcp=*/true);
     if (items[1].revents & ZMQ_POLLIN) DrainBackend();
@@ -357,7 +369,8 @@ absl::Status Coordinator::Impl::Run() {
     }
     now = absl::Now();
     CheckTimeouts(now);
-    if (!waits_.empty()) OnCompletions();  // deadlines
+    ExpireWaits(now);
+    AnswerOrphanedWaits();
     if (parked) ServeParked(now);
     if (now >= next_tick) {
       next_tick = std::min(supervisor_->Tick(now), now + absl::Seconds(1));

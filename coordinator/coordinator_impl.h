@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -56,6 +57,7 @@ class Coordinator::Impl {
     std::string routing_id;
     std::string user_id;  // the client's CURVE public key (Z85); "" on ipc
     bool owner = false;   // the node's owner: ipc://, or the owner's key
+    int fd = -1;          // its connection's descriptor in ZeroMQ (ZMQ_SRCFD)
     std::string key() const {
       return absl::StrCat(tcp ? "t" : "l", user_id, "/", routing_id);
     }
@@ -90,11 +92,26 @@ class Coordinator::Impl {
     std::string peer;  // Peer::key()
     absl::Time submitted;
   };
+  // A WaitRequest not answered yet (frontend_watch.cc). Its unfinished
+  // tasks are in watched_; `done` counts its tasks seen finished.
   struct PendingWait {
     Peer peer;
     uint64_t request_id = 0;
     ipc::WaitRequest request;
-    std::optional<absl::Time> deadline;
+    size_t done = 0;
+    size_t want = 0;
+    std::optional<std::multimap<absl::Time, uint64_t>::iterator> deadline;
+  };
+  // A submit whose results are pushed (SubmitRequest.push): its peer and the
+  // request id its WaitReplies carry.
+  struct PushTarget {
+    Peer peer;
+    uint64_t request_id = 0;
+  };
+  // Who wants to hear of one unfinished task of ours: a push, pending waits.
+  struct TaskWatch {
+    std::shared_ptr<const PushTarget> push;
+    std::vector<uint64_t> waits;  // keys of waits_
   };
   struct Expiring {
     uint32_t worker;
@@ -140,6 +157,13 @@ class Coordinator::Impl {
   void ServeParked(absl::Time now);
   // Ends a peer's session: its tasks and actors are released.
   void DropPeer(PeerState& state, const std::string& why);
+  // Frees what a peer holds (DropPeer without the warning).
+  void EndSession(PeerState& state);
+  // Watches a frontend socket's disconnects (frontend_sessions.cc).
+  absl::Status MonitorFrontend(bool tcp);
+  // Reads disconnect events: a closed connection ends the session of every
+  // peer that came on it (its tasks and outputs are freed at once).
+  void DrainFrontendEvents(bool tcp);
   PeerState& StateOf(const Peer& peer);
   // A peer's release of an output it took (DeleteRequest on the frontend).
   // Errors: NotFound (not one of its outputs).
@@ -152,7 +176,26 @@ class Coordinator::Impl {
   // released, an unfinished one is released in the table; then ForgetTask.
   void DropTask(uint64_t id);
   void DrainBackend();
+  // Finds the watched tasks that finished since the last call (the ring
+  // count of our task client says how many to look for) and answers their
+  // pushes and waits. REQUIRES: called when completion_ fired.
   void OnCompletions();
+  // Answers waits whose deadline passed; returns the next deadline.
+  std::optional<absl::Time> ExpireWaits(absl::Time now);
+  // Registers a wait for its unfinished tasks; answers nothing.
+  void AddWait(PendingWait wait);
+  // Answers wait `serial` with what finished so far and forgets it.
+  void FinishWait(uint64_t serial);
+  // Watches `id` for `push` (nullptr: a wait's, `serial`).
+  void Watch(uint64_t id, std::shared_ptr<const PushTarget> push,
+             uint64_t serial);
+  // Removes wait `serial` from its tasks' watches.
+  void Unwatch(const PendingWait& wait, uint64_t serial);
+  // Takes a finished task's result for its peer (with release: forgets the
+  // task and holds its output objects for the peer).
+  ipc::TaskResult TakeFor(PeerState& state, uint64_t id, bool release);
+  // Answers waits that lost a task to a release or a drop.
+  void AnswerOrphanedWaits();
   void OnLocalClientExit(uint32_t client);
   void OnWorkerExit(uint32_t worker, const std::string& how);
   // A pool worker's heartbeat said whether a task of it waits for tasks:
@@ -165,7 +208,9 @@ class Coordinator::Impl {
   std::optional<ipc::Message> Handle(const Peer& peer, uint64_t request_id,
                                      const ipc::Message& body);
   ipc::Message OnHello(const Peer& peer, const ipc::ClientHello& m);
-  ipc::Message OnSubmit(const Peer& peer, const ipc::SubmitRequest& m);
+  // With m.push: no reply (nullopt) unless it fails; results are pushed.
+  std::optional<ipc::Message> OnSubmit(const Peer& peer, uint64_t request_id,
+                                       const ipc::SubmitRequest& m);
   // Whether `peer` may run `function` (allow-list, actor ownership).
   // Errors: PermissionDenied naming the module or actor.
   absl::Status CheckFunction(const Peer& peer, const std::string& function);
@@ -229,6 +274,11 @@ class Coordinator::Impl {
   ipc::Socket frontend_;      // ipc:// in the job folder: the owner only
   ipc::Socket tcp_frontend_;  // TCP, CURVE unless --insecure
   ipc::Socket backend_;
+  // Disconnect events of frontend_ and tcp_frontend_ (socket monitors), and
+  // the peers on each connection: (tcp, descriptor) → Peer::key()s.
+  ipc::Socket frontend_events_;
+  ipc::Socket tcp_frontend_events_;
+  std::map<std::pair<bool, int>, std::set<std::string>> peers_by_fd_;
   std::string frontend_endpoint_;
   std::string tcp_endpoint_;
   std::string owner_public_key_;  // the owner's CURVE client key
@@ -242,7 +292,15 @@ class Coordinator::Impl {
   std::map<uint32_t, LocalClient> local_clients_;  // by task client slot
   std::map<uint64_t, RemoteTask> remote_tasks_;
   std::map<std::string, PeerState> peers_;  // by Peer::key()
-  std::list<PendingWait> waits_;
+  std::map<uint64_t, PendingWait> waits_;   // by serial
+  uint64_t next_wait_ = 1;
+  std::multimap<absl::Time, uint64_t> wait_deadlines_;  // → waits_ serial
+  std::vector<uint64_t> orphaned_waits_;  // waits whose task was forgotten
+  // Unfinished tasks someone waits for, and the order they were watched in
+  // (completions come roughly in that order; stale ids are skipped).
+  std::unordered_map<uint64_t, TaskWatch> watched_;
+  std::deque<uint64_t> watch_order_;
+  uint32_t rings_seen_ = 0;  // our task client's ring count, last looked at
   std::map<uint64_t, Expiring> expiring_;
   // Functions the workers reported (empty until the first hello): remote
   // submissions of anything else are refused up front.

@@ -44,7 +44,7 @@ std::optional<ipc::Message> Coordinator::Impl::Handle(
             return OnHello(peer, m);
           },
           [&](const ipc::SubmitRequest& m) -> std::optional<ipc::Message> {
-            return OnSubmit(peer, m);
+            return OnSubmit(peer, request_id, m);
           },
           [&](const ipc::WaitRequest& m) -> std::optional<ipc::Message> {
             return OnWait(peer, request_id, m);
@@ -118,8 +118,8 @@ ipc::Message Coordinator::Impl::OnHello(const Peer& peer,
   return w;
 }
 
-ipc::Message Coordinator::Impl::OnSubmit(const Peer& peer,
-                                         const ipc::SubmitRequest& m) {
+std::optional<ipc::Message> Coordinator::Impl::OnSubmit(
+    const Peer& peer, uint64_t request_id, const ipc::SubmitRequest& m) {
   PeerState& state = StateOf(peer);
   if (absl::Status q = CheckQuota(state, m.tasks.size()); !q.ok())
     return Error(q);
@@ -171,7 +171,12 @@ ipc::Message Coordinator::Impl::OnSubmit(const Peer& peer,
     remote_tasks_[id] = RemoteTask{key, now};
     state.tasks.insert(id);
   }
-  return ipc::SubmitReply{std::move(ids)};
+  if (!m.push) return ipc::SubmitReply{std::move(ids)};
+  // No reply now: each result is pushed when its task finishes
+  // (OnCompletions), a WaitReply with this request's id.
+  auto push = std::make_shared<const PushTarget>(PushTarget{peer, request_id});
+  for (uint64_t id : ids) Watch(id, push, 0);
+  return std::nullopt;
 }
 
 absl::Status Coordinator::Impl::CheckOwner(const Peer& peer,
@@ -213,24 +218,29 @@ std::optional<ipc::Message> Coordinator::Impl::TryWait(
   for (uint64_t id : m.task_ids) {
     absl::StatusOr<tasks::TaskState> st = table_->Poll(id);
     if (!st.ok() || *st != tasks::TaskState::kDone) continue;
-    ipc::TaskResult r = ResultOf(id, m.release);
-    if (m.release) {
-      ForgetTask(id);
-      const absl::Time now = absl::Now();
-      for (const Value& v : r.outputs) {
-        if (const auto* o = std::get_if<ObjectValue>(&v))
-          state.outputs[o->id] = {o->nbytes, now};
-      }
-    } else {
-      uint64_t bytes = 0;
-      for (const Value& v : r.outputs) {
-        if (const auto* o = std::get_if<ObjectValue>(&v)) bytes += o->nbytes;
-      }
-      state.held_bytes[id] = bytes;
-    }
-    reply.results.push_back(std::move(r));
+    reply.results.push_back(TakeFor(state, id, m.release));
   }
   return reply;
+}
+
+ipc::TaskResult Coordinator::Impl::TakeFor(PeerState& state, uint64_t id,
+                                           bool release) {
+  ipc::TaskResult r = ResultOf(id, release);
+  if (release) {
+    ForgetTask(id);
+    const absl::Time now = absl::Now();
+    for (const Value& v : r.outputs) {
+      if (const auto* o = std::get_if<ObjectValue>(&v))
+        state.outputs[o->id] = {o->nbytes, now};
+    }
+  } else {
+    uint64_t bytes = 0;
+    for (const Value& v : r.outputs) {
+      if (const auto* o = std::get_if<ObjectValue>(&v)) bytes += o->nbytes;
+    }
+    state.held_bytes[id] = bytes;
+  }
+  return r;
 }
 
 // Ids are checked before anything is taken: a repeated id would be taken
@@ -254,30 +264,28 @@ static absl::Status CheckWaitRequest(const ipc::WaitRequest& m) {
 std::optional<ipc::Message> Coordinator::Impl::OnWait(
     const Peer& peer, uint64_t request_id, const ipc::WaitRequest& m) {
   if (absl::Status s = CheckWaitRequest(m); !s.ok()) return Error(s);
-  std::optional<ipc::Message> now = TryWait(peer, m, m.timeout_ms == 0);
-  if (now) return now;
+  // Owners first, then how many finished: the reply now, or a wait that
+  // completions and its deadline answer (frontend_watch.cc).
+  size_t done = 0;
+  for (uint64_t id : m.task_ids) {
+    if (absl::Status owner = CheckOwner(peer, id); !owner.ok())
+      return Error(owner);
+    absl::StatusOr<tasks::TaskState> st = table_->Poll(id);
+    if (!st.ok()) return Error(st.status());
+    done += *st == tasks::TaskState::kDone;
+  }
+  const size_t want = m.min_done == 0
+                          ? m.task_ids.size()
+                          : std::min<size_t>(m.min_done, m.task_ids.size());
+  if (done >= want || m.timeout_ms == 0) return TryWait(peer, m, true);
   PendingWait w;
   w.peer = peer;
   w.request_id = request_id;
   w.request = m;
-  if (m.timeout_ms > 0)
-    w.deadline = absl::Now() + absl::Milliseconds(m.timeout_ms);
-  waits_.push_back(std::move(w));
+  w.done = done;
+  w.want = want;
+  AddWait(std::move(w));
   return std::nullopt;
-}
-
-void Coordinator::Impl::OnCompletions() {
-  const absl::Time now = absl::Now();
-  for (auto it = waits_.begin(); it != waits_.end();) {
-    const bool due = it->deadline && now >= *it->deadline;
-    std::optional<ipc::Message> reply = TryWait(it->peer, it->request, due);
-    if (reply) {
-      Reply(it->peer, it->request_id, *std::move(reply));
-      it = waits_.erase(it);
-    } else {
-      ++it;
-    }
-  }
 }
 
 ipc::Message Coordinator::Impl::OnCancel(const Peer& peer,

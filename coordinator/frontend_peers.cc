@@ -44,7 +44,7 @@ void FreeReply(void* /*data*/, void* hint) {
 
 // One frame of a multipart receive, with the "User-Id" metadata of the body.
 absl::Status RecvRequest(void* socket, std::string* routing_id,
-                         std::string* body, std::string* user_id,
+                         std::string* body, std::string* user_id, int* fd,
                          size_t* frames) {
   *frames = 0;
   int more = 1;
@@ -63,6 +63,7 @@ absl::Status RecvRequest(void* socket, std::string* routing_id,
       *body = data;
       const char* user = zmq_msg_gets(&msg, "User-Id");
       *user_id = user != nullptr ? user : "";
+      *fd = zmq_msg_get(&msg, ZMQ_SRCFD);
     }
     ++*frames;
     more = zmq_msg_more(&msg);
@@ -85,7 +86,10 @@ std::string PythonModuleOf(absl::string_view function) {
 
 Coordinator::Impl::PeerState& Coordinator::Impl::StateOf(const Peer& peer) {
   auto [it, fresh] = peers_.try_emplace(peer.key());
-  if (fresh) it->second.peer = peer;
+  if (fresh) {
+    it->second.peer = peer;
+    if (peer.fd >= 0) peers_by_fd_[{peer.tcp, peer.fd}].insert(it->first);
+  }
   return it->second;
 }
 
@@ -100,6 +104,12 @@ void Coordinator::Impl::DropTask(uint64_t id) {
 }
 
 void Coordinator::Impl::ForgetTask(uint64_t id) {
+  if (auto w = watched_.find(id); w != watched_.end()) {
+    // Its waits are answered later (AnswerOrphanedWaits): this task is then
+    // unknown to them.
+    for (uint64_t serial : w->second.waits) orphaned_waits_.push_back(serial);
+    watched_.erase(w);
+  }
   auto it = remote_tasks_.find(id);
   if (it == remote_tasks_.end()) return;
   if (auto p = peers_.find(it->second.peer); p != peers_.end()) {
@@ -210,12 +220,18 @@ void Coordinator::Impl::DrainFrontend(bool tcp) {
   std::string routing_id, body, user_id;
   for (int i = 0; i < 256; ++i) {
     size_t frames = 0;
-    if (!RecvRequest(socket.raw(), &routing_id, &body, &user_id, &frames).ok())
+    int fd = -1;
+    if (!RecvRequest(socket.raw(), &routing_id, &body, &user_id, &fd, &frames)
+             .ok())
       return;
+    // Disconnects queued before this request was: the descriptor it came on
+    // may be a closed connection's, reused (frontend_sessions.cc).
+    DrainFrontendEvents(tcp);
     Peer peer;
     peer.tcp = tcp;
     peer.routing_id = routing_id;
     peer.user_id = user_id;
+    peer.fd = fd;
     peer.owner =
         !tcp || (!owner_public_key_.empty() && user_id == owner_public_key_);
     if (frames != 2) {
@@ -242,6 +258,15 @@ void Coordinator::Impl::Dispatch(const Peer& peer, uint64_t request_id,
   auto it = peers_.find(peer.key());
   if (it != peers_.end()) {
     PeerState& state = it->second;
+    if (peer.fd >= 0 && state.peer.fd != peer.fd) {
+      // The same routing id on a new connection (a DEALER with a set id
+      // that reconnected): its session follows the new descriptor.
+      if (auto old = peers_by_fd_.find({peer.tcp, state.peer.fd});
+          old != peers_by_fd_.end())
+        old->second.erase(it->first);
+      peers_by_fd_[{peer.tcp, peer.fd}].insert(it->first);
+      state.peer.fd = peer.fd;
+    }
     if (state.dropped) {
       Reply(peer, request_id,
             ipc::ErrorReply{absl::ResourceExhaustedError(
@@ -317,6 +342,13 @@ void Coordinator::Impl::ServeParked(absl::Time now) {
                       : drained && state.parked.empty() &&
                             state.tasks.empty() && state.actors.empty() &&
                             state.held_bytes.empty() && state.outputs.empty();
+    if (idle && state.peer.fd >= 0) {
+      auto by_fd = peers_by_fd_.find({state.peer.tcp, state.peer.fd});
+      if (by_fd != peers_by_fd_.end()) {
+        by_fd->second.erase(it->first);
+        if (by_fd->second.empty()) peers_by_fd_.erase(by_fd);
+      }
+    }
     it = idle ? peers_.erase(it) : std::next(it);
   }
 }
@@ -326,11 +358,23 @@ void Coordinator::Impl::DropPeer(PeerState& state, const std::string& why) {
             "dropping a frontend client (%s): %d requests parked, "
             "%d bytes of replies queued",
             why, state.parked.size(), state.replies->queued.load());
+  EndSession(state);
+}
+
+void Coordinator::Impl::EndSession(PeerState& state) {
   state.dropped = true;
   state.parked.clear();
   state.over_since.reset();
   const std::string key = state.peer.key();
-  waits_.remove_if([&](const PendingWait& w) { return w.peer.key() == key; });
+  for (auto w = waits_.begin(); w != waits_.end();) {
+    if (w->second.peer.key() != key) {
+      ++w;
+      continue;
+    }
+    if (w->second.deadline) wait_deadlines_.erase(*w->second.deadline);
+    Unwatch(w->second, w->first);
+    w = waits_.erase(w);
+  }
   const std::set<uint64_t> tasks = state.tasks;
   for (uint64_t id : tasks) {
     DropTask(id);

@@ -29,7 +29,7 @@ namespace shoal::ipc {
 // The protocol version this build speaks. A peer with another major version
 // gets a FailedPrecondition error reply.
 inline constexpr uint32_t kProtocolMajor = 1;
-inline constexpr uint32_t kProtocolMinor = 0;
+inline constexpr uint32_t kProtocolMinor = 1;  // 1: SubmitRequest.push
 
 struct ErrorReply {
   absl::Status status;  // never OK
@@ -187,6 +187,9 @@ struct ClientWelcome {
 
 struct SubmitRequest {
   std::vector<TaskSpec> tasks;
+  // No SubmitReply: each result is pushed, released, as a WaitReply with this
+  // request's id when its task finishes (shoal.proto).
+  bool push = false;
 };
 
 struct SubmitReply {

@@ -33,6 +33,7 @@ absl::Status EncodeBody(const ClientWelcome& m, wire::Envelope* w) {
 absl::Status EncodeBody(const SubmitRequest& m, wire::Envelope* w) {
   auto* r = w->mutable_submit();
   for (const TaskSpec& t : m.tasks) ToWire(t, r->add_tasks());
+  r->set_push(m.push);
   return absl::OkStatus();
 }
 
@@ -174,6 +175,7 @@ absl::StatusOr<Message> SubmitFromWire(const wire::SubmitRequest& r,
     if (!spec.ok()) return spec.status();
     m.tasks.push_back(*std::move(spec));
   }
+  m.push = r.push();
   return m;
 }
 

@@ -22,7 +22,7 @@ import tempfile
 import zmq
 
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 0
+PROTOCOL_MINOR = 1
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -123,6 +123,27 @@ class Session:
     def submit(self, specs):
         _, reply = self.call("submit", self.wire.SubmitRequest(tasks=specs))
         return list(reply.task_ids)
+
+    def run_pushed(self, specs):
+        """One submit with push (protocol 1.1): no submit_reply; the results
+        arrive as wait_replies with this request's id. Returns them all."""
+        env = self.wire.Envelope(major=PROTOCOL_MAJOR, minor=PROTOCOL_MINOR,
+                                 request_id=self.next_id)
+        env.submit.CopyFrom(self.wire.SubmitRequest(tasks=specs, push=True))
+        self.next_id += 1
+        self.sock.send(env.SerializeToString())
+        results = []
+        while len(results) < len(specs):
+            reply = self.wire.Envelope()
+            reply.ParseFromString(self.sock.recv())
+            assert reply.request_id == env.request_id, reply
+            which = reply.WhichOneof("body")
+            if which == "error":
+                raise ShoalError(reply.error.code,
+                                 reply.error.message.decode(errors="replace"))
+            assert which == "wait_reply", which  # a 1.0 node: submit_reply
+            results.extend(reply.wait_reply.results)
+        return results
 
     def wait(self, task_ids, timeout_ms=-1, min_done=0, release=True):
         _, reply = self.call("wait", self.wire.WaitRequest(

@@ -152,3 +152,24 @@ def test_pipelined_submits_are_matched_by_request_id(node, wire):
             assert results[tid].outputs[0].i == rid - 1000
     finally:
         s.close()
+
+
+def test_pushed_results_are_one_request_and_their_replies(node, wire):
+    """docs/protocol.md, "Pushed results": no submit_reply, each result once."""
+    s = tcp_session(wire, node)
+    try:
+        one = s.run_pushed([pc.task(wire, "echo", 41)])
+        assert [r.outputs[0].i for r in one] == [41]
+        batch = s.run_pushed([pc.task(wire, "echo", i) for i in range(20)])
+        assert sorted(r.outputs[0].i for r in batch) == list(range(20))
+        assert all(r.code == 0 for r in batch)
+        # Taken with release: the ids are unknown now.
+        with pytest.raises(pc.ShoalError) as e:
+            s.wait([batch[0].task_id], timeout_ms=0)
+        assert e.value.code == 5
+        # A refused pushed submit is one error reply.
+        with pytest.raises(pc.ShoalError) as e:
+            s.run_pushed([pc.task(wire, "no_such_function")])
+        assert e.value.code == 5
+    finally:
+        s.close()

@@ -21,6 +21,7 @@
 #include "base/subprocess.h"
 #include "coordinator/client.h"
 #include "tools/bench/bench_util.h"
+#include "tools/bench/tasks_bench_clients.h"
 #include "tools/bench/tasks_bench_pipelined.h"
 #include "tools/bench/tasks_bench_zmq.h"
 #include "tools/cli/args.h"
@@ -74,6 +75,54 @@ absl::StatusOr<Row> Sync(coordinator::Client& c, int n,
     const double t0 = NowSeconds();
     SHOAL_ASSIGN_OR_RETURN(coordinator::TaskRef r, c.Submit(noop));
     SHOAL_ASSIGN_OR_RETURN(ipc::TaskResult res, c.Wait(r, absl::Minutes(1)));
+    const double dt = NowSeconds() - t0;
+    if (i >= n / 10) {
+      lat.push_back(dt);
+      row.wrong += !res.status.ok();
+    }
+  }
+  double total = 0;
+  for (double d : lat) total += d;
+  row.tasks_per_s = n / total;
+  row.p50_us = Median(lat) * 1e6;
+  row.p99_us = Quantile(lat, 0.99) * 1e6;
+  return row;
+}
+
+// Remote: one SubmitAsync per task (pipelined, results pushed), then every
+// result taken.
+absl::StatusOr<Row> AsyncPipelined(coordinator::Client& c, int n,
+                                   const std::string& name) {
+  ipc::TaskSpec noop;
+  noop.function = "noop";
+  std::vector<coordinator::PendingTask> pending;
+  pending.reserve(n);
+  const double t0 = NowSeconds();
+  for (int i = 0; i < n; ++i) {
+    SHOAL_ASSIGN_OR_RETURN(coordinator::PendingTask p, c.SubmitAsync(noop));
+    pending.push_back(p);
+  }
+  Row row{name, "async, SubmitAsync (pushed)", 0, 0, 0, n, 0};
+  for (const coordinator::PendingTask& p : pending) {
+    absl::StatusOr<ipc::TaskResult> r = c.Await(p, absl::Minutes(5));
+    row.wrong += !r.ok() || !r->status.ok();
+  }
+  row.tasks_per_s = n / (NowSeconds() - t0);
+  return row;
+}
+
+// Remote: SubmitAsync + Await per task, one request and one pushed reply.
+absl::StatusOr<Row> SyncPushed(coordinator::Client& c, int n,
+                               const std::string& name) {
+  ipc::TaskSpec noop;
+  noop.function = "noop";
+  std::vector<double> lat;
+  lat.reserve(n);
+  Row row{name, "sync, SubmitAsync+Await (pushed)", 0, 0, 0, n, 0};
+  for (int i = 0; i < n + n / 10; ++i) {  // the first 10% warm up
+    const double t0 = NowSeconds();
+    SHOAL_ASSIGN_OR_RETURN(coordinator::PendingTask p, c.SubmitAsync(noop));
+    SHOAL_ASSIGN_OR_RETURN(ipc::TaskResult res, c.Await(p, absl::Minutes(1)));
     const double dt = NowSeconds() - t0;
     if (i >= n / 10) {
       lat.push_back(dt);
@@ -179,6 +228,12 @@ absl::Status MeasureClient(const std::string& job, bool force_remote,
   rows->push_back(a);
   rows->push_back(b);
   rows->push_back(s);
+  if (force_remote) {
+    SHOAL_ASSIGN_OR_RETURN(Row p, AsyncPipelined(*c, n_async, name));
+    SHOAL_ASSIGN_OR_RETURN(Row q, SyncPushed(*c, n_sync, name));
+    rows->push_back(p);
+    rows->push_back(q);
+  }
   return absl::OkStatus();
 }
 
@@ -186,7 +241,8 @@ absl::Status MeasureClient(const std::string& job, bool force_remote,
 // one, with `remote`) and stops the node.
 absl::StatusOr<std::vector<Row>> MeasureNode(int64_t workers, bool remote,
                                              int n_async, int n_sync,
-                                             int window) {
+                                             int window, int clients,
+                                             int per_client) {
   const std::string job = absl::StrCat("bench-tasks-", getpid());
   SubprocessOptions so;
   so.pipe_stdout = true;
@@ -208,6 +264,15 @@ absl::StatusOr<std::vector<Row>> MeasureNode(int64_t workers, bool remote,
     rows.push_back(Row{"shoal remote, pipelined wire",
                        absl::StrCat("async, window ", window), p->tasks_per_s,
                        0, 0, n_async, static_cast<int>(p->wrong)});
+  }
+  if (s.ok() && remote && clients > 0) {
+    absl::StatusOr<ManyClients> m =
+        MeasureManyClients(job, clients, per_client, /*window=*/64);
+    if (!m.ok()) return m.status();
+    rows.push_back(Row{absl::StrCat("shoal remote, ", clients, " clients"),
+                       "async, SubmitAsync, window 64 each", m->tasks_per_s,
+                       m->p50_us, m->p99_us, m->tasks,
+                       static_cast<int>(m->wrong)});
   }
   node->Signal(SIGTERM);
   (void)node->Wait(absl::Seconds(20));
@@ -268,12 +333,17 @@ int TasksBench(int argc, char** argv) {
   int64_t& window = p.Int("window", 1000,
                           "requests in flight in the raw ZeroMQ and the "
                           "pipelined remote async rows");
+  int64_t& clients = p.Int(
+      "clients", 64, "remote clients at once in the many-clients row (0: none)");
+  int64_t& per_client =
+      p.Int("per-client", 10000, "echo tasks per client in that row");
   bool& json = p.Bool("json", false, "one JSON object per row");
   if (absl::Status s = p.Parse(argc, argv); !s.ok()) return cli::Fail(s);
 
   absl::StatusOr<std::vector<Row>> rows =
       MeasureNode(workers, remote, static_cast<int>(n_async),
-                  static_cast<int>(n_sync), static_cast<int>(window));
+                  static_cast<int>(n_sync), static_cast<int>(window),
+                  static_cast<int>(clients), static_cast<int>(per_client));
   if (!rows.ok()) return cli::Fail(rows.status());
   if (wire) {
     for (bool curve : {true, false}) {

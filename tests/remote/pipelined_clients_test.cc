@@ -1,0 +1,237 @@
+// The remote path's pipelined submission with pushed results (issue 15),
+// against a real `shoal start` node on its tcp+CURVE frontend:
+// - 64 concurrent clients, each submitting one SubmitAsync call per task
+//   through a small window, get each of their results exactly once;
+// - on the wire, a pushed submit is one request and one reply (no
+//   SubmitReply), and a batch gets every result once;
+// - a full window makes SubmitAsync give ResourceExhausted, not queue.
+#include <signal.h>
+#include <zmq.h>
+
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/subprocess.h"
+#include "coordinator/client.h"
+#include "coordinator/discovery.h"
+#include "gtest/gtest.h"
+#include "ipc/curve.h"
+#include "ipc/protocol.h"
+#include "ipc/socket.h"
+#include "tests/testing/test_env.h"
+
+namespace shoal::remote {
+namespace {
+
+constexpr int kClients = 64;
+constexpr int kTasksPerClient = 200;
+
+class PipelinedClientsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    job_ = testing::UniqueJobId();
+    SubprocessOptions so;
+    so.pipe_stdout = true;
+    so.parent_death_signal = SIGKILL;
+    absl::StatusOr<Subprocess> node =
+        Subprocess::Start({testing::RunfilePath("tools/shoal"), "start", "-n",
+                           "2", "--job-id", job_, "--store-bytes", "64M"},
+                          so);
+    ASSERT_TRUE(node.ok()) << node.status();
+    node_ = std::make_unique<Subprocess>(*std::move(node));
+    ASSERT_TRUE(node_->ReadLine(absl::Seconds(30)).ok());  // ready
+    absl::StatusOr<coordinator::Discovery> d = coordinator::ReadDiscovery(job_);
+    ASSERT_TRUE(d.ok()) << d.status();
+    discovery_ = *d;
+    ASSERT_FALSE(discovery_.server_key.empty()) << "CURVE expected";
+  }
+  void TearDown() override {
+    if (node_ == nullptr) return;
+    node_->Signal(SIGTERM);
+    absl::StatusOr<int> rc = node_->Wait(absl::Seconds(30));
+    EXPECT_TRUE(rc.ok() && *rc == 0) << (rc.ok() ? absl::StrCat(*rc) : "");
+  }
+
+  absl::StatusOr<std::unique_ptr<coordinator::Client>> Connect(size_t window) {
+    coordinator::ClientOptions o;
+    o.job_id = job_;
+    o.endpoint = discovery_.tcp;
+    o.force_remote = true;
+    o.rpc_timeout = absl::Seconds(60);
+    o.window = window;
+    return coordinator::Client::Connect(o);
+  }
+
+  // A raw DEALER on the TCP frontend with the owner's CURVE keys.
+  absl::StatusOr<ipc::Socket> RawDealer() {
+    absl::StatusOr<ipc::Socket> s = ipc::Socket::Create(ZMQ_DEALER);
+    if (!s.ok()) return s.status();
+    absl::StatusOr<ipc::CurveKeyPair> keys =
+        ipc::ReadKeyPair(discovery_.client_key_file);
+    if (!keys.ok()) return keys.status();
+    if (absl::Status c =
+            ipc::ConfigureCurveClient(*s, discovery_.server_key, *keys);
+        !c.ok())
+      return c;
+    if (absl::Status c = s->Connect(discovery_.tcp); !c.ok()) return c;
+    return s;
+  }
+
+  std::string job_;
+  coordinator::Discovery discovery_;
+  std::unique_ptr<Subprocess> node_;
+};
+
+ipc::TaskSpec Echo(int64_t value) {
+  ipc::TaskSpec t;
+  t.function = "echo";
+  t.args = {value};
+  return t;
+}
+
+// Submits kTasksPerClient echo tasks, one SubmitAsync each through a window
+// of 16, then takes every result; "" when each is its own task's.
+std::string RunClient(coordinator::Client& c, int tag,
+                      std::vector<uint64_t>* task_ids) {
+  std::vector<coordinator::PendingTask> pending;
+  for (int i = 0; i < kTasksPerClient; ++i) {
+    absl::StatusOr<coordinator::PendingTask> p =
+        c.SubmitAsync(Echo(int64_t{tag} * 100000 + i));
+    if (!p.ok()) return p.status().ToString();
+    pending.push_back(*p);
+  }
+  for (int i = 0; i < kTasksPerClient; ++i) {
+    absl::StatusOr<ipc::TaskResult> r = c.Await(pending[i], absl::Minutes(2));
+    if (!r.ok()) return absl::StrCat("task ", i, ": ", r.status().ToString());
+    const int64_t want = int64_t{tag} * 100000 + i;
+    const int64_t* got =
+        r->outputs.size() == 1 ? std::get_if<int64_t>(&r->outputs[0]) : nullptr;
+    if (!r->status.ok() || got == nullptr || *got != want) {
+      return absl::StrCat("task ", i, " (", want, "): ", r->status.ToString());
+    }
+    task_ids->push_back(r->task_id);
+    // A handle gives its result once.
+    if (c.Await(pending[i], absl::ZeroDuration()).status().code() !=
+        absl::StatusCode::kNotFound) {
+      return absl::StrCat("task ", i, "'s result was given twice");
+    }
+  }
+  return "";
+}
+
+TEST_F(PipelinedClientsTest, SixtyFourClientsGetEachOfTheirResultsOnce) {
+  std::vector<std::string> errors(kClients);
+  std::vector<std::vector<uint64_t>> ids(kClients);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < kClients; ++k) {
+    threads.emplace_back([&, k] {
+      absl::StatusOr<std::unique_ptr<coordinator::Client>> c = Connect(16);
+      errors[k] = c.ok() ? RunClient(**c, k + 1, &ids[k])
+                         : c.status().ToString();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::set<uint64_t> all;
+  for (int k = 0; k < kClients; ++k) {
+    EXPECT_EQ(errors[k], "") << "client " << k;
+    all.insert(ids[k].begin(), ids[k].end());
+  }
+  EXPECT_EQ(all.size(), size_t{kClients} * kTasksPerClient)
+      << "a task ran for two submissions, or a result is missing";
+}
+
+TEST_F(PipelinedClientsTest, APushedSubmitIsOneRequestAndOneReply) {
+  absl::StatusOr<ipc::Socket> dealer = RawDealer();
+  ASSERT_TRUE(dealer.ok()) << dealer.status();
+  ipc::SubmitRequest one;
+  one.tasks = {Echo(7)};
+  one.push = true;
+  ipc::SubmitRequest batch;
+  batch.tasks = {Echo(1), Echo(2), Echo(3), Echo(4), Echo(5)};
+  batch.push = true;
+  for (auto& [id, req] : std::vector<std::pair<uint64_t, ipc::SubmitRequest>>{
+           {41, one}, {42, batch}}) {
+    absl::StatusOr<std::string> frame = ipc::Encode(id, req);
+    ASSERT_TRUE(frame.ok());
+    ASSERT_TRUE(dealer->Send(*frame).ok());
+  }
+  // Every message back is a WaitReply of one of the two requests; the
+  // results: 7 for 41, and 1..5 for 42, each once.
+  std::multiset<int64_t> got41, got42;
+  while (got41.size() + got42.size() < 6) {
+    std::vector<std::string> frames;
+    ASSERT_TRUE(dealer->Recv(&frames, absl::Seconds(30)).ok());
+    ASSERT_EQ(frames.size(), 1u);
+    ipc::DecodeResult d = ipc::Decode(frames[0]);
+    ASSERT_TRUE(d.envelope.ok()) << d.envelope.status();
+    const auto* w = std::get_if<ipc::WaitReply>(&d.envelope->body);
+    ASSERT_NE(w, nullptr) << "got " << ipc::MessageName(d.envelope->body);
+    ASSERT_TRUE(d.envelope->request_id == 41 || d.envelope->request_id == 42);
+    for (const ipc::TaskResult& r : w->results) {
+      ASSERT_TRUE(r.status.ok()) << r.status;
+      ASSERT_EQ(r.outputs.size(), 1u);
+      (d.envelope->request_id == 41 ? got41 : got42)
+          .insert(std::get<int64_t>(r.outputs[0]));
+    }
+  }
+  EXPECT_EQ(got41, (std::multiset<int64_t>{7}));
+  EXPECT_EQ(got42, (std::multiset<int64_t>{1, 2, 3, 4, 5}));
+  std::vector<std::string> extra;
+  EXPECT_TRUE(absl::IsDeadlineExceeded(
+      dealer->Recv(&extra, absl::Milliseconds(300))))
+      << "a pushed submit got more than its results";
+}
+
+TEST_F(PipelinedClientsTest, AFullWindowIsResourceExhaustedNotAQueue) {
+  coordinator::ClientOptions o;
+  o.job_id = job_;
+  o.endpoint = discovery_.tcp;
+  o.force_remote = true;
+  o.window = 2;
+  o.rpc_timeout = absl::Milliseconds(300);
+  absl::StatusOr<std::unique_ptr<coordinator::Client>> c =
+      coordinator::Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ipc::TaskSpec slow;
+  slow.function = "sleep";
+  slow.args = {2.0};
+  absl::StatusOr<coordinator::PendingTask> a = (*c)->SubmitAsync(slow);
+  absl::StatusOr<coordinator::PendingTask> b = (*c)->SubmitAsync(slow);
+  ASSERT_TRUE(a.ok() && b.ok());
+  absl::StatusOr<coordinator::PendingTask> third =
+      (*c)->SubmitAsync(Echo(3));
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted)
+      << third.status();
+  // Once a result is back, a credit is free again.
+  absl::StatusOr<ipc::TaskResult> ra = (*c)->Await(*a, absl::Seconds(30));
+  ASSERT_TRUE(ra.ok() && ra->status.ok()) << ra.status();
+  absl::StatusOr<coordinator::PendingTask> fourth = (*c)->SubmitAsync(Echo(4));
+  ASSERT_TRUE(fourth.ok()) << fourth.status();
+  absl::StatusOr<ipc::TaskResult> r4 = (*c)->Await(*fourth, absl::Seconds(30));
+  ASSERT_TRUE(r4.ok() && r4->status.ok()) << r4.status();
+  EXPECT_EQ(std::get<int64_t>(r4->outputs[0]), 4);
+  EXPECT_TRUE((*c)->Await(*b, absl::Seconds(30)).ok());
+}
+
+TEST_F(PipelinedClientsTest, ARefusedPushedSubmitShowsAtAwait) {
+  absl::StatusOr<std::unique_ptr<coordinator::Client>> c = Connect(8);
+  ASSERT_TRUE(c.ok()) << c.status();
+  // More CPUs than a worker has: the frontend refuses the submit.
+  ipc::TaskSpec bad = Echo(1);
+  bad.resources.cpus = 1000;
+  absl::StatusOr<coordinator::PendingTask> p = (*c)->SubmitAsync(bad);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*c)->Await(*p, absl::Seconds(30)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<coordinator::PendingTask> ok = (*c)->SubmitAsync(Echo(9));
+  ASSERT_TRUE(ok.ok());
+  absl::StatusOr<ipc::TaskResult> r = (*c)->Await(*ok, absl::Seconds(30));
+  ASSERT_TRUE(r.ok() && r->status.ok()) << r.status();
+}
+
+}  // namespace
+}  // namespace shoal::remote
