@@ -4,6 +4,8 @@ deadlock unless its worker gives up its slot while it waits (the node starts
 a temporary worker: coordinator/blocked_workers.cc). Every wait is bounded:
 a hang fails the test, never CI."""
 
+import time
+
 import pytest
 
 import shoal
@@ -74,5 +76,29 @@ def test_nested_tasks_on_two_workers():
         try:
             assert c.submit(nesttasks.recurse, 3).result(WAIT_S) == 3
             assert c.submit(nesttasks.fan_out, 10).result(WAIT_S) == 45
+        finally:
+            shoal.disconnect()
+
+
+def test_temporary_workers_exit_once_idle():
+    # A 2-deep recursion on a 1-worker node needs temporary workers; each
+    # exits by itself ~2 s after its last task (it is never restarted).
+    with shoal.start_node(1, store_bytes="256M") as n:
+        c = shoal.connect(job_id=n.job_id)
+        try:
+            assert c.submit(nesttasks.recurse, 2).result(WAIT_S) == 2
+            workers = c.status()["workers"]
+            assert len(workers) > 1, workers
+            deadline = time.monotonic() + 60
+            while True:
+                extra = [w for w in c.status()["workers"] if w["id"] != 0]
+                if all(w["state"] == "stopped" and w["last_exit"] == "exit 0"
+                       for w in extra):
+                    break
+                assert time.monotonic() < deadline, extra
+                time.sleep(0.1)
+            # The pool worker is still there and still runs nested tasks.
+            assert c.submit(nesttasks.submit_and_get, 2, 3).result(
+                WAIT_S) == 5
         finally:
             shoal.disconnect()
