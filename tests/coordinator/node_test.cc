@@ -520,7 +520,7 @@ TEST(NodeCurveTest, OffLoopbackNeedsCurveAndAdmitsOnlyListedKeys) {
   EXPECT_EQ(std::get<int64_t>(r->outputs[0]), 42);
   o.client_key_file = stranger_file;
   auto bad = coordinator::Client::Connect(o);
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kUnavailable)
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kPermissionDenied)
       << bad.status();
   coordinator::ClientOptions plain;
   plain.endpoint = o.endpoint;
