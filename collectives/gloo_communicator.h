@@ -107,6 +107,8 @@ class GlooCommunicator : public HostCollectives {
   // naming the peer, which is returned; else OK (also when no call runs or
   // the communicator failed already). Thread-safe.
   absl::Status CheckConnections(absl::Duration grace) ABSL_LOCKS_EXCLUDED(mu_);
+  // How many pairs' sockets CheckConnections watches (world − 1 normally).
+  int watched_connections() const { return connections_.watched(); }
 
  private:
   GlooCommunicator(int rank, int world, GlooCommOptions options);

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gloo/context.h"
 #include "gloo/transport/address.h"
@@ -35,13 +36,22 @@ std::string Endpoint(const sockaddr_storage& a) {
   return "";
 }
 
-// gloo prints an address as "[ip]:port" (or "ip:port"): "ip:port".
-std::string Normalized(std::string s) {
-  std::string out;
-  for (char c : s) {
-    if (c != '[' && c != ']') out.push_back(c);
+// The "ip:port" forms a pair's address may stand for. gloo prints an
+// address as "[ip]:port", and the Debian build (0.0~git20220518) prints the
+// port in network byte order (40065 shows as 33180): both are tried; a
+// match must also have the pair's IP address.
+std::vector<std::string> Candidates(const std::string& printed) {
+  std::string text;
+  for (char c : printed) {
+    if (c != '[' && c != ']') text.push_back(c);
   }
-  return out;
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos) return {};
+  const std::string ip = text.substr(0, colon);
+  const long port = std::strtol(text.c_str() + colon + 1, nullptr, 10);
+  if (port <= 0 || port > 65535) return {};
+  const long swapped = ((port & 0xff) << 8) | ((port >> 8) & 0xff);
+  return {ip + ":" + std::to_string(port), ip + ":" + std::to_string(swapped)};
 }
 
 // This process's connected TCP sockets: local "ip:port" → descriptor.
@@ -80,7 +90,11 @@ GlooConnections GlooConnections::Find(gloo::Context& context, int self_rank) {
     if (peer == self_rank) continue;
     std::unique_ptr<gloo::transport::Pair>& pair = context.getPair(peer);
     if (pair == nullptr) continue;
-    auto it = sockets.find(Normalized(pair->address().str()));
+    auto it = sockets.end();
+    for (const std::string& key : Candidates(pair->address().str())) {
+      it = sockets.find(key);
+      if (it != sockets.end()) break;
+    }
     if (it == sockets.end()) continue;
     Socket s;
     s.peer = peer;

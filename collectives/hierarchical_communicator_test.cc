@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "collectives/gloo_communicator.h"
 #include "collectives/in_memory_rendezvous.h"
 #include "collectives/reference_data.h"
@@ -197,6 +198,41 @@ TEST(HierarchicalCommunicatorTest, ThreeNodesOfOneRank) {
 
 TEST(GlooCommunicatorTest, FlatGlooOfThreeRanks) {
   RunRanks({0, 0, 0}, [](int, RankComms& c) { CheckEveryOp(*c.flat, 3); });
+}
+
+// The connection watch under gloo (gloo_connections.h): every pair's socket
+// is found, and a connection lost under a running call (rank 2 goes while
+// rank 0 waits on rank 1) fails the communicator, naming rank 2, well before
+// the call's own timeout; the call returns that failure.
+TEST(GlooCommunicatorTest, ALostConnectionUnderARunningCallIsSeen) {
+  absl::Notification rank0_done;
+  absl::Status seen, call;
+  absl::Duration took;
+  RunRanks({0, 1, 2}, [&](int r, RankComms& c) {
+    EXPECT_EQ(c.flat->watched_connections(), 2) << "rank " << r;
+    if (r == 2) return;  // its communicators go, and their sockets
+    if (r == 1) {
+      rank0_done.WaitForNotification();
+      return;
+    }
+    std::vector<float> x(10);
+    std::thread waiting([&] {
+      call = c.flat->Recv(x.data(), x.size(), DType::kF32, 1, absl::Seconds(4));
+    });
+    const absl::Time t0 = absl::Now();
+    while (seen.ok() && absl::Now() - t0 < absl::Seconds(3)) {
+      absl::SleepFor(absl::Milliseconds(10));
+      seen = c.flat->CheckConnections(absl::Milliseconds(100));
+    }
+    took = absl::Now() - t0;
+    waiting.join();
+    rank0_done.Notify();
+  });
+  EXPECT_EQ(seen.code(), absl::StatusCode::kUnavailable) << seen;
+  EXPECT_TRUE(absl::StrContains(seen.message(), "rank 2")) << seen;
+  EXPECT_LT(took, absl::Seconds(3));
+  EXPECT_EQ(call.code(), absl::StatusCode::kUnavailable) << call;
+  EXPECT_TRUE(absl::StrContains(call.message(), "rank 2")) << call;
 }
 
 // A rank that fails makes the others — on its node through shm, on the other
