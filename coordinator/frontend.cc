@@ -142,29 +142,17 @@ std::optional<ipc::Message> Coordinator::Impl::OnSubmit(
     if (!s.ok()) return Error(s.status());
     subs.push_back(*std::move(s));
   }
-  // All or nothing: the table commits a batch up to its first failure and
-  // loses the ids of what it committed, so submit one at a time and take
-  // back what went in if a later one fails.
-  std::vector<uint64_t> ids;
-  ids.reserve(subs.size());
-  for (const tasks::TaskSubmission& sub : subs) {
-    absl::StatusOr<std::vector<uint64_t>> one =
-        table_->Submit(own_client_, absl::MakeConstSpan(&sub, 1));
-    if (!one.ok() || one->size() != 1) {
-      for (uint64_t id : ids) {
-        (void)table_->Cancel(id);
-        (void)table_->Release(own_client_, id);
-      }
-      const absl::Status why =
-          one.ok() ? absl::InternalError("the task table lost a task")
-                   : one.status();
-      return Error(absl::Status(
-          why.code(),
-          absl::StrCat(why.message(), " (task ", ids.size() + 1, " of ",
-                       subs.size(), "; none of the batch was submitted)")));
-    }
-    ids.push_back(one->front());
+  // One Submit for the batch: TaskTable::Submit is all-or-nothing (it
+  // rolls a batch back under its lock when a task does not fit).
+  absl::StatusOr<std::vector<uint64_t>> submitted =
+      table_->Submit(own_client_, subs);
+  if (!submitted.ok()) {
+    return Error(absl::Status(
+        submitted.status().code(),
+        absl::StrCat(submitted.status().message(), " (none of the batch of ",
+                     subs.size(), " was submitted)")));
   }
+  std::vector<uint64_t> ids = *std::move(submitted);
   const absl::Time now = absl::Now();
   const std::string key = peer.key();
   for (uint64_t id : ids) {
