@@ -331,14 +331,16 @@ absl::Status Coordinator::Impl::Run() {
     }
     absl::Time now = absl::Now();
     // Completions wake the loop (completion_); waits sleep until their
-    // deadline (wait_deadlines_). Only cancellations being enforced and
-    // parked peers need a 10 ms tick, and only while some exist.
+    // deadline (wait_deadlines_), and nothing scans them. A 10 ms tick is
+    // left for what only polling sees: cancellations being enforced, parked
+    // peers, and task timeouts (CheckTimeouts: the table keeps no deadline
+    // queue) while remote clients wait for tasks, as before.
     absl::Time wake = next_tick;
     if (!wait_deadlines_.empty())
       wake = std::min(wake, wait_deadlines_.begin()->first);
     bool parked = false;
     for (const auto& [key, p] : peers_) parked |= !p.parked.empty();
-    if (!expiring_.empty() || parked)
+    if (!expiring_.empty() || parked || !watched_.empty())
       wake = std::min(wake, now + absl::Milliseconds(10));
     const int rc = zmq_poll(
         items.data(), static_cast<int>(items.size()),
