@@ -382,8 +382,12 @@ void Coordinator::Impl::EndSession(PeerState& state) {
   for (const auto& [id, held] : state.outputs)
     ReleaseOutputs({Value{ObjectValue{id, TensorMeta{}, held.first}}});
   state.outputs.clear();
+  // A detached actor (owner 0) outlives the session that made it, as it
+  // outlives its creator's process (docs/actors.md): only a kill or the
+  // node's stop ends it. The others end with their client.
   for (uint32_t actor : state.actors) {
-    if (auto a = actors_.find(actor); a != actors_.end() && !a->second.ended)
+    if (auto a = actors_.find(actor);
+        a != actors_.end() && !a->second.ended && a->second.owner != 0)
       EndActor(a->second, "its client was dropped");
   }
   state.actors.clear();
