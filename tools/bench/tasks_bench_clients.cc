@@ -49,9 +49,9 @@ void RunOne(const std::string& job, const std::string& tcp, int tag,
     sent.pop_front();
     absl::StatusOr<ipc::TaskResult> r = (*c)->Await(s.task, absl::Minutes(2));
     out->latencies.push_back(NowSeconds() - s.t0);
-    const int64_t* got =
-        r.ok() && r->outputs.size() == 1 ? std::get_if<int64_t>(&r->outputs[0])
-                                         : nullptr;
+    const int64_t* got = r.ok() && r->outputs.size() == 1
+                             ? std::get_if<int64_t>(&r->outputs[0])
+                             : nullptr;
     if (!r.ok() || !r->status.ok() || got == nullptr || *got != s.value) {
       ++out->wrong;
       return;
@@ -87,9 +87,8 @@ absl::StatusOr<ManyClients> MeasureManyClients(const std::string& job,
   std::vector<std::thread> threads;
   const double t0 = NowSeconds();
   for (int k = 0; k < clients; ++k) {
-    threads.emplace_back([&, k] {
-      RunOne(job, d->tcp, k + 1, per_client, window, &runs[k]);
-    });
+    threads.emplace_back(
+        [&, k] { RunOne(job, d->tcp, k + 1, per_client, window, &runs[k]); });
   }
   for (std::thread& t : threads) t.join();
   const double elapsed = NowSeconds() - t0;
