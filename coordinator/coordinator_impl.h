@@ -112,6 +112,9 @@ class Coordinator::Impl {
   struct TaskWatch {
     std::shared_ptr<const PushTarget> push;
     std::vector<uint64_t> waits;  // keys of waits_
+    // Its outputs count against its peer's store-bytes quota once it
+    // finishes, collected or not (every remote task that is not pushed).
+    bool quota = false;
   };
   struct Expiring {
     uint32_t worker;
@@ -191,6 +194,9 @@ class Coordinator::Impl {
              uint64_t serial);
   // Removes wait `serial` from its tasks' watches.
   void Unwatch(const PendingWait& wait, uint64_t serial);
+  // A finished remote task nobody has collected: its outputs' bytes are
+  // charged to its peer (PeerState::held_bytes) until it collects them.
+  void CountUncollected(uint64_t id);
   // Takes a finished task's result for its peer (with release: forgets the
   // task and holds its output objects for the peer).
   ipc::TaskResult TakeFor(PeerState& state, uint64_t id, bool release);

@@ -159,7 +159,16 @@ std::optional<ipc::Message> Coordinator::Impl::OnSubmit(
     remote_tasks_[id] = RemoteTask{key, now};
     state.tasks.insert(id);
   }
-  if (!m.push) return ipc::SubmitReply{std::move(ids)};
+  if (!m.push) {
+    // Watched for the store-bytes quota: a finished result's outputs count
+    // against its peer whether or not it collects them (CountUncollected).
+    for (uint64_t id : ids) {
+      auto [it, fresh] = watched_.try_emplace(id);
+      if (fresh) watch_order_.push_back(id);
+      it->second.quota = true;
+    }
+    return ipc::SubmitReply{std::move(ids)};
+  }
   // No reply now: each result is pushed when its task finishes
   // (OnCompletions), a WaitReply with this request's id.
   auto push = std::make_shared<const PushTarget>(PushTarget{peer, request_id});

@@ -28,13 +28,28 @@ void Coordinator::Impl::Watch(uint64_t id,
   }
 }
 
+void Coordinator::Impl::CountUncollected(uint64_t id) {
+  auto task = remote_tasks_.find(id);
+  if (task == remote_tasks_.end()) return;
+  auto p = peers_.find(task->second.peer);
+  if (p == peers_.end() || p->second.held_bytes.count(id) != 0) return;
+  // Read without taking: the peer collects it later as before.
+  const ipc::TaskResult r = ResultOf(id, /*release=*/false);
+  uint64_t bytes = 0;
+  for (const Value& v : r.outputs) {
+    if (const auto* o = std::get_if<ObjectValue>(&v)) bytes += o->nbytes;
+  }
+  p->second.held_bytes[id] = bytes;
+}
+
 void Coordinator::Impl::Unwatch(const PendingWait& wait, uint64_t serial) {
   for (uint64_t id : wait.request.task_ids) {
     auto it = watched_.find(id);
     if (it == watched_.end()) continue;
     std::vector<uint64_t>& waits = it->second.waits;
     waits.erase(std::remove(waits.begin(), waits.end(), serial), waits.end());
-    if (waits.empty() && !it->second.push) watched_.erase(it);
+    if (waits.empty() && !it->second.push && !it->second.quota)
+      watched_.erase(it);
   }
 }
 
@@ -102,7 +117,10 @@ void Coordinator::Impl::OnCompletions() {
       if (w != waits_.end() && ++w->second.done >= w->second.want)
         due.push_back(serial);
     }
-    if (!watch.push) continue;
+    if (!watch.push) {
+      if (watch.quota) CountUncollected(id);
+      continue;
+    }
     const PushTarget& to = *watch.push;
     if (CheckOwner(to.peer, id).ok()) {
       auto& [target, reply] = pushes[{to.peer.key(), to.request_id}];

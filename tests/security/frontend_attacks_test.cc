@@ -13,6 +13,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "coordinator/client.h"
 #include "coordinator/discovery.h"
 #include "gtest/gtest.h"
@@ -285,6 +287,33 @@ TEST_F(FrontendAttackTest, QueueQuotaRefusesAWholeBatch) {
   for (int i = 0; i < 4; ++i) four.tasks.push_back(Task("sleep", {0.01}));
   ASSERT_TRUE(raw.Call(four).ok());
   ExpectServesNormalClient();
+}
+
+// Results a peer never collects count against its store-bytes quota once
+// their tasks finish: before, only collected ones did, so one peer could keep
+// max_held_per_client results of any size in the store.
+TEST_F(FrontendAttackTest, UncollectedResultsCountAgainstTheStoreQuota) {
+  StartNode({"--max-store-bytes-per-client", "8388608"});  // 8 MiB
+  RawClient raw(discovery_.frontend);
+  ipc::SubmitRequest big;  // 3 results of 4 MiB each, never waited for
+  for (int i = 0; i < 3; ++i)
+    big.tasks.push_back(Task("fill", {int64_t{1} << 20, 1.0}));
+  ASSERT_TRUE(raw.Call(big).ok());
+  // Once they have finished (the coordinator learns it from the table's
+  // doorbell), the next submit is refused naming the limit.
+  absl::Status refused = absl::OkStatus();
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (refused.ok() && absl::Now() < deadline) {
+    ipc::SubmitRequest one;
+    one.tasks.push_back(Task("noop"));
+    refused = raw.Call(one).status();
+    if (refused.ok()) absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_TRUE(
+      absl::StrContains(refused.message(), "max_store_bytes_per_client"))
+      << refused;
+  ExpectServesNormalClient();  // the quota is per client
 }
 
 int64_t VmRssKb(pid_t pid) {
