@@ -75,6 +75,20 @@ class Coordinator::Impl {
     std::optional<absl::Time> over_since;     // when it went over its budget
     std::set<uint64_t> tasks;                 // its tasks in remote_tasks_
     std::map<uint64_t, uint64_t> held_bytes;  // store bytes of its results
+    uint64_t held_total = 0;                  // the sum of held_bytes
+    // Charges (or re-charges) task `id`'s result bytes; no entry for 0.
+    void Hold(uint64_t id, uint64_t bytes) {
+      Unhold(id);
+      if (bytes == 0) return;
+      held_bytes[id] = bytes;
+      held_total += bytes;
+    }
+    void Unhold(uint64_t id) {
+      auto it = held_bytes.find(id);
+      if (it == held_bytes.end()) return;
+      held_total -= it->second;
+      held_bytes.erase(it);
+    }
     // Outputs of results it took with release: held for it until it
     // releases them (DeleteRequest), remote_result_ttl, or it is dropped.
     std::map<ObjectId, std::pair<uint64_t, absl::Time>> outputs;

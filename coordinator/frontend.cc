@@ -235,7 +235,7 @@ ipc::TaskResult Coordinator::Impl::TakeFor(PeerState& state, uint64_t id,
     for (const Value& v : r.outputs) {
       if (const auto* o = std::get_if<ObjectValue>(&v)) bytes += o->nbytes;
     }
-    state.held_bytes[id] = bytes;
+    state.Hold(id, bytes);
   }
   return r;
 }

@@ -114,7 +114,7 @@ void Coordinator::Impl::ForgetTask(uint64_t id) {
   if (it == remote_tasks_.end()) return;
   if (auto p = peers_.find(it->second.peer); p != peers_.end()) {
     p->second.tasks.erase(id);
-    p->second.held_bytes.erase(id);
+    p->second.Unhold(id);
   }
   remote_tasks_.erase(it);
 }
@@ -154,8 +154,7 @@ absl::Status Coordinator::Impl::CheckQuota(PeerState& state, size_t count) {
   const uint64_t owned = state.tasks.size();
   const uint64_t cheap_limit =
       std::min(options_.max_queued_per_client, options_.max_held_per_client);
-  uint64_t held_bytes = 0;
-  for (const auto& [id, bytes] : state.held_bytes) held_bytes += bytes;
+  uint64_t held_bytes = state.held_total;
   for (const auto& [id, held] : state.outputs) held_bytes += held.first;
   if (held_bytes > options_.max_store_bytes_per_client) {
     return absl::ResourceExhaustedError(absl::StrCat(

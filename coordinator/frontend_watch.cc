@@ -39,7 +39,7 @@ void Coordinator::Impl::CountUncollected(uint64_t id) {
   for (const Value& v : r.outputs) {
     if (const auto* o = std::get_if<ObjectValue>(&v)) bytes += o->nbytes;
   }
-  p->second.held_bytes[id] = bytes;
+  p->second.Hold(id, bytes);
 }
 
 void Coordinator::Impl::Unwatch(const PendingWait& wait, uint64_t serial) {
