@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <functional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -64,17 +65,17 @@ absl::StatusOr<Row> Async(coordinator::Client& c, int n, bool batched,
   return row;
 }
 
-absl::StatusOr<Row> Sync(coordinator::Client& c, int n,
-                         const std::string& name) {
-  ipc::TaskSpec noop;
-  noop.function = "noop";
+// A sync row: `one` runs a single no-op task start to finish; its latency
+// is timed n times after n/10 warm-up runs.
+absl::StatusOr<Row> SyncRow(
+    int n, const std::string& name, const std::string& mode,
+    const std::function<absl::StatusOr<ipc::TaskResult>()>& one) {
   std::vector<double> lat;
   lat.reserve(n);
-  Row row{name, "sync", 0, 0, 0, n, 0};
+  Row row{name, mode, 0, 0, 0, n, 0};
   for (int i = 0; i < n + n / 10; ++i) {  // the first 10% warm up
     const double t0 = NowSeconds();
-    SHOAL_ASSIGN_OR_RETURN(coordinator::TaskRef r, c.Submit(noop));
-    SHOAL_ASSIGN_OR_RETURN(ipc::TaskResult res, c.Wait(r, absl::Minutes(1)));
+    SHOAL_ASSIGN_OR_RETURN(ipc::TaskResult res, one());
     const double dt = NowSeconds() - t0;
     if (i >= n / 10) {
       lat.push_back(dt);
@@ -87,6 +88,16 @@ absl::StatusOr<Row> Sync(coordinator::Client& c, int n,
   row.p50_us = Median(lat) * 1e6;
   row.p99_us = Quantile(lat, 0.99) * 1e6;
   return row;
+}
+
+absl::StatusOr<Row> Sync(coordinator::Client& c, int n,
+                         const std::string& name) {
+  ipc::TaskSpec noop;
+  noop.function = "noop";
+  return SyncRow(n, name, "sync", [&]() -> absl::StatusOr<ipc::TaskResult> {
+    SHOAL_ASSIGN_OR_RETURN(coordinator::TaskRef r, c.Submit(noop));
+    return c.Wait(r, absl::Minutes(1));
+  });
 }
 
 // Remote: one SubmitAsync per task (pipelined, results pushed), then every
@@ -116,25 +127,12 @@ absl::StatusOr<Row> SyncPushed(coordinator::Client& c, int n,
                                const std::string& name) {
   ipc::TaskSpec noop;
   noop.function = "noop";
-  std::vector<double> lat;
-  lat.reserve(n);
-  Row row{name, "sync, SubmitAsync+Await (pushed)", 0, 0, 0, n, 0};
-  for (int i = 0; i < n + n / 10; ++i) {  // the first 10% warm up
-    const double t0 = NowSeconds();
-    SHOAL_ASSIGN_OR_RETURN(coordinator::PendingTask p, c.SubmitAsync(noop));
-    SHOAL_ASSIGN_OR_RETURN(ipc::TaskResult res, c.Await(p, absl::Minutes(1)));
-    const double dt = NowSeconds() - t0;
-    if (i >= n / 10) {
-      lat.push_back(dt);
-      row.wrong += !res.status.ok();
-    }
-  }
-  double total = 0;
-  for (double d : lat) total += d;
-  row.tasks_per_s = n / total;
-  row.p50_us = Median(lat) * 1e6;
-  row.p99_us = Quantile(lat, 0.99) * 1e6;
-  return row;
+  return SyncRow(n, name, "sync, SubmitAsync+Await (pushed)",
+                 [&]() -> absl::StatusOr<ipc::TaskResult> {
+                   SHOAL_ASSIGN_OR_RETURN(coordinator::PendingTask p,
+                                          c.SubmitAsync(noop));
+                   return c.Await(p, absl::Minutes(1));
+                 });
 }
 
 constexpr char kPoolScript[] = R"PY(
