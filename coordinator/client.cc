@@ -306,15 +306,44 @@ absl::StatusOr<PendingTask> Client::SubmitAsync(ipc::TaskSpec task) {
     return PendingTask{ref.id};
   }
   if (!impl_->pipeline_) {
-    SHOAL_ASSIGN_OR_RETURN(
-        impl_->pipeline_,
-        RemotePipeline::Connect(impl_->o_.endpoint, impl_->channel_options_,
-                                std::max<size_t>(1, impl_->o_.window)));
+    PipelineOptions p;
+    p.window = std::max<size_t>(1, impl_->o_.window);
+    // 1.2 nodes send a batch's task ids first; older ones get one task per
+    // message, matched by request id.
+    p.batch = impl_->welcome_.protocol_minor >= 2 && impl_->o_.max_batch > 1;
+    p.max_batch = std::max<size_t>(1, impl_->o_.max_batch);
+    p.flush_after = impl_->o_.flush_after;
+    SHOAL_ASSIGN_OR_RETURN(impl_->pipeline_,
+                           RemotePipeline::Connect(impl_->o_.endpoint,
+                                                   impl_->channel_options_, p));
   }
   SHOAL_ASSIGN_OR_RETURN(
       const uint64_t handle,
       impl_->pipeline_->Submit(std::move(task), impl_->o_.rpc_timeout));
   return PendingTask{handle};
+}
+
+absl::Status Client::Flush() {
+  if (local() || !impl_->pipeline_) return absl::OkStatus();
+  return impl_->pipeline_->Flush();
+}
+
+absl::StatusOr<uint64_t> Client::TaskId(PendingTask task) {
+  if (local()) return task.handle;
+  if (!impl_->pipeline_) {
+    return absl::NotFoundError(
+        absl::StrCat("no SubmitAsync task ", task.handle));
+  }
+  return impl_->pipeline_->TaskId(task.handle, impl_->o_.rpc_timeout);
+}
+
+absl::Status Client::Cancel(PendingTask task) {
+  if (local()) return Cancel(TaskRef{task.handle});
+  if (!impl_->pipeline_) {
+    return absl::NotFoundError(
+        absl::StrCat("no SubmitAsync task ", task.handle));
+  }
+  return impl_->pipeline_->Cancel(task.handle, impl_->o_.rpc_timeout);
 }
 
 absl::StatusOr<ipc::TaskResult> Client::Await(PendingTask task,

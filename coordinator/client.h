@@ -56,6 +56,13 @@ struct ClientOptions {
   // Remote clients: most SubmitAsync tasks in flight (sent, result not yet
   // arrived). Default 1024.
   size_t window = 1024;
+  // Remote SubmitAsync coalescing (nodes of protocol 1.2): most tasks per
+  // SubmitRequest (1: one message per task), and the age at which the next
+  // SubmitAsync sends a batch it finds. A batch also leaves when full, when
+  // the window fills, and on Await, Flush, TaskId and Cancel; with no call
+  // after the last SubmitAsync it waits for one (call Flush).
+  size_t max_batch = 64;
+  absl::Duration flush_after = absl::Microseconds(50);
 };
 
 struct TaskRef {
@@ -63,8 +70,10 @@ struct TaskRef {
 };
 
 // A task sent by SubmitAsync; Await gives its result once.
+// Its task id: TaskId (remote: known once the batch it went in is sent and
+// the node answered with its ids).
 struct PendingTask {
-  uint64_t handle = 0;  // remote: the submit's request id; local: task id
+  uint64_t handle = 0;  // remote: the pipeline's handle; local: task id
 };
 
 class Client {
@@ -105,6 +114,18 @@ class Client {
   // (unknown or already awaited), the submit's refusal, Unavailable.
   absl::StatusOr<ipc::TaskResult> Await(PendingTask task,
                                         absl::Duration timeout);
+  // Sends the remote SubmitAsync tasks still batched here (a no-op locally).
+  // Errors: Unavailable, InvalidArgument (then those tasks fail at Await).
+  absl::Status Flush();
+  // The node's task id of `task` (remote: sends its batch and waits up to
+  // rpc_timeout for the ids). Errors: NotFound (unknown or awaited),
+  // FailedPrecondition (a node of protocol 1.1), DeadlineExceeded, the
+  // submit's refusal, Unavailable.
+  absl::StatusOr<uint64_t> TaskId(PendingTask task);
+  // Cancels a SubmitAsync task before its result: it completes as Cancelled
+  // (queued) or its function sees cancelled() (running); Await still gives
+  // its result. OK if it already finished. Errors: as TaskId, NotFound.
+  absl::Status Cancel(PendingTask task);
 
   // Waits until `min_done` of `tasks` finished (0: all of them) or `timeout`
   // passes, and returns the results of those finished, in the order given.

@@ -12,13 +12,49 @@
 #include "ipc/protocol.h"
 
 namespace shoal::coordinator {
+namespace {
+
+// About how many bytes `task` adds to a SubmitRequest (the byte bound).
+size_t SpecBytes(const ipc::TaskSpec& task) {
+  size_t bytes = 32 + task.function.size() + task.python_path.size();
+  for (const Value& v : task.args) {
+    if (const auto* s = std::get_if<std::string>(&v)) {
+      bytes += s->size();
+    } else if (const auto* b = std::get_if<BytesValue>(&v)) {
+      bytes += b->data.size();
+    } else if (const auto* t = std::get_if<TensorValue>(&v)) {
+      bytes += t->data.size() + 64;
+    } else {
+      bytes += 16;
+    }
+  }
+  return bytes;
+}
+
+absl::Time DeadlineAfter(absl::Duration timeout) {
+  return timeout == absl::InfiniteDuration() ? absl::InfiniteFuture()
+                                             : absl::Now() + timeout;
+}
+
+absl::Duration LeftUntil(absl::Time deadline) {
+  return deadline == absl::InfiniteFuture()
+             ? absl::InfiniteDuration()
+             : std::max(absl::ZeroDuration(), deadline - absl::Now());
+}
+
+}  // namespace
 
 absl::StatusOr<RemotePipeline> RemotePipeline::Connect(
     const std::string& endpoint, const ipc::RpcChannelOptions& options,
-    size_t window) {
-  if (window < 1) return absl::InvalidArgumentError("a window of 0 submits");
+    PipelineOptions pipeline) {
+  if (pipeline.window < 1) {
+    return absl::InvalidArgumentError("a window of 0 submits");
+  }
+  if (pipeline.max_batch < 1) {
+    return absl::InvalidArgumentError("batches of 0 submits");
+  }
   RemotePipeline p;
-  p.window_ = window;
+  p.options_ = pipeline;
   p.limits_ = options.limits;
   SHOAL_ASSIGN_OR_RETURN(p.socket_,
                          ipc::Socket::Create(ZMQ_DEALER, options.socket));
@@ -32,57 +68,162 @@ absl::StatusOr<RemotePipeline> RemotePipeline::Connect(
 
 absl::StatusOr<uint64_t> RemotePipeline::Submit(ipc::TaskSpec task,
                                                 absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (in_flight_ >= window_) {
+  const absl::Time now = absl::Now();
+  if (!batch_.empty() && now - batch_since_ >= options_.flush_after) {
+    SHOAL_RETURN_IF_ERROR(Flush());
+  }
+  const absl::Time deadline = now + timeout;
+  while (in_flight_ >= options_.window) {
+    SHOAL_RETURN_IF_ERROR(Flush());
     const absl::Duration left = deadline - absl::Now();
     absl::Status s = left > absl::ZeroDuration()
                          ? ReadOne(left)
                          : absl::DeadlineExceededError("");
     if (absl::IsDeadlineExceeded(s)) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "the window of ", window_, " tasks in flight stayed full for ",
-          absl::FormatDuration(timeout)));
+          "the window of ", options_.window,
+          " tasks in flight stayed full for ", absl::FormatDuration(timeout)));
     }
     SHOAL_RETURN_IF_ERROR(s);
   }
-  const uint64_t id = next_request_++;
-  ipc::SubmitRequest req;
-  req.tasks.push_back(std::move(task));
-  req.push = true;
-  SHOAL_ASSIGN_OR_RETURN(std::string frame, ipc::Encode(id, std::move(req)));
-  SHOAL_RETURN_IF_ERROR(socket_.Send(frame));
-  submits_.emplace(id, std::nullopt);
+  const uint64_t handle = next_handle_++;
+  if (batch_.empty()) batch_since_ = now;
+  batch_bytes_ += SpecBytes(task);
+  batch_.push_back(std::move(task));
+  batch_handles_.push_back(handle);
+  submits_.emplace(handle, Slot{});
   ++in_flight_;
-  return id;
+  if (!options_.batch || batch_.size() >= options_.max_batch ||
+      batch_bytes_ >= options_.max_batch_bytes) {
+    SHOAL_RETURN_IF_ERROR(Flush());
+  }
+  return handle;
 }
 
-absl::StatusOr<ipc::TaskResult> RemotePipeline::Take(uint64_t handle,
-                                                     absl::Duration timeout) {
+absl::Status RemotePipeline::Flush() {
+  if (batch_.empty()) return absl::OkStatus();
+  std::vector<uint64_t> handles = std::move(batch_handles_);
+  std::vector<ipc::TaskSpec> tasks = std::move(batch_);
+  batch_.clear();
+  batch_handles_.clear();
+  batch_bytes_ = 0;
+  return Send(std::move(handles), std::move(tasks));
+}
+
+absl::Status RemotePipeline::Send(std::vector<uint64_t> handles,
+                                  std::vector<ipc::TaskSpec> tasks) {
+  const uint64_t id = next_request_++;
+  Request request;
+  request.ids = options_.batch;
+  if (request.ids && tasks.size() > 1) request.specs = tasks;
+  request.handles = std::move(handles);
+  request.open = request.handles.size();
+  ipc::SubmitRequest req;
+  req.tasks = std::move(tasks);
+  req.push = true;
+  req.push_ids = request.ids;
+  for (uint64_t h : request.handles) submits_[h].request = id;
+  requests_.emplace(id, std::move(request));
+  absl::StatusOr<std::string> frame = ipc::Encode(id, std::move(req));
+  absl::Status sent = frame.ok() ? socket_.Send(*frame) : frame.status();
+  if (!sent.ok()) {
+    if (!absl::IsInvalidArgument(sent)) {
+      sent = absl::UnavailableError(
+          absl::StrCat("the coordinator's frontend: ", sent.message()));
+    }
+    FailRequest(id, sent);
+  }
+  ++requests_sent_;
+  return sent;
+}
+
+void RemotePipeline::Resend(uint64_t request_id) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  Request request = std::move(it->second);
+  requests_.erase(it);
+  for (size_t i = 0; i < request.handles.size(); ++i) {
+    // Unsent (the socket failed): its result is that error, a credit freed.
+    (void)Send({request.handles[i]}, {std::move(request.specs[i])});
+  }
+}
+
+absl::StatusOr<RemotePipeline::Slot*> RemotePipeline::Find(uint64_t handle) {
   auto it = submits_.find(handle);
   if (it == submits_.end()) {
     return absl::NotFoundError(
         absl::StrCat("no submit ", handle, " (unknown or taken)"));
   }
-  const absl::Time deadline = timeout == absl::InfiniteDuration()
-                                  ? absl::InfiniteFuture()
-                                  : absl::Now() + timeout;
-  while (!it->second.has_value()) {
-    const absl::Duration left =
-        deadline == absl::InfiniteFuture()
-            ? absl::InfiniteDuration()
-            : std::max(absl::ZeroDuration(), deadline - absl::Now());
-    absl::Status s = ReadOne(left);
+  return &it->second;
+}
+
+template <typename Done>
+absl::Status RemotePipeline::ReadUntil(Done done, absl::Duration timeout,
+                                       absl::string_view what) {
+  const absl::Time deadline = DeadlineAfter(timeout);
+  while (!done()) {
+    absl::Status s = ReadOne(LeftUntil(deadline));
     if (absl::IsDeadlineExceeded(s)) {
       return absl::DeadlineExceededError(
-          absl::StrCat("submit ", handle, ": no result within ",
-                       absl::FormatDuration(timeout)));
+          absl::StrCat(what, " within ", absl::FormatDuration(timeout)));
     }
     SHOAL_RETURN_IF_ERROR(s);
-    it = submits_.find(handle);  // ReadOne may have rehashed
   }
-  absl::StatusOr<ipc::TaskResult> out = *std::move(it->second);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ipc::TaskResult> RemotePipeline::Take(uint64_t handle,
+                                                     absl::Duration timeout) {
+  SHOAL_ASSIGN_OR_RETURN(Slot * slot, Find(handle));
+  if (!slot->result.has_value()) SHOAL_RETURN_IF_ERROR(Flush());
+  // Slots are found again after each read: a read may rehash submits_.
+  SHOAL_RETURN_IF_ERROR(
+      ReadUntil([&] { return submits_.at(handle).result.has_value(); }, timeout,
+                absl::StrCat("submit ", handle, ": no result")));
+  auto it = submits_.find(handle);
+  absl::StatusOr<ipc::TaskResult> out = *std::move(it->second.result);
   submits_.erase(it);
   return out;
+}
+
+absl::StatusOr<uint64_t> RemotePipeline::TaskId(uint64_t handle,
+                                                absl::Duration timeout) {
+  SHOAL_ASSIGN_OR_RETURN(Slot * slot, Find(handle));
+  if (slot->request == 0) SHOAL_RETURN_IF_ERROR(Flush());
+  if (!options_.batch) {
+    return absl::FailedPreconditionError(
+        "the node speaks protocol 1.1: a pushed task's id comes only with its "
+        "result");
+  }
+  SHOAL_RETURN_IF_ERROR(ReadUntil(
+      [&] {
+        const Slot& s = submits_.at(handle);
+        return s.task_id.has_value() || s.result.has_value();
+      },
+      timeout, absl::StrCat("submit ", handle, ": no task id")));
+  const Slot& s = submits_.at(handle);
+  if (s.task_id) return *s.task_id;
+  if (!s.result->ok()) return s.result->status();
+  return (*s.result)->task_id;
+}
+
+absl::Status RemotePipeline::Cancel(uint64_t handle, absl::Duration timeout) {
+  const absl::Time deadline = DeadlineAfter(timeout);
+  SHOAL_ASSIGN_OR_RETURN(const uint64_t task, TaskId(handle, timeout));
+  if (submits_.at(handle).result.has_value()) return absl::OkStatus();
+  const uint64_t id = next_request_++;
+  SHOAL_ASSIGN_OR_RETURN(std::string frame,
+                         ipc::Encode(id, ipc::CancelRequest{{task}}));
+  calls_.emplace(id, std::nullopt);
+  absl::Status s = socket_.Send(frame);
+  if (s.ok()) {
+    s = ReadUntil([&] { return calls_.at(id).has_value(); },
+                  LeftUntil(deadline),
+                  absl::StrCat("cancel of task ", task, ": no answer"));
+  }
+  if (s.ok()) s = *calls_.at(id);
+  calls_.erase(id);
+  return s;
 }
 
 absl::Status RemotePipeline::ReadOne(absl::Duration timeout) {
@@ -95,28 +236,91 @@ absl::Status RemotePipeline::ReadOne(absl::Duration timeout) {
   }
   if (frames.size() != 1) return absl::OkStatus();
   ipc::DecodeResult d = ipc::Decode(frames[0], limits_);
-  const uint64_t id = d.envelope.ok() ? d.envelope->request_id : d.request_id;
-  auto it = submits_.find(id);
-  // Replies to ReleaseOutput's requests, or to nothing of ours: skipped.
-  if (it == submits_.end() || it->second.has_value()) return absl::OkStatus();
   if (!d.envelope.ok()) {
-    it->second = d.envelope.status();
-  } else if (auto* e = std::get_if<ipc::ErrorReply>(&d.envelope->body)) {
-    it->second = e->status;
-  } else if (auto* w = std::get_if<ipc::WaitReply>(&d.envelope->body);
-             w != nullptr && w->results.size() == 1) {
-    for (const Value& v : w->results[0].outputs) {
+    File(d.request_id, d.envelope.status());
+  } else {
+    File(d.envelope->request_id, std::move(d.envelope->body));
+  }
+  return absl::OkStatus();
+}
+
+void RemotePipeline::File(uint64_t request_id,
+                          absl::StatusOr<ipc::Message> body) {
+  if (auto call = calls_.find(request_id); call != calls_.end()) {
+    if (!body.ok()) {
+      call->second = body.status();
+    } else if (auto* e = std::get_if<ipc::ErrorReply>(&*body)) {
+      call->second = e->status;
+    } else {
+      call->second = absl::OkStatus();
+    }
+    return;
+  }
+  // Replies to ReleaseOutput's requests, or to nothing of ours: skipped.
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  Request& request = it->second;
+  if (!body.ok()) return FailRequest(request_id, body.status());
+  if (auto* e = std::get_if<ipc::ErrorReply>(&*body)) {
+    if (request.specs.size() > 1) return Resend(request_id);
+    return FailRequest(request_id, e->status);
+  }
+  if (auto* r = std::get_if<ipc::SubmitReply>(&*body);
+      r != nullptr && request.ids &&
+      r->task_ids.size() == request.handles.size()) {
+    request.specs.clear();
+    request.specs.shrink_to_fit();
+    for (size_t i = 0; i < r->task_ids.size(); ++i) {
+      submits_[request.handles[i]].task_id = r->task_ids[i];
+      by_task_[r->task_ids[i]] = request.handles[i];
+    }
+    return;
+  }
+  auto* w = std::get_if<ipc::WaitReply>(&*body);
+  if (w == nullptr) {
+    return FailRequest(request_id,
+                       absl::InternalError(absl::StrCat(
+                           "the coordinator answered a pushed submit with ",
+                           ipc::MessageName(*body),
+                           " (a node of protocol 1.0, without push?)")));
+  }
+  // Copied: Deliver may erase the request.
+  const bool ids = request.ids;
+  const uint64_t only = request.handles.size() == 1 ? request.handles[0] : 0;
+  for (ipc::TaskResult& result : w->results) {
+    uint64_t handle = only;
+    if (ids) {
+      auto t = by_task_.find(result.task_id);
+      handle = t == by_task_.end() ? 0 : t->second;
+    }
+    if (handle != 0) Deliver(handle, std::move(result));
+  }
+}
+
+void RemotePipeline::Deliver(uint64_t handle,
+                             absl::StatusOr<ipc::TaskResult> result) {
+  auto it = submits_.find(handle);
+  if (it == submits_.end() || it->second.result.has_value()) return;
+  Slot& slot = it->second;
+  if (result.ok()) {
+    for (const Value& v : result->outputs) {
       if (const auto* o = std::get_if<ObjectValue>(&v)) outputs_.insert(o->id);
     }
-    it->second = std::move(w->results[0]);
-  } else {
-    it->second = absl::InternalError(
-        absl::StrCat("the coordinator answered a pushed submit with ",
-                     ipc::MessageName(d.envelope->body),
-                     " (a node of protocol 1.0, without push?)"));
   }
+  if (slot.task_id) by_task_.erase(*slot.task_id);
+  slot.result = std::move(result);
   --in_flight_;
-  return absl::OkStatus();
+  auto r = requests_.find(slot.request);
+  if (r != requests_.end() && --r->second.open == 0) requests_.erase(r);
+}
+
+void RemotePipeline::FailRequest(uint64_t request_id,
+                                 const absl::Status& status) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  const std::vector<uint64_t> handles = it->second.handles;
+  for (uint64_t h : handles) Deliver(h, status);
+  requests_.erase(request_id);
 }
 
 bool RemotePipeline::HoldsOutput(const ObjectId& id) const {

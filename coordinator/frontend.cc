@@ -169,10 +169,12 @@ std::optional<ipc::Message> Coordinator::Impl::OnSubmit(
     }
     return ipc::SubmitReply{std::move(ids)};
   }
-  // No reply now: each result is pushed when its task finishes
-  // (OnCompletions), a WaitReply with this request's id.
+  // Each result is pushed when its task finishes (OnCompletions), a
+  // WaitReply with this request's id; with push_ids (1.2) the ids go first
+  // (this reply is sent before OnCompletions can push a result).
   auto push = std::make_shared<const PushTarget>(PushTarget{peer, request_id});
   for (uint64_t id : ids) Watch(id, push, 0);
+  if (m.push_ids) return ipc::SubmitReply{std::move(ids)};
   return std::nullopt;
 }
 
@@ -333,7 +335,7 @@ ipc::Message Coordinator::Impl::OnStatus() {
   st.set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - started_));
   st.set_frontend(frontend_endpoint_);
   for (ipc::WorkerStatus& w : supervisor_->Status()) {
-    *st.add_workers() = std::move(w);
+    if (ListedInStatus(w)) *st.add_workers() = std::move(w);
   }
   for (ipc::WorkerStatus& w : *st.mutable_workers()) {
     const int32_t slot =

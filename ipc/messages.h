@@ -29,7 +29,8 @@ namespace shoal::ipc {
 // The protocol version this build speaks. A peer with another major version
 // gets a FailedPrecondition error reply.
 inline constexpr uint32_t kProtocolMajor = 1;
-inline constexpr uint32_t kProtocolMinor = 1;  // 1: SubmitRequest.push
+// 1: SubmitRequest.push; 2: SubmitRequest.push_ids.
+inline constexpr uint32_t kProtocolMinor = 2;
 
 struct ErrorReply {
   absl::Status status;  // never OK
@@ -183,6 +184,8 @@ struct ClientWelcome {
   std::string store_endpoint;
   uint32_t cpus_per_worker = 1;
   uint32_t gpus_per_worker = 0;
+  // The node's protocol minor (its Envelope's, set by Decode; not a field).
+  uint32_t protocol_minor = 0;
 };
 
 struct SubmitRequest {
@@ -190,6 +193,8 @@ struct SubmitRequest {
   // No SubmitReply: each result is pushed, released, as a WaitReply with this
   // request's id when its task finishes (shoal.proto).
   bool push = false;
+  // With push (1.2): a SubmitReply with the task ids first, then the results.
+  bool push_ids = false;
 };
 
 struct SubmitReply {

@@ -34,6 +34,7 @@ absl::Status EncodeBody(const SubmitRequest& m, wire::Envelope* w) {
   auto* r = w->mutable_submit();
   for (const TaskSpec& t : m.tasks) ToWire(t, r->add_tasks());
   r->set_push(m.push);
+  r->set_push_ids(m.push_ids);
   return absl::OkStatus();
 }
 
@@ -176,6 +177,7 @@ absl::StatusOr<Message> SubmitFromWire(const wire::SubmitRequest& r,
     m.tasks.push_back(*std::move(spec));
   }
   m.push = r.push();
+  m.push_ids = r.push_ids();
   return m;
 }
 
@@ -229,10 +231,10 @@ absl::StatusOr<Message> TaskBodyFromWire(const wire::Envelope& w,
       return ClientHelloFromWire(w.client_hello(), limits);
     case wire::Envelope::kClientWelcome: {
       const auto& r = w.client_welcome();
-      return ClientWelcome{r.job_id(),         r.local(),
-                           r.task_segment(),   r.task_client(),
-                           r.store_endpoint(), r.cpus_per_worker(),
-                           r.gpus_per_worker()};
+      return ClientWelcome{r.job_id(),          r.local(),
+                           r.task_segment(),    r.task_client(),
+                           r.store_endpoint(),  r.cpus_per_worker(),
+                           r.gpus_per_worker(), w.minor()};
     }
     case wire::Envelope::kSubmit:
       return SubmitFromWire(w.submit(), limits);

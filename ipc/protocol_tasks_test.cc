@@ -67,6 +67,9 @@ TEST(ProtocolTaskTest, ClientWelcomeRoundTrip) {
   EXPECT_EQ(got.store_endpoint, m.store_endpoint);
   EXPECT_EQ(got.cpus_per_worker, 4u);
   EXPECT_EQ(got.gpus_per_worker, 2u);
+  // Not a field: the sender's Envelope.minor, which the client reads to
+  // know what the node speaks (1.2: push_ids).
+  EXPECT_EQ(got.protocol_minor, kProtocolMinor);
 
   ClientWelcome remote;
   remote.job_id = "job-8";
@@ -100,6 +103,13 @@ TEST(ProtocolTaskTest, SubmitRoundTripWithEveryValueKind) {
   m.tasks.push_back(c);
 
   SubmitRequest got = RoundTrip(m, "submit");
+  EXPECT_FALSE(got.push);
+  EXPECT_FALSE(got.push_ids);
+  m.push = true;
+  m.push_ids = true;
+  SubmitRequest pushed = RoundTrip(m, "submit");
+  EXPECT_TRUE(pushed.push);
+  EXPECT_TRUE(pushed.push_ids);
   ASSERT_EQ(got.tasks.size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
     SCOPED_TRACE(i);

@@ -160,7 +160,7 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
     {
       py::gil_scoped_release release;
       MutexLock lock(&mu_);
-      s = client_->Cancel({id});
+      s = client_->Cancel(coordinator::TaskRef{id});
     }
     if (absl::IsNotFound(s)) return false;
     Check(s);
@@ -191,6 +191,7 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
       d["tasks_failed"] = w.tasks_failed();
       d["restarts"] = w.restarts();
       d["last_exit"] = w.last_exit();
+      d["role"] = w.role();
       workers.append(d);
     }
     py::dict d;

@@ -4,7 +4,10 @@
 //   through a small window, get each of their results exactly once;
 // - on the wire, a pushed submit is one request and one reply (no
 //   SubmitReply), and a batch gets every result once;
-// - a full window makes SubmitAsync give ResourceExhausted, not queue.
+// - a full window makes SubmitAsync give ResourceExhausted, not queue;
+// - protocol 1.2: SubmitAsync calls are coalesced into batched requests
+//   (push_ids: the ids come first), a refused task fails only itself, and a
+//   pushed task can be cancelled by its handle before its result.
 #include <signal.h>
 #include <zmq.h>
 
@@ -17,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/subprocess.h"
 #include "coordinator/client.h"
+#include "coordinator/client_pipeline.h"
 #include "coordinator/discovery.h"
 #include "gtest/gtest.h"
 #include "ipc/curve.h"
@@ -230,6 +234,137 @@ TEST_F(PipelinedClientsTest, ARefusedPushedSubmitShowsAtAwait) {
   ASSERT_TRUE(ok.ok());
   absl::StatusOr<ipc::TaskResult> r = (*c)->Await(*ok, absl::Seconds(30));
   ASSERT_TRUE(r.ok() && r->status.ok()) << r.status();
+}
+
+TEST_F(PipelinedClientsTest, WithPushIdsTheIdsComeFirstThenEachResultOnce) {
+  absl::StatusOr<ipc::Socket> dealer = RawDealer();
+  ASSERT_TRUE(dealer.ok()) << dealer.status();
+  ipc::SubmitRequest batch;
+  batch.tasks = {Echo(1), Echo(2), Echo(3), Echo(4), Echo(5)};
+  batch.push = true;
+  batch.push_ids = true;
+  absl::StatusOr<std::string> frame = ipc::Encode(43, batch);
+  ASSERT_TRUE(frame.ok());
+  ASSERT_TRUE(dealer->Send(*frame).ok());
+  std::vector<uint64_t> ids;
+  std::multiset<uint64_t> result_ids;
+  std::multiset<int64_t> values;
+  while (result_ids.size() < 5) {
+    std::vector<std::string> frames;
+    ASSERT_TRUE(dealer->Recv(&frames, absl::Seconds(30)).ok());
+    ASSERT_EQ(frames.size(), 1u);
+    ipc::DecodeResult d = ipc::Decode(frames[0]);
+    ASSERT_TRUE(d.envelope.ok()) << d.envelope.status();
+    ASSERT_EQ(d.envelope->request_id, 43u);
+    if (ids.empty()) {
+      const auto* r = std::get_if<ipc::SubmitReply>(&d.envelope->body);
+      ASSERT_NE(r, nullptr)
+          << "first came " << ipc::MessageName(d.envelope->body);
+      ids = r->task_ids;
+      ASSERT_EQ(ids.size(), 5u);
+      continue;
+    }
+    const auto* w = std::get_if<ipc::WaitReply>(&d.envelope->body);
+    ASSERT_NE(w, nullptr) << "got " << ipc::MessageName(d.envelope->body);
+    for (const ipc::TaskResult& r : w->results) {
+      ASSERT_TRUE(r.status.ok()) << r.status;
+      result_ids.insert(r.task_id);
+      values.insert(std::get<int64_t>(r.outputs[0]));
+    }
+  }
+  EXPECT_EQ(result_ids, std::multiset<uint64_t>(ids.begin(), ids.end()));
+  EXPECT_EQ(values, (std::multiset<int64_t>{1, 2, 3, 4, 5}));
+}
+
+TEST_F(PipelinedClientsTest, SubmitAsyncCallsGoOutInBatchedRequests) {
+  absl::StatusOr<ipc::CurveKeyPair> keys =
+      ipc::ReadKeyPair(discovery_.client_key_file);
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  ipc::RpcChannelOptions channel;
+  channel.server_key = discovery_.server_key;
+  channel.client_keys = *keys;
+  coordinator::PipelineOptions options;
+  options.window = 1024;
+  options.max_batch = 64;
+  options.flush_after = absl::InfiniteDuration();  // only size and Take
+  absl::StatusOr<coordinator::RemotePipeline> p =
+      coordinator::RemotePipeline::Connect(discovery_.tcp, channel, options);
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<uint64_t> handles;
+  for (int i = 0; i < 200; ++i) {
+    absl::StatusOr<uint64_t> h = p->Submit(Echo(i), absl::Seconds(30));
+    ASSERT_TRUE(h.ok()) << h.status();
+    handles.push_back(*h);
+  }
+  EXPECT_EQ(p->requests_sent(), 3u);  // 3 full batches; 8 tasks wait
+  EXPECT_EQ(p->batched(), 8u);
+  for (int i = 0; i < 200; ++i) {
+    absl::StatusOr<ipc::TaskResult> r = p->Take(handles[i], absl::Minutes(1));
+    ASSERT_TRUE(r.ok() && r->status.ok()) << i << ": " << r.status();
+    EXPECT_EQ(std::get<int64_t>(r->outputs[0]), i);
+  }
+  EXPECT_EQ(p->requests_sent(), 4u);  // the first Take sent the last 8
+  EXPECT_EQ(p->in_flight(), 0u);
+  // A lone task is sent by its Take, not by a deadline (there is none here).
+  absl::StatusOr<uint64_t> lone = p->Submit(Echo(77), absl::Seconds(30));
+  ASSERT_TRUE(lone.ok());
+  absl::StatusOr<ipc::TaskResult> r = p->Take(*lone, absl::Seconds(30));
+  ASSERT_TRUE(r.ok() && r->status.ok()) << r.status();
+  EXPECT_EQ(std::get<int64_t>(r->outputs[0]), 77);
+}
+
+TEST_F(PipelinedClientsTest, ARefusedTaskInABatchFailsOnlyItself) {
+  coordinator::ClientOptions o;
+  o.job_id = job_;
+  o.endpoint = discovery_.tcp;
+  o.force_remote = true;
+  o.flush_after = absl::InfiniteDuration();  // the three go in one batch
+  absl::StatusOr<std::unique_ptr<coordinator::Client>> c =
+      coordinator::Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ipc::TaskSpec bad = Echo(2);
+  bad.resources.cpus = 1000;
+  absl::StatusOr<coordinator::PendingTask> a = (*c)->SubmitAsync(Echo(1));
+  absl::StatusOr<coordinator::PendingTask> b = (*c)->SubmitAsync(bad);
+  absl::StatusOr<coordinator::PendingTask> d = (*c)->SubmitAsync(Echo(3));
+  ASSERT_TRUE(a.ok() && b.ok() && d.ok());
+  absl::StatusOr<ipc::TaskResult> ra = (*c)->Await(*a, absl::Seconds(30));
+  ASSERT_TRUE(ra.ok() && ra->status.ok()) << ra.status();
+  EXPECT_EQ(std::get<int64_t>(ra->outputs[0]), 1);
+  EXPECT_EQ((*c)->Await(*b, absl::Seconds(30)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<ipc::TaskResult> rd = (*c)->Await(*d, absl::Seconds(30));
+  ASSERT_TRUE(rd.ok() && rd->status.ok()) << rd.status();
+  EXPECT_EQ(std::get<int64_t>(rd->outputs[0]), 3);
+}
+
+TEST_F(PipelinedClientsTest, APushedTaskIsCancelledByItsHandle) {
+  absl::StatusOr<std::unique_ptr<coordinator::Client>> c = Connect(16);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ipc::TaskSpec slow;
+  slow.function = "sleep";
+  slow.args = {1.0};
+  // Two workers busy for a second; the third task waits in the queue.
+  std::vector<coordinator::PendingTask> p;
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<coordinator::PendingTask> t = (*c)->SubmitAsync(slow);
+    ASSERT_TRUE(t.ok()) << t.status();
+    p.push_back(*t);
+  }
+  absl::StatusOr<uint64_t> id = (*c)->TaskId(p[2]);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_NE(*id, 0u);
+  ASSERT_TRUE((*c)->Cancel(p[2]).ok());
+  absl::StatusOr<ipc::TaskResult> r = (*c)->Await(p[2], absl::Seconds(30));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->task_id, *id);
+  EXPECT_EQ(r->status.code(), absl::StatusCode::kCancelled) << r->status;
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<ipc::TaskResult> s = (*c)->Await(p[i], absl::Seconds(30));
+    ASSERT_TRUE(s.ok() && s->status.ok()) << s.status();
+  }
+  // Awaited: its handle is spent.
+  EXPECT_EQ((*c)->Cancel(p[2]).code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace
