@@ -137,6 +137,12 @@ absl::Status Coordinator::Impl::StartTaskTable() {
       if (rings != seen) {
         seen = rings;
         completion_.Signal();
+        // Under load (many remote tasks watched), completions gather for a
+        // moment before the next signal: one wake-up of the loop, and one
+        // pushed WaitReply per request, then carry many results. A lone
+        // task (a sync one) is signalled at once.
+        if (watched_load_.load(std::memory_order_relaxed) >= kGatherAbove)
+          absl::SleepFor(kGatherFor);
       }
     }
   });
@@ -359,6 +365,7 @@ absl::Status Coordinator::Impl::Run() {
       OnCompletions();
       CheckActorInits();
     }
+    watched_load_.store(watched_.size(), std::memory_order_relaxed);
     for (size_t i = workers_at; i < clients_at; ++i) {
       if (items[i].revents & ZMQ_POLLIN) {
         supervisor_->OnExit(who[i - workers_at]);

@@ -286,6 +286,11 @@ class Coordinator::Impl {
   std::thread watcher_;      // turns completions of our tasks into an eventfd
   std::atomic<bool> watcher_stop_{false};
   EventFd completion_;
+  // watched_.size() for the watcher: from kGatherAbove watched tasks on, it
+  // lets completions gather for kGatherFor between signals (coordinator.cc).
+  std::atomic<size_t> watched_load_{0};
+  static constexpr size_t kGatherAbove = 16;
+  static constexpr absl::Duration kGatherFor = absl::Microseconds(50);
 
   std::unique_ptr<Supervisor> supervisor_;
   std::vector<int32_t> worker_slot_;  // task-table slot per worker, -1 if none
