@@ -37,26 +37,76 @@ _MAX_STORED_FUNCTIONS = 4096
 
 def _reports_blocked(method):
     """Inside a worker (nested tasks), wraps a method that waits for tasks,
-    (self, futures, timeout, ..., completer=False), so the node knows this
-    worker's task is blocked while it waits: the coordinator starts a
-    temporary worker for the children it may wait on (docs/actors.md,
-    "Nested tasks"). Polls (timeout 0) and the completion thread's rounds do
-    not count. Elsewhere: the method itself."""
+    (self, futures, timeout, [min_done], completer=False). While what it
+    waits for is not done, the wait runs queued tasks this worker can run
+    inline (_help_while_waiting: some worker always runs, so no depth of
+    nesting deadlocks the node); when there is none, or it cannot help, it
+    waits, and the node knows this worker's task is blocked meanwhile (the
+    coordinator may start a temporary worker for queued work no idle worker
+    takes). docs/actors.md, "Nested tasks". Polls (timeout 0) and the
+    completion thread's rounds do not count. Elsewhere: the method itself."""
     report = getattr(_ext._shoal, "_report_blocked_wait", None) \
         if _ext.IN_WORKER else None
     if report is None:
         return method
+    helper = getattr(_ext._shoal, "_help_while_waiting", None)
 
     @functools.wraps(method)
     def waiting(self, futures, timeout, *args, **kwargs):
         if timeout == 0 or kwargs.get("completer"):
             return method(self, futures, timeout, *args, **kwargs)
-        report(True)
+        blocked = False
         try:
+            if helper is not None:
+                timeout, blocked = _help_while_waiting(
+                    helper, report, method, self, futures, timeout, args)
+                if timeout == 0:
+                    return None
+            if not blocked:
+                report(True)
+                blocked = True
             return method(self, futures, timeout, *args, **kwargs)
         finally:
-            report(False)
+            if blocked:
+                report(False)
     return waiting
+
+
+# Between looks for queued work to run inline, a wait sleeps at most this
+# long (a completion wakes it at once).
+_HELP_SLICE_S = 0.01
+
+
+def _help_while_waiting(helper, report, method, client, futures, timeout,
+                        args):
+    """_reports_blocked's loop: runs queued tasks inline until what is
+    waited for is done (returns timeout 0), the time is up (0), or it cannot
+    help (returns the time left, None: forever). Also returns whether it
+    reported the worker blocked (the caller ends that)."""
+    group = futures if isinstance(futures, list) else [futures]
+    want = args[0] if args else 1
+    deadline = None if timeout is None else time.monotonic() + timeout
+    blocked = False
+    while True:
+        method(client, futures, 0, *args)  # a poll: collects what finished
+        if sum(1 for f in group if f._state in _DONE_STATES) >= want:
+            return 0, blocked
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return 0, blocked
+        if blocked:
+            report(False)  # it runs a task now, if it can
+            blocked = False
+        ran = helper()
+        if ran < 0:
+            return left, blocked
+        if ran > 0:
+            continue
+        report(True)
+        blocked = True
+        method(client, futures,
+               _HELP_SLICE_S if left is None else min(_HELP_SLICE_S, left),
+               *args)
 # Dropped futures' tasks are looked at in batches of at least this many.
 _MIN_SWEEP = 64
 
@@ -217,28 +267,43 @@ class Client:
         return opts
 
     def _submit_plain(self, fn, args, opts):
-        """The common case, without the general checks: a function a worker
-        imports by name (known from an earlier submit) and plain positional
-        values (no Future among them). None when it is not that case."""
+        """The common cases, without the general checks: a function a worker
+        imports by name (known from an earlier submit) and positional
+        arguments with no Future among them — plain values as task values,
+        any others as a pickled call (the call envelope, its small pickle
+        inline in the task). None when it is not that case (the general
+        path then names an argument that cannot be pickled)."""
         try:
             name = self._names.get(fn)
         except TypeError:  # an unhashable callable
             return None
         if name is None:
             return None
+        plain = True
         for a in args:
             if type(a) not in _PLAIN_TYPES:
-                return None
+                if isinstance(a, Future) or not name.startswith("py:"):
+                    return None
+                plain = False
         if len(self._forgotten) >= self._sweep_at:
             self._release_forgotten()
         timeout, retries, cpus, gpus = opts
+        path = self._python_path() if name.startswith("py:") else ""
+        if plain:
+            try:
+                task_id, keep = self._handle.submit(
+                    name, args, path, timeout, retries, cpus, gpus)
+                return Future(self, task_id, keep)
+            except _errors.InvalidArgumentError:
+                if not path:
+                    return None  # the general path says why
+                # a value the C++ conversion refuses: pickle it
         try:
-            task_id, keep = self._handle.submit(
-                name, args,
-                self._python_path() if name.startswith("py:") else "",
-                timeout, retries, cpus, gpus)
-        except _errors.InvalidArgumentError:
-            return None  # a value the C++ conversion refuses: pickle it
+            values = _serialize.dump_call(None, args, None, self._local)
+        except Exception:  # noqa: BLE001 (the general path names it)
+            return None
+        task_id, keep = self._handle.submit(
+            name + "!", values, path, timeout, retries, cpus, gpus)
         return Future(self, task_id, keep)
 
     def _submit_now(self, fn, args, kwargs, opts):
@@ -261,13 +326,11 @@ class Client:
                 f"the C++ task {name!r} takes positional plain values only "
                 "(None, bool, int, float, str, bytes, arrays)")
         try:
-            header, buffers = _serialize.dumps((fn_bytes, args, kwargs),
-                                               out_of_band=self._local)
+            values = _serialize.dump_call(fn_bytes, args, kwargs, self._local)
         except Exception as e:  # noqa: BLE001 (any pickling failure)
             raise _serialize.unpicklable_argument(args, kwargs, e) from None
         task_id, keep = self._handle.submit(
-            name + "!", [header] + buffers, path, timeout, retries, cpus,
-            gpus)
+            name + "!", values, path, timeout, retries, cpus, gpus)
         return task_id, _keep_also(keep, fn_keep)
 
     def _submit_after(self, deps, fn, args, kwargs, opts):

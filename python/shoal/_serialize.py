@@ -29,6 +29,7 @@ from . import _errors
 # Buffers at least this large leave the pickle stream: as store objects.
 OUT_OF_BAND_BYTES = 64 << 10
 _PROTOCOL = 5
+_NO_KWARGS = {}  # pickled, never changed
 
 
 # ---- torch CPU tensors: their bytes out of band, like numpy's ----------------
@@ -126,6 +127,19 @@ def dumps(obj, out_of_band=True):
     f = io.BytesIO()
     _cloudpickler()(f, _PROTOCOL, buffer_callback=callback).dump(obj)
     return f.getvalue(), buffers
+
+
+def dump_call(fn_bytes, args, kwargs, out_of_band):
+    """The task values of the call envelope: [header] + its out-of-band
+    buffers (see the module's docstring). kwargs None: none. Small calls
+    (a dict of a few keys) are one short pickle, carried inline in the
+    task like any bytes argument. Raises whatever pickling raised."""
+    header, buffers = dumps((fn_bytes, args, kwargs or _NO_KWARGS),
+                            out_of_band)
+    if buffers:
+        buffers.insert(0, header)
+        return buffers
+    return [header]
 
 
 def _store_object_of(raw):

@@ -133,3 +133,22 @@ def test_submitting_many_dicts_holds_nothing_back(client):
                for i in range(300)]
     assert [f.result(60)["i"] for f in futures] == list(range(300))
     assert sys.getrefcount(futures[0]) > 0
+
+
+def test_a_known_function_takes_pickled_calls_on_the_fast_path(client):
+    """Once the client knows a function by name, submit(f, value) pickles
+    the call at once (Client._submit_plain): small values inline in the
+    task, large arrays still out of band in the store, a Future still
+    waited for, and an unpicklable argument still named at submit."""
+    import threading
+    assert client.submit(valtasks.echo, 1).result(30) == 1  # name known
+    small = {"x": 1, "y": "s"}
+    assert client.submit(valtasks.echo, small).result(30) == small
+    a = np.arange(1 << 18, dtype=np.float32)  # 1 MiB: out of band
+    where = client.submit(valtasks.where_are, {"a": a}).result(60)
+    assert where["a"][0].endswith(STORE_MAPPING)
+    first = client.submit(valtasks.echo, [1, 2])
+    assert client.submit(valtasks.echo, first).result(30) == [1, 2]
+    with pytest.raises(shoal.InvalidArgumentError, match="argument 0"):
+        client.submit(valtasks.echo, threading.Lock())
+    assert client.submit(valtasks.echo, small).result(30) == small
