@@ -46,6 +46,15 @@ absl::Status ApplyTuningEnv(collectives::ShmCommOptions& o) {
           absl::StrCat(name, "=", text, ": expected a number of bytes"));
     }
   }
+  const char* spin = std::getenv("SHOAL_COLL_SPIN_US");
+  if (spin != nullptr && *spin != '\0') {
+    int64_t us = 0;
+    if (!absl::SimpleAtoi(spin, &us) || us < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "SHOAL_COLL_SPIN_US=", spin, ": expected microseconds (>= 0)"));
+    }
+    o.spin = absl::Microseconds(us);
+  }
   return absl::OkStatus();
 }
 
@@ -243,6 +252,13 @@ class Communicator::Impl {
     SHOAL_ASSIGN_OR_RETURN(
         gloo_, GlooCommunicator::Create(rendezvous, o_.name + ".flat", rank_,
                                         size(), gloo_options_));
+    // Used directly (forced, or ranks that do not form equal blocks by
+    // node), flat gloo watches its own connections; under the hierarchical
+    // backend, that backend's watcher does.
+    if (force_gloo_ || node_of == nullptr ||
+        !HierarchicalCommunicator::Fits(*node_of)) {
+      gloo_->StartWatching();
+    }
     return absl::OkStatus();
   }
 

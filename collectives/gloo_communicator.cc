@@ -2,10 +2,13 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <initializer_list>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -32,6 +35,8 @@ namespace {
 // gloo's collectives (whose slots carry a prefix byte 0x01..0x08 on top):
 // between a pair, messages on one slot match in the order sent.
 constexpr uint64_t kP2pSlot = uint64_t{0x40} << 56;
+// ExchangeAllReduce's messages: a slot of their own, matched in order.
+constexpr uint64_t kExchangeSlot = uint64_t{0x41} << 56;
 
 // gloo's Store over a shoal Rendezvous, its keys under a prefix. Gloo expects
 // failures as exceptions; they are caught by Create.
@@ -144,7 +149,45 @@ absl::Status CheckArgs(const char* what, int64_t count, DType dtype,
 GlooCommunicator::GlooCommunicator(int rank, int world, GlooCommOptions options)
     : rank_(rank), world_(world), o_(std::move(options)) {}
 
-GlooCommunicator::~GlooCommunicator() = default;
+GlooCommunicator::~GlooCommunicator() {
+  {
+    MutexLock lock(&mu_);
+    stop_watching_ = true;
+    watch_cv_.SignalAll();
+  }
+  if (watcher_.joinable()) watcher_.join();
+}
+
+void GlooCommunicator::StartWatching() {
+  MutexLock lock(&mu_);
+  if (watcher_.joinable()) return;
+  watcher_ = std::thread([this] { Watch(); });
+}
+
+void GlooCommunicator::Watch() {
+  // As HierarchicalCommunicator's watcher: often enough to fail well within
+  // any timeout, with the same grace for a call that succeeded just as its
+  // peer closed.
+  constexpr absl::Duration kPoll = absl::Milliseconds(10);
+  constexpr absl::Duration kLostGrace = absl::Milliseconds(200);
+  while (true) {
+    {
+      MutexLock lock(&mu_);
+      while (!stop_watching_ && calls_running_ == 0) watch_cv_.Wait(&mu_);
+      if (stop_watching_) return;
+      watch_cv_.WaitWithDeadline(&mu_, absl::Now() + kPoll);
+      if (stop_watching_) return;
+    }
+    CheckConnections(kLostGrace).IgnoreError();
+  }
+}
+
+void GlooCommunicator::WakeRunning() {
+  for (gloo::transport::UnboundBuffer* b : running_) {
+    b->abortWaitSend();
+    b->abortWaitRecv();
+  }
+}
 
 absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
     Rendezvous& rendezvous, const std::string& name, int rank, int world,
@@ -209,10 +252,7 @@ absl::Status GlooCommunicator::Abort(absl::Status why) {
       // timeout); instead wake its waits on its own output buffer (gloo
       // forgets a send queued on a connection that then broke) and let the
       // call close the pairs as it returns the failure (Guarded).
-      if (running_ != nullptr) {
-        running_->abortWaitSend();
-        running_->abortWaitRecv();
-      }
+      WakeRunning();
       return why;
     }
   }
@@ -223,6 +263,9 @@ absl::Status GlooCommunicator::Abort(absl::Status why) {
 absl::Status GlooCommunicator::CheckConnections(absl::Duration grace) {
   {
     MutexLock lock(&mu_);
+    // Failed with a call still inside gloo: an algorithm whose wait was
+    // woken may wait again (each abort wakes one wait).
+    if (!failure_.ok() && calls_running_ > 0) WakeRunning();
     if (calls_running_ == 0 || !failure_.ok()) {
       lost_since_ = absl::InfiniteFuture();
       return absl::OkStatus();
@@ -297,6 +340,7 @@ absl::Status GlooCommunicator::Guarded(const char* what, absl::Duration timeout,
     MutexLock lock(&mu_);
     ++calls_running_;
     ++calls_started_;
+    watch_cv_.SignalAll();
   }
   absl::Status thrown;
   try {
@@ -319,21 +363,31 @@ absl::Status GlooCommunicator::Guarded(const char* what, absl::Duration timeout,
 
 // ---- collectives -----------------------------------------------------------
 
-// Registers a call's buffer for Abort while it lives.
-class GlooCommunicator::RunningBuffer {
+// Registers a call's buffers (null ones skipped) for Abort while it lives.
+// Declared after the gloo options that own the buffers, so that it goes
+// first.
+class GlooCommunicator::RunningBuffers {
  public:
-  RunningBuffer(GlooCommunicator* comm, gloo::transport::UnboundBuffer* buf)
+  RunningBuffers(GlooCommunicator* comm,
+                 std::initializer_list<gloo::transport::UnboundBuffer*> bufs)
       : comm_(comm) {
+    for (gloo::transport::UnboundBuffer* b : bufs) {
+      if (b != nullptr) bufs_.push_back(b);
+    }
     MutexLock lock(&comm_->mu_);
-    comm_->running_ = buf;
+    comm_->running_.insert(comm_->running_.end(), bufs_.begin(), bufs_.end());
   }
-  ~RunningBuffer() {
+  ~RunningBuffers() {
     MutexLock lock(&comm_->mu_);
-    comm_->running_ = nullptr;
+    for (gloo::transport::UnboundBuffer* b : bufs_) {
+      auto it = std::find(comm_->running_.begin(), comm_->running_.end(), b);
+      if (it != comm_->running_.end()) comm_->running_.erase(it);
+    }
   }
 
  private:
   GlooCommunicator* const comm_;
+  std::vector<gloo::transport::UnboundBuffer*> bufs_;
 };
 
 absl::Status GlooCommunicator::AllReduce(const void* in, void* out,
@@ -356,7 +410,7 @@ absl::Status GlooCommunicator::AllReduce(const void* in, void* out,
         });
         // Abort may wake it until it is unregistered (before opts, which
         // owns it, goes).
-        RunningBuffer registered(this, running);
+        RunningBuffers registered(this, {running});
         opts.setReduceFunction(ReduceFunc(dtype, op));
         opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
         opts.setTimeout(t);
@@ -366,6 +420,88 @@ absl::Status GlooCommunicator::AllReduce(const void* in, void* out,
   return absl::OkStatus();
 }
 
+absl::Status GlooCommunicator::ExchangeAllReduce(const void* in, void* out,
+                                                 int64_t count, DType dtype,
+                                                 ReduceOp op,
+                                                 absl::Duration timeout) {
+  SHOAL_RETURN_IF_ERROR(CheckArgs("all_reduce", count, dtype, true));
+  const size_t bytes = count * DTypeSize(dtype);
+  if (bytes > o_.exchange_bytes || world_ > kMaxReduceInputs) {
+    return AllReduce(in, out, count, dtype, op, timeout);
+  }
+  if (count == 0) return Usable();
+  const ReduceOp combine = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  absl::Status reduced;
+  SHOAL_RETURN_IF_ERROR(
+      Guarded("all_reduce", timeout, [&](std::chrono::milliseconds t) {
+        EnsureExchangeBuffers();
+        RunningBuffers registered(this,
+                                  {exchange_send_.get(), exchange_recv_.get()});
+        std::memcpy(exchange_send_storage_.data(), in, bytes);
+        // The receives were posted at the end of the last call: the sends
+        // go out at once, from this thread, without gloo's
+        // ready-to-receive round trip.
+        for (int peer = 0; peer < world_; ++peer) {
+          if (peer != rank_) {
+            exchange_send_->send(peer, kExchangeSlot, 0, bytes);
+          }
+        }
+        for (int i = 1; i < world_; ++i) {
+          if (!exchange_recv_->waitRecv(t)) throw gloo::IoException("aborted");
+        }
+        for (int i = 1; i < world_; ++i) {
+          if (!exchange_send_->waitSend(t)) throw gloo::IoException("aborted");
+        }
+        // Every rank reduces the same inputs in the same (rank) order.
+        std::vector<const void*> inputs(world_);
+        for (int r = 0; r < world_; ++r) {
+          inputs[r] = r == rank_
+                          ? exchange_send_storage_.data()
+                          : exchange_recv_storage_.data() +
+                                static_cast<size_t>(r) * o_.exchange_bytes;
+        }
+        reduced = ReduceN(dtype, combine, inputs.data(), world_, out, count, 1);
+        // Only now may the peers' next messages land in the staging.
+        PostExchangeReceives();
+      }));
+  SHOAL_RETURN_IF_ERROR(reduced);
+  if (op == ReduceOp::kAvg) return DivideInPlace(dtype, out, count, world_);
+  return absl::OkStatus();
+}
+
+void GlooCommunicator::EnsureExchangeBuffers() {
+  if (exchange_send_ != nullptr) return;
+  exchange_send_storage_.assign(o_.exchange_bytes, 0);
+  exchange_recv_storage_.assign(o_.exchange_bytes * world_, 0);
+  exchange_send_ = context_->createUnboundBuffer(exchange_send_storage_.data(),
+                                                 exchange_send_storage_.size());
+  exchange_recv_ = context_->createUnboundBuffer(exchange_recv_storage_.data(),
+                                                 exchange_recv_storage_.size());
+  PostExchangeReceives();
+}
+
+void GlooCommunicator::PostExchangeReceives() {
+  // Sized for the largest message: a peer's smaller one fits (gloo checks
+  // that a message is no longer than the receive it lands in). Gloo holds
+  // the buffer weakly: one destroyed with a receive still posted is skipped.
+  for (int peer = 0; peer < world_; ++peer) {
+    if (peer == rank_) continue;
+    exchange_recv_->recv(peer, kExchangeSlot, peer * o_.exchange_bytes,
+                         o_.exchange_bytes);
+  }
+}
+
+namespace {
+
+// gloo's options whose internal buffer RunningBuffers must see.
+class WatchableBarrierOptions : public gloo::BarrierOptions {
+ public:
+  using gloo::BarrierOptions::BarrierOptions;
+  gloo::transport::UnboundBuffer* internal_buffer() { return buffer.get(); }
+};
+
+}  // namespace
+
 absl::Status GlooCommunicator::Broadcast(const void* in, void* out,
                                          int64_t count, DType dtype, int root,
                                          absl::Duration timeout) {
@@ -373,14 +509,19 @@ absl::Status GlooCommunicator::Broadcast(const void* in, void* out,
   if (root < 0 || root >= world_)
     return absl::InvalidArgumentError(absl::StrCat("broadcast: root ", root));
   if (count == 0) return Usable();
+  const size_t bytes = count * DTypeSize(dtype);
   return Guarded("broadcast", timeout, [&](std::chrono::milliseconds t) {
     gloo::BroadcastOptions opts(context_);
+    auto output = context_->createUnboundBuffer(out, bytes);
+    std::unique_ptr<gloo::transport::UnboundBuffer> input;
+    if (rank_ == root && in != out) {
+      input = context_->createUnboundBuffer(const_cast<void*>(in), bytes);
+    }
+    RunningBuffers registered(this, {output.get(), input.get()});
     WithElementType(dtype, [&](auto zero) {
       using T = decltype(zero);
-      if (rank_ == root && in != out) {
-        opts.setInput(const_cast<T*>(static_cast<const T*>(in)), count);
-      }
-      opts.setOutput(static_cast<T*>(out), count);
+      if (input != nullptr) opts.template setInput<T>(std::move(input));
+      opts.template setOutput<T>(std::move(output));
     });
     opts.setRoot(root);
     opts.setTimeout(t);
@@ -396,21 +537,26 @@ absl::Status GlooCommunicator::Reduce(const void* in, void* out, int64_t count,
     return absl::InvalidArgumentError(absl::StrCat("reduce: root ", root));
   if (count == 0) return Usable();
   // gloo works in every rank's output: the others get a scratch buffer.
+  const size_t bytes = count * DTypeSize(dtype);
   std::vector<uint8_t> scratch;
   void* target = out;
   if (rank_ != root) {
-    scratch.resize(count * DTypeSize(dtype));
+    scratch.resize(bytes);
     target = scratch.data();
   }
   SHOAL_RETURN_IF_ERROR(
       Guarded("reduce", timeout, [&](std::chrono::milliseconds t) {
         gloo::ReduceOptions opts(context_);
+        auto output = context_->createUnboundBuffer(target, bytes);
+        std::unique_ptr<gloo::transport::UnboundBuffer> input;
+        if (in != target) {
+          input = context_->createUnboundBuffer(const_cast<void*>(in), bytes);
+        }
+        RunningBuffers registered(this, {output.get(), input.get()});
         WithElementType(dtype, [&](auto zero) {
           using T = decltype(zero);
-          if (in != target) {
-            opts.setInput(const_cast<T*>(static_cast<const T*>(in)), count);
-          }
-          opts.setOutput(static_cast<T*>(target), count);
+          if (input != nullptr) opts.template setInput<T>(std::move(input));
+          opts.template setOutput<T>(std::move(output));
         });
         opts.setRoot(root);
         opts.setReduceFunction(ReduceFunc(dtype, op));
@@ -431,12 +577,16 @@ absl::Status GlooCommunicator::AllGather(const void* in, void* out,
   const bool in_place = in == static_cast<uint8_t*>(out) + rank_ * block;
   return Guarded("all_gather", timeout, [&](std::chrono::milliseconds t) {
     gloo::AllgatherOptions opts(context_);
+    auto output = context_->createUnboundBuffer(out, block * world_);
+    std::unique_ptr<gloo::transport::UnboundBuffer> input;
+    if (!in_place) {
+      input = context_->createUnboundBuffer(const_cast<void*>(in), block);
+    }
+    RunningBuffers registered(this, {output.get(), input.get()});
     WithElementType(dtype, [&](auto zero) {
       using T = decltype(zero);
-      if (!in_place) {
-        opts.setInput(const_cast<T*>(static_cast<const T*>(in)), count);
-      }
-      opts.setOutput(static_cast<T*>(out), count * world_);
+      if (input != nullptr) opts.template setInput<T>(std::move(input));
+      opts.template setOutput<T>(std::move(output));
     });
     opts.setTimeout(t);
     gloo::allgather(opts);
@@ -472,10 +622,13 @@ absl::Status GlooCommunicator::AllToAll(const void* in, void* out,
   }
   return Guarded("all_to_all", timeout, [&](std::chrono::milliseconds t) {
     gloo::AlltoallOptions opts(context_);
+    auto input = context_->createUnboundBuffer(const_cast<void*>(in), bytes);
+    auto output = context_->createUnboundBuffer(out, bytes);
+    RunningBuffers registered(this, {output.get(), input.get()});
     WithElementType(dtype, [&](auto zero) {
       using T = decltype(zero);
-      opts.setInput(const_cast<T*>(static_cast<const T*>(in)), count * world_);
-      opts.setOutput(static_cast<T*>(out), count * world_);
+      opts.template setInput<T>(std::move(input));
+      opts.template setOutput<T>(std::move(output));
     });
     opts.setTimeout(t);
     gloo::alltoall(opts);
@@ -491,6 +644,7 @@ absl::Status GlooCommunicator::Send(const void* in, int64_t count, DType dtype,
   return Guarded("send", timeout, [&](std::chrono::milliseconds t) {
     auto buf = context_->createUnboundBuffer(const_cast<void*>(in),
                                              count * DTypeSize(dtype));
+    RunningBuffers registered(this, {buf.get()});
     buf->send(peer, kP2pSlot);
     if (!buf->waitSend(t)) throw gloo::IoException("send aborted");
   });
@@ -504,6 +658,7 @@ absl::Status GlooCommunicator::Recv(void* out, int64_t count, DType dtype,
   if (count == 0) return Usable();
   return Guarded("recv", timeout, [&](std::chrono::milliseconds t) {
     auto buf = context_->createUnboundBuffer(out, count * DTypeSize(dtype));
+    RunningBuffers registered(this, {buf.get()});
     buf->recv(peer, kP2pSlot);
     if (!buf->waitRecv(t)) throw gloo::IoException("recv aborted");
   });
@@ -511,7 +666,8 @@ absl::Status GlooCommunicator::Recv(void* out, int64_t count, DType dtype,
 
 absl::Status GlooCommunicator::Barrier(absl::Duration timeout) {
   return Guarded("barrier", timeout, [&](std::chrono::milliseconds t) {
-    gloo::BarrierOptions opts(context_);
+    WatchableBarrierOptions opts(context_);
+    RunningBuffers registered(this, {opts.internal_buffer()});
     opts.setTimeout(t);
     gloo::barrier(opts);
   });

@@ -24,6 +24,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -49,6 +51,9 @@ struct GlooCommOptions {
   // The address this rank listens on (an IP address or host name that the
   // other ranks can reach). Required.
   std::string hostname;
+  // The largest all_reduce ExchangeAllReduce does in one exchange (it
+  // stages world × this many bytes). Default 64 KiB.
+  uint64_t exchange_bytes = 64 << 10;
   // Default limit for each call, and for the rendezvous. Default 5 min.
   absl::Duration timeout = absl::Minutes(5);
   // Names for error messages: a peer's address (as gloo prints it, without
@@ -91,6 +96,23 @@ class GlooCommunicator : public HostCollectives {
                     absl::Duration timeout) override;
   absl::Status Barrier(absl::Duration timeout) override;
 
+  // All_reduce for small buffers in one exchange: each rank sends its input
+  // to every other rank at once and reduces all of them, in rank order, into
+  // `out` — one network latency where the ring takes 2(world−1), and every
+  // rank ends with the same bits. The staging buffers are registered with
+  // gloo once, at the first call, and reused; each call posts the next
+  // call's receives as it ends, so a peer's send finds its receive posted
+  // and goes out at once (no ready-to-receive round trip). Buffers of more than
+  // `options.exchange_bytes` take AllReduce. Same errors as AllReduce.
+  absl::Status ExchangeAllReduce(const void* in, void* out, int64_t count,
+                                 DType dtype, ReduceOp op,
+                                 absl::Duration timeout);
+
+  // Starts a thread of this communicator's own that, while calls run, polls
+  // CheckConnections every 10 ms: for a communicator used directly (flat
+  // gloo forced), where no HierarchicalCommunicator watches it. Idempotent.
+  void StartWatching() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Fails the communicator with `why` (if it has not failed yet) and closes
   // its connections, so that peers waiting on this rank fail at once.
   // Thread-safe: called while an all_reduce runs on another thread, it wakes
@@ -105,13 +127,24 @@ class GlooCommunicator : public HostCollectives {
   // same call still runs (a call that just succeeded while its peer closed
   // returns within microseconds) aborts this communicator with Unavailable
   // naming the peer, which is returned; else OK (also when no call runs or
-  // the communicator failed already). Thread-safe.
+  // the communicator failed already). While a call still runs on a failed
+  // communicator it wakes that call's waits again (a gloo algorithm may wait
+  // more than once after a wait was aborted). Thread-safe.
   absl::Status CheckConnections(absl::Duration grace) ABSL_LOCKS_EXCLUDED(mu_);
   // How many pairs' sockets CheckConnections watches (world − 1 normally).
   int watched_connections() const { return connections_.watched(); }
 
  private:
   GlooCommunicator(int rank, int world, GlooCommOptions options);
+
+  // The watcher thread's body (StartWatching).
+  void Watch() ABSL_LOCKS_EXCLUDED(mu_);
+  // Wakes the waits of the running calls' registered buffers.
+  void WakeRunning() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Creates the exchange's staging buffers (once). REQUIRES: a call runs.
+  void EnsureExchangeBuffers();
+  // Posts the exchange's receive from every peer, for the next call.
+  void PostExchangeReceives();
 
   // Runs `body` (which calls gloo) with the failure rules above; `what`
   // names the op in messages.
@@ -128,7 +161,7 @@ class GlooCommunicator : public HostCollectives {
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
 
-  class RunningBuffer;
+  class RunningBuffers;
   // Closes every pair (gloo's closeConnections), so that peers waiting on
   // this rank fail at once.
   void CloseConnections();
@@ -143,10 +176,19 @@ class GlooCommunicator : public HostCollectives {
   uint64_t lost_under_call_ ABSL_GUARDED_BY(mu_) = 0;
   // The pairs' sockets (set by Create, read-only after).
   GlooConnections connections_;
-  // The running all_reduce's output buffer, for Abort to wake its waits:
-  // gloo forgets a send queued on a connection that then breaks, and its
-  // wait would last until the timeout.
-  gloo::transport::UnboundBuffer* running_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // The running calls' buffers, for Abort to wake their waits: gloo
+  // forgets a send queued on a connection that then breaks, and its wait
+  // would last until the timeout.
+  std::vector<gloo::transport::UnboundBuffer*> running_ ABSL_GUARDED_BY(mu_);
+  // ExchangeAllReduce's staging: this rank's input, and every rank's
+  // (slot r for rank r), registered with gloo at its first call.
+  std::vector<uint8_t> exchange_send_storage_, exchange_recv_storage_;
+  std::unique_ptr<gloo::transport::UnboundBuffer> exchange_send_,
+      exchange_recv_;
+  // The watcher thread (StartWatching), stopped by the destructor.
+  CondVar watch_cv_;
+  bool stop_watching_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread watcher_;
 };
 
 }  // namespace shoal::collectives

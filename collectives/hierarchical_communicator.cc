@@ -182,6 +182,27 @@ HierarchicalCommunicator::Create(Rendezvous& rendezvous,
   HierarchicalOptions o = options;
   const char* leaders = std::getenv("SHOAL_COLL_HIER_LEADERS");
   if (leaders != nullptr && std::string(leaders) == "1") o.leaders_only = true;
+  const char* small = std::getenv("SHOAL_COLL_HIER_SMALL");
+  if (small != nullptr && std::string(small) == "leaders") {
+    o.small_through_leaders = true;
+  } else if (small != nullptr && std::string(small) == "columns") {
+    o.small_through_leaders = false;
+  }
+  const char* small_bytes = std::getenv("SHOAL_COLL_HIER_SMALL_BYTES");
+  if (small_bytes != nullptr && *small_bytes != '\0' &&
+      !absl::SimpleAtoi(small_bytes, &o.small_bytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SHOAL_COLL_HIER_SMALL_BYTES=", small_bytes,
+                     ": expected a number of bytes"));
+  }
+  const int nodes = world / static_cast<int>(std::count(options.node_of.begin(),
+                                                        options.node_of.end(),
+                                                        options.node_of[0]));
+  if (o.small_bytes == 0) {
+    o.small_bytes = (uint64_t{1} << 20) / std::max(nodes - 1, 1);
+  }
+  // The columns' exchange stages up to small_bytes.
+  o.gloo.exchange_bytes = o.small_bytes;
   if (o.job_ranks.size() != options.node_of.size()) {
     o.job_ranks.clear();
     for (int r = 0; r < world; ++r) o.job_ranks.push_back(r);
@@ -202,7 +223,7 @@ HierarchicalCommunicator::Create(Rendezvous& rendezvous,
   SHOAL_ASSIGN_OR_RETURN(c->column_,
                          GlooCommunicator::Create(
                              rendezvous, absl::StrCat(name, ".col", c->local_),
-                             c->node_, c->nodes_, options.gloo));
+                             c->node_, c->nodes_, o.gloo));
   HierarchicalCommunicator* self = c.get();
   c->watcher_ = std::thread([self] { self->Watch(); });
   return c;
@@ -275,13 +296,24 @@ absl::Status HierarchicalCommunicator::AllReduce(const void* in, void* out,
   const ReduceOp combine = Combine(op);
   const size_t es = DTypeSize(dtype);
   const int64_t slice = count / local_size_;
-  if (static_cast<uint64_t>(count) * es <= o_.small_bytes || slice == 0) {
+  const bool small = static_cast<uint64_t>(count) * es <= o_.small_bytes;
+  if (small && o_.small_through_leaders) {
+    SHOAL_RETURN_IF_ERROR(
+        Shm(shm_->Reduce(in, out, count, dtype, combine, 0, Left(deadline))));
+    if (local_ == 0) {
+      SHOAL_RETURN_IF_ERROR(Net(column_->ExchangeAllReduce(
+          out, out, count, dtype, combine, Left(deadline))));
+    }
+    SHOAL_RETURN_IF_ERROR(
+        Shm(shm_->Broadcast(out, out, count, dtype, 0, Left(deadline))));
+  } else if (small || slice == 0) {
     // Every local rank ends up with the node's sum, and every column
-    // all_reduces the same values: all ranks get identical results.
+    // reduces the same values in the same order: all ranks get identical
+    // results.
     SHOAL_RETURN_IF_ERROR(
         Shm(shm_->AllReduce(in, out, count, dtype, combine, Left(deadline))));
-    SHOAL_RETURN_IF_ERROR(Net(
-        column_->AllReduce(out, out, count, dtype, combine, Left(deadline))));
+    SHOAL_RETURN_IF_ERROR(Net(column_->ExchangeAllReduce(
+        out, out, count, dtype, combine, Left(deadline))));
   } else if (o_.leaders_only) {
     SHOAL_RETURN_IF_ERROR(
         Shm(shm_->Reduce(in, out, count, dtype, combine, 0, Left(deadline))));

@@ -11,8 +11,9 @@
 //   2. all_reduce of slice k within column k (gloo ring between nodes): all L
 //      local ranks use the network at once, each with 1/L of the bytes;
 //   3. all_gather within the node (shm).
-// Small all_reduce (≤ small_bytes): a one-step shm all_reduce, then every
-// column all_reduces the whole (tiny) buffer: two latencies instead of three.
+// Small all_reduce (≤ small_bytes): shm reduce to the node leader (local
+// rank 0), one exchange among the leaders (each sends its node's sum to the
+// other leaders at once and reduces them in node order), shm broadcast.
 // Broadcast and reduce go through the root's column and the nodes' shm;
 // all_gather is a node all_gather then a column all_gather of node blocks;
 // reduce_scatter is an all_reduce of the whole input; all_to_all, and
@@ -63,9 +64,21 @@ struct HierarchicalOptions {
   ShmCommOptions shm;
   // The column communicators' options (hostname, timeout, peer names).
   GlooCommOptions gloo;
-  // All_reduces up to this many bytes take the two-step path. Default
-  // 64 KiB.
-  uint64_t small_bytes = 64 << 10;
+  // All_reduces up to this many bytes take the small path (below), whose
+  // step between nodes is one exchange (GlooCommunicator::ExchangeAllReduce)
+  // instead of a ring. 0 (default): 1 MiB / (nodes − 1) — each leader
+  // sends the whole buffer to every other node, so the bound shrinks with
+  // more nodes; on 2 nodes the exchange measured faster than the columns up
+  // to 1 MiB (docs/BENCHMARKS.md W3). SHOAL_COLL_HIER_SMALL_BYTES sets it.
+  uint64_t small_bytes = 0;
+  // The small path: true (default): shm reduce to local rank 0, one
+  // exchange among the node leaders only, shm broadcast; false: a one-step
+  // shm all_reduce, then every column exchanges the node sums. The columns
+  // take one latency fewer but put every rank (and its gloo thread) on the
+  // network at once; on the shared 2-core machine the leaders' path measured
+  // about twice as fast (docs/BENCHMARKS.md W3). SHOAL_COLL_HIER_SMALL=
+  // columns clears it, =leaders sets it.
+  bool small_through_leaders = true;
   // Large all_reduce through the node leaders only (shm reduce to local
   // rank 0, gloo among the leaders, shm broadcast) instead of every column:
   // the alternative the default was measured against (docs/collectives.md).

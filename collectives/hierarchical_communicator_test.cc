@@ -36,7 +36,8 @@ struct RankComms {
 // Runs `body` on `node_of.size()` threads, each with its RankComms.
 void RunRanks(const std::vector<int>& node_of,
               const std::function<void(int, RankComms&)>& body,
-              absl::Duration timeout = absl::Seconds(30)) {
+              absl::Duration timeout = absl::Seconds(30),
+              bool small_through_leaders = true) {
   static int serial = 0;
   const std::string name = absl::StrCat("t", getpid(), "-", serial++);
   InMemoryRendezvous rendezvous;
@@ -59,6 +60,7 @@ void RunRanks(const std::vector<int>& node_of,
       ho.shm.timeout = timeout;
       ho.gloo = go;
       ho.small_bytes = 256;
+      ho.small_through_leaders = small_through_leaders;
       auto hier = HierarchicalCommunicator::Create(rendezvous, name, r,
                                                    comms.flat.get(), ho);
       ASSERT_TRUE(hier.ok()) << hier.status();
@@ -192,12 +194,79 @@ TEST(HierarchicalCommunicatorTest, TwoNodesOfTwoRanks) {
   RunRanks({0, 0, 1, 1}, [](int, RankComms& c) { CheckEveryOp(*c.hier, 4); });
 }
 
+TEST(HierarchicalCommunicatorTest, TwoNodesOfTwoRanksSmallThroughColumns) {
+  RunRanks(
+      {0, 0, 1, 1}, [](int, RankComms& c) { CheckEveryOp(*c.hier, 4); },
+      absl::Seconds(30), /*small_through_leaders=*/false);
+}
+
 TEST(HierarchicalCommunicatorTest, ThreeNodesOfOneRank) {
   RunRanks({4, 5, 6}, [](int, RankComms& c) { CheckEveryOp(*c.hier, 3); });
 }
 
 TEST(GlooCommunicatorTest, FlatGlooOfThreeRanks) {
   RunRanks({0, 0, 0}, [](int, RankComms& c) { CheckEveryOp(*c.flat, 3); });
+}
+
+// The one-exchange all_reduce: every dtype and op against the references,
+// in and out of place, every rank the same bits, over sizes on both sides
+// of its staging bound (the larger ones take the ring).
+TEST(GlooCommunicatorTest, ExchangeAllReduceOfThreeRanks) {
+  std::vector<std::vector<uint8_t>> results(3);
+  RunRanks({0, 1, 2}, [&](int me, RankComms& c) {
+    for (DType t : kTypes) {
+      for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1001},
+                        int64_t{70000}}) {
+        for (ReduceOp op : kOps) {
+          const std::string at =
+              absl::StrCat(DTypeName(t), " n=", n, " ", ReduceOpName(op));
+          std::vector<uint8_t> in = Fill(t, me, n, op), out(n * Size(t) + 1);
+          ASSERT_TRUE(c.flat
+                          ->ExchangeAllReduce(in.data(), out.data(), n, t, op,
+                                              absl::ZeroDuration())
+                          .ok())
+              << at;
+          EXPECT_EQ(testing::CheckReduced(t, op, 3, out, n), "") << at;
+          ASSERT_TRUE(c.flat
+                          ->ExchangeAllReduce(in.data(), in.data(), n, t, op,
+                                              absl::ZeroDuration())
+                          .ok())
+              << at;
+          EXPECT_EQ(std::memcmp(in.data(), out.data(), n * Size(t)), 0)
+              << "in place " << at;
+          if (t == DType::kF16 && n == 1001 && op == ReduceOp::kAvg) {
+            results[me] = out;
+          }
+        }
+      }
+    }
+  });
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+}
+
+// Flat gloo used directly (its own watcher started, as Communicator does): a
+// root that goes while the others wait in its broadcast fails them well
+// before the call's timeout.
+TEST(GlooCommunicatorTest, ABroadcastFromARankThatWentFailsAtOnce) {
+  std::vector<absl::Status> got(3);
+  std::vector<absl::Duration> took(3);
+  RunRanks(
+      {0, 1, 2},
+      [&](int r, RankComms& c) {
+        c.flat->StartWatching();
+        if (r == 2) return;  // the root goes: its sockets close
+        std::vector<float> x(1 << 20);
+        const absl::Time t0 = absl::Now();
+        got[r] = c.flat->Broadcast(x.data(), x.data(), x.size(), DType::kF32, 2,
+                                   absl::Seconds(20));
+        took[r] = absl::Now() - t0;
+      },
+      absl::Seconds(20));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(got[r].code(), absl::StatusCode::kUnavailable) << got[r];
+    EXPECT_LT(took[r], absl::Seconds(10)) << r << ": " << got[r];
+  }
 }
 
 // The connection watch under gloo (gloo_connections.h): every pair's socket

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -64,23 +65,28 @@ std::string DescribeExit(int status) {
 // (single-node), fd() never becomes readable.
 class StopKeyWatcher {
  public:
+  // `rpc_timeout` bounds each wait on the key-value service: the destructor
+  // joins the thread, so a node 0 that vanished delays this launcher's exit
+  // by up to that long.
   StopKeyWatcher(const std::string& kv_endpoint, std::string key,
-                 const std::string& secret)
+                 const std::string& secret, absl::Duration rpc_timeout)
       : fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
     if (kv_endpoint.empty()) return;
-    thread_ = std::thread([this, kv_endpoint, key = std::move(key), secret] {
-      launch::KvClientOptions ko;
-      ko.secret = secret;
-      auto kv = launch::KvClient::Connect(kv_endpoint, ko);
-      while (kv.ok() && watching_.load()) {
-        if ((*kv)->Get(key, absl::Milliseconds(500)).ok()) {
-          const uint64_t one = 1;
-          ssize_t unused = write(fd_, &one, sizeof(one));
-          (void)unused;
-          return;
-        }
-      }
-    });
+    thread_ = std::thread(
+        [this, kv_endpoint, key = std::move(key), secret, rpc_timeout] {
+          launch::KvClientOptions ko;
+          ko.secret = secret;
+          ko.rpc_timeout = rpc_timeout;
+          auto kv = launch::KvClient::Connect(kv_endpoint, ko);
+          while (kv.ok() && watching_.load()) {
+            if ((*kv)->Get(key, absl::Milliseconds(500)).ok()) {
+              const uint64_t one = 1;
+              ssize_t unused = write(fd_, &one, sizeof(one));
+              (void)unused;
+              return;
+            }
+          }
+        });
   }
   StopKeyWatcher(const StopKeyWatcher&) = delete;
   StopKeyWatcher& operator=(const StopKeyWatcher&) = delete;
@@ -291,8 +297,12 @@ LocalOutcome Launcher::Monitor(int generation) {
         RankExit{rank_offset_, 0, 127 << 8, {std::string(started.message())}};
   }
   // Another node's failure arrives as the generation's stop key.
+  // Its waits are bounded as the keep-alive's (node_keepalive.cc), so that
+  // a lost node 0 does not hold this launcher's exit for the KV client's
+  // default timeout.
   StopKeyWatcher watcher(o_.nnodes > 1 ? kv_endpoint_ : "",
-                         Key(generation, "stop"), kv_secret_);
+                         Key(generation, "stop"), kv_secret_,
+                         std::max(absl::Seconds(1), o_.keepalive_timeout / 4));
   // Another node lost without a word (its launcher killed, its machine
   // gone): noticed through the launchers' keep-alive counters.
   lost_node_.reset();
@@ -302,6 +312,9 @@ LocalOutcome Launcher::Monitor(int generation) {
   ka.prefix = Key(generation, "alive/");
   ka.node = o_.node_rank;
   ka.nnodes = o_.nnodes;
+  ka.dead_after = o_.keepalive_timeout;
+  ka.period = std::clamp(o_.keepalive_timeout / 10, absl::Milliseconds(50),
+                         absl::Seconds(1));
   NodeKeepAlive keepalive(ka);
   bool stopping = !started.ok();
   if (stopping) group.StopAll();

@@ -41,6 +41,11 @@ struct LaunchOptions {
   absl::Duration start_timeout = absl::Seconds(300);
   // Between SIGTERM and SIGKILL when stopping the group. Default 5 s.
   absl::Duration stop_grace = absl::Seconds(5);
+  // Multi-node: another node (or node 0's key-value service) silent this
+  // long is lost, and this node's ranks are stopped (node_keepalive.h).
+  // Counters are renewed every keepalive_timeout / 10 (at most every 1 s).
+  // Default 10 s.
+  absl::Duration keepalive_timeout = absl::Seconds(10);
   // Each node's store. Default 0: the store's default size.
   uint64_t store_bytes = 0;
   std::string job_id;

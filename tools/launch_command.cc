@@ -45,6 +45,10 @@ int LaunchCommand(int argc, char** argv) {
   absl::Duration& grace =
       p.Duration("stop-grace", absl::Seconds(5),
                  "time between SIGTERM and SIGKILL on stop");
+  absl::Duration& keepalive_timeout = p.Duration(
+      "keepalive-timeout", absl::Seconds(10),
+      "multi-node: stop this node's ranks when another node (or node 0's "
+      "key-value store) is silent this long");
   uint64_t& store_bytes =
       p.Bytes("store-bytes", 0, "each node's store (default: 30% RAM)");
   std::string& job_id = p.String("job-id", "", "job id (default: a fresh one)");
@@ -67,6 +71,11 @@ int LaunchCommand(int argc, char** argv) {
   o.log_dir = log_dir;
   o.start_timeout = start_timeout;
   o.stop_grace = grace;
+  if (keepalive_timeout <= absl::ZeroDuration()) {
+    return Fail(
+        absl::InvalidArgumentError("--keepalive-timeout must be more than 0"));
+  }
+  o.keepalive_timeout = keepalive_timeout;
   o.store_bytes = store_bytes;
   o.job_id = job_id;
   if (standalone && (nnodes != 1 || !coordinator.empty())) {

@@ -1,7 +1,9 @@
 // Failures of collectives across nodes, under `shoal launch --nnodes 2`.
 // Modes:
-//   kill-rank R   rank R SIGKILLs itself; the others' all_reduce must fail
-//                 (Unavailable) well within their 30 s timeout, and say why
+//   kill-rank R [OP]  rank R SIGKILLs itself; the others' OP (all_reduce,
+//                 or broadcast, all_gather, reduce_scatter, all_to_all) must
+//                 fail (Unavailable) well within their 30 s timeout, and say
+//                 why
 //   loop          every rank all_reduces in a loop, printing "looping" once;
 //                 the test kills a whole node; the survivors print how their
 //                 all_reduce failed
@@ -35,6 +37,31 @@ void Report(int rank, const std::string& mode, absl::Time t0,
   std::fflush(stdout);
 }
 
+// One call of `op` on `x` (and a scratch buffer for the gathers); an
+// unknown op is InvalidArgument.
+absl::Status RunOp(shoal::collectives::Communicator& c, const std::string& op,
+                   std::vector<float>& x, std::vector<float>& all) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  const int64_t per = n / c.size();
+  if (op == "all_reduce") {
+    return c.AllReduce(x.data(), x.data(), n, DType::kF32, ReduceOp::kSum);
+  }
+  if (op == "broadcast") {
+    return c.Broadcast(x.data(), x.data(), n, DType::kF32, 0);
+  }
+  if (op == "all_gather") {
+    return c.AllGather(x.data(), all.data(), n, DType::kF32);
+  }
+  if (op == "reduce_scatter") {
+    return c.ReduceScatter(x.data(), all.data(), per, DType::kF32,
+                           ReduceOp::kSum);
+  }
+  if (op == "all_to_all") {
+    return c.AllToAll(x.data(), all.data(), per, DType::kF32);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown op '", op, "'"));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -56,7 +83,9 @@ int main(int argc, char** argv) {
   }
   shoal::collectives::Communicator& c = **comm;
   const int rank = c.rank();
-  std::vector<float> x(1 << 18, 1.0f);
+  // 4 MiB: above the hierarchical backend's small-message bound (1 MiB on
+  // 2 nodes), so an all_reduce takes every step (shm and gloo columns).
+  std::vector<float> x(1 << 20, 1.0f);
   if (mode == "kill-rank") {
     int victim = 0;
     if (argc < 3 || !absl::SimpleAtoi(argv[2], &victim)) return 2;
@@ -67,13 +96,12 @@ int main(int argc, char** argv) {
       Report(rank, "kill-rank", absl::Now(), s);
       return 0;
     }
+    const std::string op = argc > 3 ? argv[3] : "all_reduce";
+    std::vector<float> all(x.size() * c.size());
     if (rank == victim) raise(SIGKILL);
     const absl::Time t0 = absl::Now();
     // Large enough for every step (shm and gloo) to need the victim.
-    for (int i = 0; i < 50 && s.ok(); ++i) {
-      s = c.AllReduce(x.data(), x.data(), x.size(), DType::kF32,
-                      ReduceOp::kSum);
-    }
+    for (int i = 0; i < 50 && s.ok(); ++i) s = RunOp(c, op, x, all);
     Report(rank, "kill-rank", t0, s);
     return 0;
   }

@@ -41,16 +41,20 @@ class TwoNodes : public ::testing::Test {
   }
 
   // `shoal launch` for node k of 2, 2 ranks, running `command`.
+  // `flags`: more flags of `shoal launch`.
   testing::RunningCommand Start(int node, std::vector<std::string> command,
-                                const Env& env = {}) {
+                                const Env& env = {},
+                                const std::vector<std::string>& flags = {}) {
     std::vector<std::string> argv = net_.In(node);
     for (const std::string& a : std::vector<std::string>{
              RunfilePath("tools/shoal"), "launch", "--store-bytes", "64M",
              "--nnodes", "2", "--node-rank", absl::StrCat(node),
              "--coordinator", absl::StrCat(net_.head_ip(), ":29412"),
-             "--nproc-per-node", "2", "--tee", "--stop-grace", "10", "--"}) {
+             "--nproc-per-node", "2", "--tee", "--stop-grace", "10"}) {
       argv.push_back(a);
     }
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("--");
     argv.insert(argv.end(), command.begin(), command.end());
     return testing::StartCommand(argv, absl::StrCat("node", node), env);
   }
@@ -133,6 +137,38 @@ TEST_F(TwoNodes, AKilledRankOnTheOtherNodeFailsEveryRank) {
                     << r.second.err;
 }
 
+// The same under ops other than all_reduce, on the hierarchical path and on
+// flat gloo forced (whose own watcher wakes its calls): rank 3 dies as the
+// others enter a broadcast or all_gather; each survivor fails within the
+// timeout, naming the lost rank or its node.
+TEST_F(TwoNodes, AKilledRankUnderOtherOpsFailsEveryRank) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"broadcast", "auto"}, {"all_gather", "auto"}, {"broadcast", "gloo"}};
+  for (const auto& [op, backend] : cases) {
+    SCOPED_TRACE(absl::StrCat(op, " on ", backend));
+    auto r = RunBoth({NodesProbe(), "kill-rank", "3", op},
+                     {{"SHOAL_COLLECTIVES_BACKEND", backend}});
+    const bool flat = std::string(backend) == "gloo";
+    int saw = 0;
+    for (const std::string& line : Lines(r)) {
+      if (!absl::StrContains(line, "kill-rank after")) continue;
+      ++saw;
+      EXPECT_TRUE(absl::StrContains(line, "UNAVAILABLE")) << line;
+      // Flat gloo has no shared memory to learn the dead rank from: a
+      // survivor may name the rank whose give-up closed its connection first
+      // (node 0's rank 1 after it lost rank 3), still by node and ranks.
+      EXPECT_TRUE(absl::StrContains(line, "rank 1 (pid") ||
+                  absl::StrContains(line, "node 1") ||
+                  (flat && absl::StrContains(line, " is node ")))
+          << "names neither the rank nor its node: " << line;
+      EXPECT_GE(Millis(line), 0) << line;
+      EXPECT_LT(Millis(line), 10000) << line;
+    }
+    EXPECT_EQ(saw, 3) << r.first.OutText() << r.second.OutText() << r.first.err
+                      << r.second.err;
+  }
+}
+
 // Every process of node 1 (its launcher and both ranks) is SIGKILLed in the
 // middle of a loop of all_reduces: node 0's ranks fail quickly, naming it.
 // (A rank whose gloo send was queued when its peer died is failed by its
@@ -205,6 +241,38 @@ TEST_F(TwoNodes, ALauncherStopsItsRanksWhenTheOtherNodeIsLost) {
   EXPECT_TRUE(absl::StrContains(r0.err, "lost node 1")) << r0.err;
   // 10 s without a keep-alive, then SIGTERM stops `sleep` at once.
   EXPECT_LT(took, absl::Seconds(30)) << r0.err;
+}
+
+// Node 0 — the key-value store's host — is SIGKILLed (launcher and ranks):
+// node 1's launcher finds node 0's key-value service silent for
+// --keepalive-timeout (3 s here), stops its ranks and exits non-zero,
+// naming node 0.
+TEST_F(TwoNodes, NodeOnesLauncherStopsWhenNodeZeroIsLost) {
+  const std::vector<std::string> ranks = {"/bin/sh", "-c",
+                                          "echo started; exec sleep 600"};
+  const std::vector<std::string> flags = {"--keepalive-timeout", "3"};
+  auto node0 = Start(0, ranks, {}, flags);
+  auto node1 = Start(1, ranks, {}, flags);
+  for (testing::RunningCommand* node : {&node0, &node1}) {
+    int started = 0;
+    while (started < 2) {
+      absl::StatusOr<std::string> line =
+          node->process.ReadLine(absl::Seconds(60));
+      ASSERT_TRUE(line.ok()) << line.status();
+      started += absl::StrContains(*line, "started");
+    }
+  }
+  const absl::Time killed = absl::Now();
+  net_.KillAll(0);
+  Result r1 = node1.Finish(absl::Seconds(90));
+  const absl::Duration took = absl::Now() - killed;
+  Result r0 = node0.Finish(absl::Seconds(10));
+  std::printf("node 1's launcher exited %d, %s after node 0 was killed\n",
+              r1.code, absl::FormatDuration(took).c_str());
+  EXPECT_NE(r1.code, 0) << r1.OutText() << r1.err;
+  EXPECT_TRUE(absl::StrContains(r1.err, "lost node 0")) << r1.err;
+  // 3 s without an answer, then SIGTERM stops `sleep` at once.
+  EXPECT_LT(took, absl::Seconds(20)) << r1.err;
 }
 
 // torch.distributed's "shoal" backend across the two nodes (torchrun-style
