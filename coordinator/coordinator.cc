@@ -1,5 +1,6 @@
 #include "coordinator/coordinator.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -348,9 +349,24 @@ absl::Status Coordinator::Impl::Run() {
     for (const auto& [key, p] : peers_) parked |= !p.parked.empty();
     if (!expiring_.empty() || parked || !watched_.empty())
       wake = std::min(wake, now + absl::Milliseconds(10));
-    const int rc = zmq_poll(
-        items.data(), static_cast<int>(items.size()),
-        ipc::PollTimeoutMs(std::max(absl::ZeroDuration(), wake - now)));
+    // A pushed task was just submitted with few others watched (a sync
+    // client): look at the ring count for a moment before sleeping, which
+    // saves the watcher's futex and eventfd wake-ups when it finishes soon.
+    // Bounded (kSpinFor), and it yields the CPU to the worker running it.
+    bool completed = false;
+    if (spin_for_push_) {
+      spin_for_push_ = false;
+      const absl::Time until = absl::Now() + kSpinFor;
+      while (!completed && absl::Now() < until) {
+        completed = table_->ClientRings(own_client_) != rings_seen_;
+        if (!completed) sched_yield();
+      }
+    }
+    const int rc = completed
+                       ? 0
+                       : zmq_poll(items.data(), static_cast<int>(items.size()),
+                                  ipc::PollTimeoutMs(std::max(
+                                      absl::ZeroDuration(), wake - now)));
     if (rc < 0 && zmq_errno() != EINTR)
       return ipc::ZmqStatus("zmq_poll", __FILE__, __LINE__);
     if (items[2].revents & ZMQ_POLLIN) break;
@@ -360,7 +376,7 @@ absl::Status Coordinator::Impl::Run() {
     if (items[0].revents & ZMQ_POLLIN) DrainFrontend(/*tcp=*/false);
     if (items[4].revents & ZMQ_POLLIN) DrainFrontend(/*tcp=*/true);
     if (items[1].revents & ZMQ_POLLIN) DrainBackend();
-    if (items[3].revents & ZMQ_POLLIN) {
+    if (completed || (items[3].revents & ZMQ_POLLIN)) {
       completion_.Drain();
       OnCompletions();
       CheckActorInits();

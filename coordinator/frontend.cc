@@ -174,6 +174,7 @@ std::optional<ipc::Message> Coordinator::Impl::OnSubmit(
   // (this reply is sent before OnCompletions can push a result).
   auto push = std::make_shared<const PushTarget>(PushTarget{peer, request_id});
   for (uint64_t id : ids) Watch(id, push, 0);
+  spin_for_push_ = watched_.size() <= kSpinWatchedAtMost;
   if (m.push_ids) return ipc::SubmitReply{std::move(ids)};
   return std::nullopt;
 }
