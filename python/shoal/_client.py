@@ -4,19 +4,17 @@ C++ ones) to its workers and collects their results through futures.
 The process's default client (shoal.connect, shoal.submit) is _context's."""
 
 import functools
-import os
-import site
 import sys
-import sysconfig
 import threading
 import time
-import types
 import weakref
 
 import numpy as np
 
-from . import _errors, _ext, _paths, _serialize, _store
-from ._future import _DONE_STATES, Future, _finish, _finished
+from . import _errors, _ext, _serialize, _store
+from ._naming import _fingerprint, client_search_path, task_name
+from ._collector import _MIN_SWEEP, Collector
+from ._future import _DONE_STATES, Future, _finished
 
 _OPTIONS = ("timeout", "max_retries", "cpus", "gpus", "num_cpus", "num_gpus")
 # A module path longer than this goes to the workers as a store object
@@ -28,9 +26,6 @@ _INLINE_PATH_BYTES = 64
 # conversion, python/ext/values.cc): exact types only.
 _PLAIN_TYPES = frozenset([type(None), bool, int, float, str, bytes,
                           np.ndarray, _store.StoreArray, _store.ObjectRef])
-# How long the completion thread waits per round (it holds the client's
-# connection meanwhile, so a submit from another thread waits at most this).
-_COMPLETER_SLICE_S = 0.001
 # By-value functions a client keeps stored (the oldest go beyond this).
 _MAX_STORED_FUNCTIONS = 4096
 
@@ -87,9 +82,14 @@ def _help_while_waiting(helper, report, method, client, futures, timeout,
     want = args[0] if args else 1
     deadline = None if timeout is None else time.monotonic() + timeout
     blocked = False
+    def enough():
+        return sum(1 for f in group if f._state in _DONE_STATES) >= want
+
     while True:
+        if enough():
+            return 0, blocked
         method(client, futures, 0, *args)  # a poll: collects what finished
-        if sum(1 for f in group if f._state in _DONE_STATES) >= want:
+        if enough():
             return 0, blocked
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
@@ -107,23 +107,12 @@ def _help_while_waiting(helper, report, method, client, futures, timeout,
         method(client, futures,
                _HELP_SLICE_S if left is None else min(_HELP_SLICE_S, left),
                *args)
-# Dropped futures' tasks are looked at in batches of at least this many.
-_MIN_SWEEP = 64
-
-
-# How long result() waits on the task table by itself before it joins the
-# shared collector (so a long wait never keeps another thread's completions,
-# callbacks or asyncio waiters from being delivered).
-_DIRECT_WAIT_S = 0.02
-# The longest one round of the shared collector waits on the table before it
-# looks again at which futures threads want (see Client._collect).
-_ROUND_S = 0.1
 
 
 _CLIENTS = weakref.WeakSet()  # every Client of this process (Node.stop)
 
 
-class Client:
+class Client(Collector):
     """A connection to a shoal node: tasks, and the node's store."""
 
     def __init__(self, handle):
@@ -417,158 +406,11 @@ class Client:
         self._by_identity[key] = (ref_fn, fingerprint) + entry
         return entry
 
-    # ---- completions -----------------------------------------------------
+    # ---- completions (_collector.Collector) ---------------------------
 
-    @_reports_blocked
-    def _await_one(self, future, timeout):
-        """result()/done() of one future. The common case (no other thread
-        collecting, no watched futures) waits on the task table directly on
-        this thread, as a C++ client does: no Condition, no hand-off. After
-        _DIRECT_WAIT_S (or when the direct way is taken) it joins _collect,
-        which shares the table among threads."""
-        if (future.id is not None and not self._watched and
-                self._wait_lock.acquire(False)):
-            direct = _DIRECT_WAIT_S if timeout is None else \
-                min(timeout, _DIRECT_WAIT_S)
-            notify = None
-            try:
-                rows = self._handle.wait([future.id], direct, 1)
-                if rows:
-                    notify = _finish(future, rows[0])
-            finally:
-                self._wait_lock.release()
-                if self._user_waiting or self._watched:
-                    with self._cond:  # (watched meanwhile: it is done now)
-                        self._watched.pop(future.id, None)
-                        self._cond.notify_all()
-            if rows:
-                if notify is not None:
-                    notify._notify()
-                return
-            if timeout is not None:
-                timeout = max(0.0, timeout - direct)
-                if timeout == 0.0:
-                    return
-        self._collect([future], timeout, 1)
-
-    @_reports_blocked
-    def _collect(self, futures, timeout, min_done, completer=False):
-        """Waits until `min_done` of `futures` finished or `timeout` passed.
-
-        One thread at a time waits on the task table (a finished task is
-        taken once): it waits for every thread's wanted futures and the
-        watched ones (callbacks, as_completed, asyncio) at once, in rounds of
-        at most _ROUND_S so that futures wanted later join, and delivers
-        whatever finished; the other threads wait on the Condition. The
-        completion thread (`completer`) steps aside while a user thread is
-        in here (that one serves the watched futures too).
-        """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        mine = []  # registered in _wanted: when another thread collects
-        with self._cond:
-            if not completer:
-                self._user_waiting += 1
-        try:
-            while self._collect_once(futures, deadline, min_done, completer,
-                                     mine):
-                pass
-        finally:
-            if not completer:
-                with self._cond:
-                    self._user_waiting -= 1
-                    for f in mine:
-                        entry = self._wanted.get(f.id)
-                        if entry is None:
-                            continue
-                        if entry[1] <= 1:
-                            del self._wanted[f.id]
-                        else:
-                            self._wanted[f.id] = (f, entry[1] - 1)
-
-    def _collect_once(self, futures, deadline, min_done, completer, mine):
-        """One round of _collect; whether to go on. The first time another
-        thread holds the table, this one's futures go into _wanted (and
-        into `mine`, for _collect to take them out again)."""
-        with self._cond:
-            done_states = _DONE_STATES
-            waiting = [f for f in futures if f._state not in done_states]
-            if len(futures) - len(waiting) >= min_done or not waiting:
-                return False
-            left = None if deadline is None else \
-                max(0.0, deadline - time.monotonic())
-            targets = {f.id: f for f in waiting if f.id is not None}
-            need = min_done - (len(futures) - len(waiting))
-            if self._wanted or self._watched:
-                for task_id, entry in self._wanted.items():
-                    if not _finished(entry[0]):
-                        targets[task_id] = entry[0]
-                for task_id, f in self._watched.items():
-                    if not _finished(f):
-                        targets[task_id] = f
-                need = 1
-            if (not targets or (completer and self._user_waiting) or
-                    not self._wait_lock.acquire(False)):
-                if not completer and not mine:
-                    mine.extend(f for f in waiting if f.id is not None)
-                    for f in mine:
-                        entry = self._wanted.get(f.id)
-                        self._wanted[f.id] = (f, 1 if entry is None
-                                              else entry[1] + 1)
-                if left == 0.0:
-                    return False
-                self._cond.wait(0.05 if left is None else min(left, 0.05))
-                return not completer
-        round_s = _ROUND_S if left is None else min(left, _ROUND_S)
-        rows, notify = [], []
-        try:
-            rows = self._handle.wait(list(targets), round_s, need)
-            for row in rows:
-                f = _finish(targets[row[0]], row)
-                if f is not None:
-                    notify.append(f)
-        finally:
-            self._wait_lock.release()
-            with self._cond:
-                for row in rows:
-                    self._watched.pop(row[0], None)
-                self._cond.notify_all()
-        for f in notify:
-            f._notify()
-        return not completer and left != 0.0 and (
-            deadline is None or time.monotonic() < deadline)
-
-    def _watch(self, future):
-        """Delivers `future`'s completion without a caller waiting."""
-        with self._cond:
-            if future.id is None or future.id in self._watched:
-                return
-            self._watched[future.id] = future
-            if self._completer is None or not self._completer.is_alive():
-                self._completer = threading.Thread(
-                    target=_complete_loop, args=(weakref.ref(self),),
-                    name="shoal-completions", daemon=True)
-                self._completer.start()
-            self._cond.notify_all()
-
-    def _forget(self, task_id):
-        # From __del__: anything may be half torn down; just remember it.
-        self._forgotten.append(task_id)
-
-    def _release_forgotten(self):
-        """Frees the table entries (and outputs) of dropped futures' tasks
-        that finished; the others stay listed until a later sweep (sweeps
-        come further apart while many stay, so a submit costs O(1)
-        amortised)."""
-        ids, self._forgotten = self._forgotten, []
-        try:
-            rows = self._handle.wait(ids, 0, 0)  # takes and frees them
-        except _errors.Error:
-            rows = []  # the node went away: nothing left to free
-            ids = []
-        done = {row[0] for row in rows}
-        left = [i for i in ids if i not in done]
-        self._forgotten.extend(left)
-        self._sweep_at = max(_MIN_SWEEP, 2 * len(left))
+    # Inside a worker, a wait tells the node its task is blocked.
+    _await_one = _reports_blocked(Collector._await_one)
+    _collect = _reports_blocked(Collector._collect)
 
     def _python_path(self):
         """This process's sys.path minus the interpreter's own folders (the
@@ -588,33 +430,6 @@ class Client:
                 path = "@" + ref.id
             self._path_key, self._path = key, path
         return self._path
-
-
-def _complete_loop(client_ref):
-    """The completion thread: delivers watched futures' completions while
-    there are any; ends with its client."""
-    while True:
-        client = client_ref()
-        if client is None:
-            return
-        with client._cond:
-            for task_id in [i for i, f in client._watched.items()
-                            if _finished(f)]:
-                del client._watched[task_id]  # another thread took it
-            if not client._watched:
-                client._cond.wait(1.0)
-                continue
-            watched = list(client._watched.values())
-        try:
-            client._collect(watched, _COMPLETER_SLICE_S, 1, completer=True)
-        except Exception as e:  # noqa: BLE001 (the node went away, ...)
-            with client._cond:
-                failed = list(client._watched.values())
-                client._watched.clear()
-            for f in failed:
-                if not _finished(f) and f.set_running_or_notify_cancel():
-                    f.set_exception(e)
-        del client
 
 
 def _results_in_order(futures, timeout, chunked):
@@ -662,109 +477,3 @@ def _task_options(options):
     gpus = options.get("gpus", options.get("num_gpus", 0))
     return (float(timeout), -1 if retries is None else int(retries),
             int(cpus), int(gpus))
-
-
-def _fingerprint(fn):
-    """What rebinding would change: code, defaults, closure cells' values
-    (by identity). A change inside an object the function refers to is not
-    seen (as with Ray's remote functions, pickled once)."""
-    f = getattr(fn, "__func__", fn)
-    code = getattr(f, "__code__", None)
-    cells = getattr(f, "__closure__", None) or ()
-    try:
-        values = tuple(id(c.cell_contents) for c in cells)
-    except ValueError:  # an empty cell
-        values = None
-    return (id(code), id(getattr(f, "__defaults__", None)),
-            id(getattr(f, "__kwdefaults__", None)), values,
-            id(getattr(fn, "__self__", None)))
-
-
-def _interpreter_dirs():
-    """Folders of the base interpreter's standard library and site-packages."""
-    dirs = set()
-    for key in ("stdlib", "platstdlib"):
-        p = sysconfig.get_paths().get(key)
-        if p:
-            dirs.add(os.path.realpath(p))
-    try:
-        for p in site.getsitepackages([sys.base_prefix]):
-            dirs.add(os.path.realpath(p))
-    except AttributeError:  # virtualenv's old site.py
-        pass
-    return dirs
-
-
-_INTERPRETER_DIRS = None
-
-
-def client_search_path():
-    """The folders of sys.path a worker lacks, absolute, in order."""
-    global _INTERPRETER_DIRS
-    if _INTERPRETER_DIRS is None:
-        _INTERPRETER_DIRS = _interpreter_dirs()
-    out = []
-    for p in sys.path:
-        p = os.path.abspath(p or os.getcwd())
-        real = os.path.realpath(p)
-        if ":" in p or p in out:
-            continue
-        if p.endswith(".zip") and real.startswith(sys.base_prefix):
-            continue
-        if any(real == d or real.startswith(d + os.sep)
-               for d in _INTERPRETER_DIRS):
-            continue
-        out.append(p)
-    return out
-
-
-_NAMES = weakref.WeakKeyDictionary()
-
-
-def task_name(fn, by_value_ok=False):
-    """The task name of a function or name: "py:module:qualname" for Python
-    functions a worker can import by name, C++ task names unchanged.
-
-    For other callables (lambdas, closures, bound methods, callable objects,
-    functions of `python -c` or an interactive session): None with
-    `by_value_ok` (the caller sends them by value), else
-    InvalidArgumentError."""
-    if isinstance(fn, str):
-        if fn.startswith("py:") or ":" not in fn:
-            return fn
-        return "py:" + fn
-    try:
-        name = _NAMES[fn]  # "" for a function that goes by value
-    except (KeyError, TypeError):
-        name = _importable_name(fn) or ""
-        try:
-            _NAMES[fn] = name
-        except TypeError:
-            pass
-    if name or by_value_ok:
-        return name or None
-    raise _errors.InvalidArgumentError(
-        f"{fn!r} cannot be imported by a worker by name")
-
-
-def _importable_name(fn):
-    """"py:module:qualname" if a worker importing that name gets `fn`."""
-    if not isinstance(fn, (types.FunctionType, types.BuiltinFunctionType)):
-        return None
-    module = getattr(fn, "__module__", None)
-    qualname = getattr(fn, "__qualname__", None)
-    if not module or not qualname or "<" in qualname:
-        return None
-    owner = sys.modules.get(module)
-    obj = owner
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
-    if obj is not fn:
-        return None  # shadowed, decorated or rebound: by value
-    if module == "__main__":
-        try:
-            module = _paths.main_module_name()
-        except _errors.InvalidArgumentError:
-            return None  # python -c, interactive: by value
-    name = f"py:{module}:{qualname}"
-    return name if len(name.encode()) <= 95 else None

@@ -1,0 +1,120 @@
+"""Function naming for task submission: the task name a worker runs a
+function by ("py:module:qualname" when a worker can import it, else None:
+the client sends it by value), the folders of sys.path a worker needs to
+import the client's modules, and the fingerprint that tells when a
+function sent by value was rebound. Used by _client.Client."""
+
+import os
+import site
+import sys
+import sysconfig
+import types
+import weakref
+
+from . import _errors, _paths
+
+
+def _fingerprint(fn):
+    """What rebinding would change: code, defaults, closure cells' values
+    (by identity). A change inside an object the function refers to is not
+    seen (as with Ray's remote functions, pickled once)."""
+    f = getattr(fn, "__func__", fn)
+    code = getattr(f, "__code__", None)
+    cells = getattr(f, "__closure__", None) or ()
+    try:
+        values = tuple(id(c.cell_contents) for c in cells)
+    except ValueError:  # an empty cell
+        values = None
+    return (id(code), id(getattr(f, "__defaults__", None)),
+            id(getattr(f, "__kwdefaults__", None)), values,
+            id(getattr(fn, "__self__", None)))
+
+
+def _interpreter_dirs():
+    """Folders of the base interpreter's standard library and site-packages."""
+    dirs = set()
+    for key in ("stdlib", "platstdlib"):
+        p = sysconfig.get_paths().get(key)
+        if p:
+            dirs.add(os.path.realpath(p))
+    try:
+        for p in site.getsitepackages([sys.base_prefix]):
+            dirs.add(os.path.realpath(p))
+    except AttributeError:  # virtualenv's old site.py
+        pass
+    return dirs
+
+
+_INTERPRETER_DIRS = None
+
+
+def client_search_path():
+    """The folders of sys.path a worker lacks, absolute, in order."""
+    global _INTERPRETER_DIRS
+    if _INTERPRETER_DIRS is None:
+        _INTERPRETER_DIRS = _interpreter_dirs()
+    out = []
+    for p in sys.path:
+        p = os.path.abspath(p or os.getcwd())
+        real = os.path.realpath(p)
+        if ":" in p or p in out:
+            continue
+        if p.endswith(".zip") and real.startswith(sys.base_prefix):
+            continue
+        if any(real == d or real.startswith(d + os.sep)
+               for d in _INTERPRETER_DIRS):
+            continue
+        out.append(p)
+    return out
+
+
+_NAMES = weakref.WeakKeyDictionary()
+
+
+def task_name(fn, by_value_ok=False):
+    """The task name of a function or name: "py:module:qualname" for Python
+    functions a worker can import by name, C++ task names unchanged.
+
+    For other callables (lambdas, closures, bound methods, callable objects,
+    functions of `python -c` or an interactive session): None with
+    `by_value_ok` (the caller sends them by value), else
+    InvalidArgumentError."""
+    if isinstance(fn, str):
+        if fn.startswith("py:") or ":" not in fn:
+            return fn
+        return "py:" + fn
+    try:
+        name = _NAMES[fn]  # "" for a function that goes by value
+    except (KeyError, TypeError):
+        name = _importable_name(fn) or ""
+        try:
+            _NAMES[fn] = name
+        except TypeError:
+            pass
+    if name or by_value_ok:
+        return name or None
+    raise _errors.InvalidArgumentError(
+        f"{fn!r} cannot be imported by a worker by name")
+
+
+def _importable_name(fn):
+    """"py:module:qualname" if a worker importing that name gets `fn`."""
+    if not isinstance(fn, (types.FunctionType, types.BuiltinFunctionType)):
+        return None
+    module = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", None)
+    if not module or not qualname or "<" in qualname:
+        return None
+    owner = sys.modules.get(module)
+    obj = owner
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    if obj is not fn:
+        return None  # shadowed, decorated or rebound: by value
+    if module == "__main__":
+        try:
+            module = _paths.main_module_name()
+        except _errors.InvalidArgumentError:
+            return None  # python -c, interactive: by value
+    name = f"py:{module}:{qualname}"
+    return name if len(name.encode()) <= 95 else None
