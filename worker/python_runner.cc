@@ -169,6 +169,7 @@ class PythonRunner : public TaskRunner {
     PyGILState_STATE g = PyGILState_Ensure();
     functions_.clear();
     load_call_ = py::object();
+    loads_ = py::object();
     PyGILState_Release(g);
   }
 
@@ -310,11 +311,26 @@ class PythonRunner : public TaskRunner {
     args = py::reinterpret_steal<py::object>(raw_args);
     if (name.envelope) {
       try {
-        if (!load_call_) {
-          load_call_ =
-              py::module_::import("shoal._serialize").attr("load_call");
+        py::object loaded;
+        PyObject* a = args.ptr();
+        if (PyTuple_GET_SIZE(a) == 1 && PyBytes_Check(PyTuple_GET_ITEM(a, 0))) {
+          // The common small call: its pickle alone, inline in the task (no
+          // out-of-band buffers): pickle.loads at once, without
+          // load_call's Python frame.
+          if (!loads_) loads_ = py::module_::import("pickle").attr("loads");
+          loaded = loads_(py::handle(PyTuple_GET_ITEM(a, 0)));
+        } else {
+          if (!load_call_) {
+            load_call_ =
+                py::module_::import("shoal._serialize").attr("load_call");
+          }
+          loaded = load_call_(*args);
         }
-        py::tuple call = load_call_(*args).cast<py::tuple>();
+        if (!PyTuple_Check(loaded.ptr()) || PyTuple_GET_SIZE(loaded.ptr()) != 3)
+          return absl::InvalidArgumentError(
+              "the task's call envelope is not a (function, args, kwargs) "
+              "tuple");
+        py::tuple call = py::reinterpret_borrow<py::tuple>(loaded);
         carried = call[0];
         args = py::tuple(call[1]);
         kwargs = call[2];
@@ -330,7 +346,9 @@ class PythonRunner : public TaskRunner {
     g_current_task = &ctx;
     PyObject* result = PyObject_Call(
         fn.ptr(), args.ptr(),
-        kwargs && PyDict_Size(kwargs.ptr()) > 0 ? kwargs.ptr() : nullptr);
+        kwargs && PyDict_Check(kwargs.ptr()) && PyDict_Size(kwargs.ptr()) > 0
+            ? kwargs.ptr()
+            : nullptr);
     g_current_task = outer;
     args = py::object();
     if (result == nullptr) return TakePythonError("");
@@ -447,6 +465,7 @@ class PythonRunner : public TaskRunner {
   std::map<std::string, py::object> functions_;
   size_t by_value_cached_ = 0;
   py::object load_call_;  // shoal._serialize.load_call, once imported
+  py::object loads_;      // pickle.loads, once imported
 };
 
 }  // namespace
