@@ -11,6 +11,7 @@
 // the middle of a task and nothing has to stop it; it is never restarted.
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "coordinator/coordinator_impl.h"
@@ -22,8 +23,17 @@ namespace {
 // own interpreter): a recursion deeper than this can still deadlock.
 constexpr size_t kMaxTemporaryWorkers = 16;
 constexpr char kTemporaryIdleExitMs[] = "2000";
+// A temporary worker's role in `shoal status` starts with this.
+constexpr char kTemporaryLabel[] = "temporary, for blocked worker ";
 
 }  // namespace
+
+bool Coordinator::Impl::ListedInStatus(const ipc::WorkerStatus& w) const {
+  // A temporary worker that exited is gone for good (never restarted): the
+  // listing shows the node's live pool, not every process it ever started.
+  return !(w.state() == "stopped" &&
+           absl::StartsWith(w.role(), kTemporaryLabel));
+}
 
 void Coordinator::Impl::OnWorkerBlocked(uint32_t worker, bool blocked) {
   // An actor's process holds no pool slot: its waits block nobody else.
@@ -41,6 +51,12 @@ void Coordinator::Impl::OnWorkerBlocked(uint32_t worker, bool blocked) {
                                           temporary_workers_.end(), gone),
                            temporary_workers_.end());
   if (temporary_workers_.size() >= blocked_workers_.size()) return;
+  // Only for work that waits: a blocked worker has nothing it could run
+  // inline (it runs queued tasks inside its wait while it can), and an idle
+  // worker takes what it serves.
+  const int32_t slot = worker < worker_slot_.size() ? worker_slot_[worker] : -1;
+  if (slot < 0 || !table_->WorkNoIdleWorkerTakes(static_cast<uint32_t>(slot)))
+    return;
   if (temporary_workers_.size() >= kMaxTemporaryWorkers) {
     SHOAL_LOG(WARNING,
               "%d workers wait for tasks and %d temporary workers (the most) "
@@ -54,7 +70,7 @@ void Coordinator::Impl::OnWorkerBlocked(uint32_t worker, bool blocked) {
   // It stands in for the blocked worker: the same GPUs (CUDA_VISIBLE_DEVICES).
   if (worker < worker_gpus_.size()) spec.visible_devices = worker_gpus_[worker];
   spec.max_restarts = 0;
-  spec.label = absl::StrCat("temporary, for blocked worker ", worker);
+  spec.label = absl::StrCat(kTemporaryLabel, worker);
   spec.env["SHOAL_WORKER_IDLE_EXIT_MS"] = kTemporaryIdleExitMs;
   const uint32_t id = static_cast<uint32_t>(worker_slot_.size());
   worker_slot_.push_back(-1);

@@ -219,8 +219,12 @@ class Coordinator::Impl {
   void OnLocalClientExit(uint32_t client);
   void OnWorkerExit(uint32_t worker, const std::string& how);
   // A pool worker's heartbeat said whether a task of it waits for tasks:
-  // starts a temporary worker per blocked one (blocked_workers.cc).
+  // starts a temporary worker per blocked one when queued work waits for a
+  // worker (blocked_workers.cc).
   void OnWorkerBlocked(uint32_t worker, bool blocked);
+  // Whether `shoal status` lists this worker (not a temporary one that
+  // exited; blocked_workers.cc).
+  bool ListedInStatus(const ipc::WorkerStatus& w) const;
   void CheckTimeouts(absl::Time now);
   void ExpireRemoteResults(absl::Time now);
 

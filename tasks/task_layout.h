@@ -23,7 +23,7 @@ namespace shoal::tasks {
 
 inline constexpr uint64_t kTaskSegmentMagic =
     0x4b5341544c414f48ULL;  // "HOALTASK"
-inline constexpr uint32_t kTaskLayoutVersion = 3;
+inline constexpr uint32_t kTaskLayoutVersion = 4;
 // Ordinary classes (distinct cpus/gpus requests) and actor classes (one per
 // live actor) together.
 inline constexpr uint32_t kMaxResourceClasses = 80;
@@ -63,8 +63,11 @@ struct alignas(64) TaskWorkerSlot {
   int32_t pid;
   uint32_t cpus;
   uint32_t gpus;
-  uint32_t current;  // entry index + 1 of the task it runs, 0 when idle
-  uint32_t actor;    // 0: claims ordinary tasks; else only this actor's
+  // Entry index + 1 of the task it runs, 0 when idle. A task claimed while
+  // another waits (ClaimNested) runs on top of it: TaskEntry::below links
+  // the stack down, and Complete pops it.
+  uint32_t current;
+  uint32_t actor;  // 0: claims ordinary tasks; else only this actor's
   // bell.rings as the worker saw it when it last armed to sleep: Submit
   // rings it only if nobody has since (see TaskTable::Submit).
   std::atomic<uint32_t> armed;
@@ -147,6 +150,11 @@ struct TaskEntry {
   uint32_t args_chunk;  // first chunk + 1; 0 = inline
   uint32_t result_bytes;
   uint32_t result_chunk;
+  // While running: the entry index + 1 of the task its worker ran before it
+  // and returns to when it completes (ClaimNested: a waiting task runs a
+  // queued one inline); 0: none.
+  uint32_t below;
+  uint32_t reserved;
   char function[kFunctionNameBytes];
   uint8_t inline_args[kInlinePayloadBytes];
   uint8_t inline_result[kInlinePayloadBytes];

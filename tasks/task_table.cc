@@ -296,29 +296,42 @@ std::optional<uint64_t> TaskTable::RunningOn(uint32_t worker) const {
 
 absl::StatusOr<bool> TaskTable::FailRunning(uint32_t worker, int32_t code,
                                             absl::string_view result) {
-  uint32_t ring_owner = 0;
-  bool requeued = false;
+  std::vector<uint32_t> ring_owners;
+  bool requeued_all = true;
+  bool requeued_any = false;
   {
     SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
     TaskWorkerSlot& s = op.h()->workers[worker];
     if (s.current == 0)
       return absl::NotFoundError("the worker was running no task");
-    const uint32_t i = s.current - 1;
-    TaskEntry* x = op.e(i);
-    op.W32(&s.current, 0);
-    op.W64(&s.failed, s.failed + 1);
-    const bool cancelled = x->flags.load() & kTaskCancelRequested;
-    if (!cancelled && x->attempts <= x->max_retries) {
-      op.W32(&x->worker, 0);
-      op.Enqueue(i, /*at_head=*/true);
-      requeued = true;
-    } else {
-      SHOAL_ASSIGN_OR_RETURN(ring_owner, op.Finish(i, code, result));
+    // The worker's stack of tasks (ClaimNested), top first: each pop is one
+    // journaled step, so a coordinator dying midway leaves a shorter stack.
+    for (uint32_t popped = 0;
+         s.current != 0 && s.current <= op.h()->max_tasks &&
+         popped < op.h()->max_tasks;
+         ++popped) {
+      const uint32_t i = s.current - 1;
+      TaskEntry* x = op.e(i);
+      op.W32(&s.current, x->below);
+      op.W32(&x->below, 0);
+      op.W64(&s.failed, s.failed + 1);
+      const bool cancelled = x->flags.load() & kTaskCancelRequested;
+      if (!cancelled && x->attempts <= x->max_retries) {
+        op.W32(&x->worker, 0);
+        op.Enqueue(i, /*at_head=*/true);
+        requeued_any = true;
+      } else {
+        SHOAL_ASSIGN_OR_RETURN(const uint32_t owner,
+                               op.Finish(i, code, result));
+        if (owner != 0) ring_owners.push_back(owner);
+        requeued_all = false;
+      }
+      op.Checkpoint();
     }
   }
-  if (requeued) WakeAllWorkers();
-  if (ring_owner != 0) ClientBell(ring_owner - 1).Ring();
-  return requeued;
+  if (requeued_any) WakeAllWorkers();
+  for (uint32_t owner : ring_owners) ClientBell(owner - 1).Ring();
+  return requeued_all;
 }
 
 absl::Status TaskTable::CompleteFor(uint32_t worker, int32_t code,
@@ -331,15 +344,21 @@ absl::Status TaskTable::CompleteFor(uint32_t worker, int32_t code,
 std::vector<ExpiredTask> TaskTable::Expired(int64_t now_ns) const {
   std::vector<ExpiredTask> out;
   for (uint32_t w = 0; w < kMaxTaskWorkers; ++w) {
-    const uint32_t cur = RelaxedLoad(&header()->workers[w].current);
-    if (cur == 0) continue;
-    const TaskEntry* x = entry(cur - 1);
-    const int64_t timeout = __atomic_load_n(&x->timeout_ns, __ATOMIC_RELAXED);
-    const int64_t started = __atomic_load_n(&x->started_ns, __ATOMIC_RELAXED);
-    if (timeout > 0 && now_ns - started > timeout &&
-        !(x->flags.load(std::memory_order_relaxed) & kTaskTimedOut)) {
-      out.push_back({MakeTaskId(x->generation, cur - 1), w,
-                     absl::Nanoseconds(now_ns - started - timeout)});
+    // Every task of the worker's stack (ClaimNested), read without the
+    // lock: bounded, in case it changes under us.
+    uint32_t cur = RelaxedLoad(&header()->workers[w].current);
+    const uint32_t max_tasks = header()->max_tasks;
+    for (uint32_t seen = 0; cur != 0 && cur <= max_tasks && seen < max_tasks;
+         ++seen) {
+      const TaskEntry* x = entry(cur - 1);
+      const int64_t timeout = __atomic_load_n(&x->timeout_ns, __ATOMIC_RELAXED);
+      const int64_t started = __atomic_load_n(&x->started_ns, __ATOMIC_RELAXED);
+      if (timeout > 0 && now_ns - started > timeout &&
+          !(x->flags.load(std::memory_order_relaxed) & kTaskTimedOut)) {
+        out.push_back({MakeTaskId(RelaxedLoad(&x->generation), cur - 1), w,
+                       absl::Nanoseconds(now_ns - started - timeout)});
+      }
+      cur = RelaxedLoad(&x->below);
     }
   }
   return out;

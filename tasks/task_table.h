@@ -4,7 +4,7 @@
 //   coordinator  Create, AddWorker / RemoveWorker, AddClient / RemoveClient,
 //                FailRunning (a worker died), Expired (timeouts), Stats
 //   client       Submit, Poll, Take, Release, Cancel, WaitForCompletion
-//   worker       Claim, Complete, CancelRequested, WaitForWork
+//   worker       Claim, ClaimNested, Complete, CancelRequested, WaitForWork
 // A task id is (generation << 32 | entry index): a stale id (released, reused)
 // is NotFound, never another task. Payloads (encoded arguments and results)
 // are opaque bytes here; ipc/ defines their encoding.
@@ -160,9 +160,10 @@ class TaskTable {
   absl::StatusOr<TaskWorkerCounters> WorkerCounters(uint32_t worker) const;
   // The task worker `worker` is running, if any (as an id).
   std::optional<uint64_t> RunningOn(uint32_t worker) const;
-  // Handles the task a dead worker was running: requeued at the head of its
-  // FIFO if it has retries left (returns true), else completed with `code`
-  // and `result` (returns false). NotFound if the worker ran nothing.
+  // Handles the tasks a dead worker was running (its stack: the task it ran
+  // and those it ran inside it, ClaimNested): each is requeued at the head
+  // of its FIFO if it has retries left, else completed with `code` and
+  // `result`. Returns true if all were requeued. NotFound if it ran nothing.
   absl::StatusOr<bool> FailRunning(uint32_t worker, int32_t code,
                                    absl::string_view result);
   // Completes a task on its worker's behalf (a timeout the worker ignored).
@@ -219,8 +220,16 @@ class TaskTable {
   // classes, the lowest submission number), now marked running; nullopt if
   // none. Errors: lock failures.
   absl::StatusOr<std::optional<TaskClaim>> Claim(uint32_t worker);
-  // Finishes the worker's running task `id`. Errors: FailedPrecondition if it
-  // is not running on this worker (a timeout or cancel already completed it).
+  // A waiting task helps (docs/actors.md, "Nested tasks"): claims, as Claim,
+  // the oldest queued task this worker can run, on top of the one it runs;
+  // Complete of the new one returns the worker to the one below. A worker
+  // dying fails or requeues the whole stack (FailRunning).
+  // Errors: FailedPrecondition (an actor's worker, whose calls run in order
+  // on its instance; or a worker running no task), lock failures.
+  absl::StatusOr<std::optional<TaskClaim>> ClaimNested(uint32_t worker);
+  // Finishes the worker's running task `id` (the top of its stack). Errors:
+  // FailedPrecondition if it is not the task this worker runs (a timeout or
+  // cancel already completed it, or a task claimed inside it still runs).
   absl::Status Complete(uint32_t worker, uint64_t id, int32_t code,
                         absl::string_view result);
   // Whether cancellation was requested for `id` (lock-free).
@@ -229,6 +238,11 @@ class TaskTable {
   // until a submit rings this worker or `timeout` passes.
   void WaitForWork(uint32_t worker, absl::Duration spin,
                    absl::Duration timeout);
+  // Coordinator (nested tasks): whether a task is queued that worker
+  // `like`'s resources serve and no idle ordinary worker (registered,
+  // running nothing) serves, so one more worker like `like` would have
+  // something to run now. Read without the lock: a hint.
+  bool WorkNoIdleWorkerTakes(uint32_t like) const;
   // Wakes every sleeping worker (shutdown, cancellation).
   void WakeAllWorkers();
 
@@ -256,6 +270,10 @@ class TaskTable {
   }
 
   class Op;  // one locked, journaled operation
+
+  // Claim and ClaimNested: with `nested`, on top of the running task.
+  absl::StatusOr<std::optional<TaskClaim>> ClaimOnto(uint32_t worker,
+                                                     bool nested);
 
   // Submit's steps: an allocated entry's fields for `t` (all but the payload),
   // written through `op`; then, with the lock released, up to `n` sleeping

@@ -350,12 +350,30 @@ absl::StatusOr<TaskState> TaskTable::Cancel(uint64_t id) {
 // ------------------------------------------------------------------------
 
 absl::StatusOr<std::optional<TaskClaim>> TaskTable::Claim(uint32_t worker) {
+  return ClaimOnto(worker, /*nested=*/false);
+}
+
+absl::StatusOr<std::optional<TaskClaim>> TaskTable::ClaimNested(
+    uint32_t worker) {
+  return ClaimOnto(worker, /*nested=*/true);
+}
+
+absl::StatusOr<std::optional<TaskClaim>> TaskTable::ClaimOnto(uint32_t worker,
+                                                              bool nested) {
   if (worker >= kMaxTaskWorkers)
     return absl::InvalidArgumentError("bad worker slot");
   SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
   if (op.h()->prefix.closed.load())
     return absl::UnavailableError("the coordinator has shut down");
   TaskWorkerSlot& s = op.h()->workers[worker];
+  if (nested && s.actor != 0) {
+    return absl::FailedPreconditionError(
+        "an actor's worker runs only its actor's calls, in order");
+  }
+  if (nested && s.current == 0) {
+    return absl::FailedPreconditionError(
+        "the worker runs no task to run another inside");
+  }
   if (op.h()->queued == 0) return std::nullopt;
   uint32_t best = kMaxResourceClasses;
   uint64_t best_seq = ~uint64_t{0};
@@ -377,6 +395,7 @@ absl::StatusOr<std::optional<TaskClaim>> TaskTable::Claim(uint32_t worker) {
   op.W32(&x->attempts, x->attempts + 1);
   op.W64(reinterpret_cast<uint64_t*>(&x->started_ns),
          static_cast<uint64_t>(MonotonicNs()));
+  op.W32(&x->below, nested ? s.current : 0);
   FaultPoint("claim:before-assign");
   op.W32(&s.current, i + 1);
   TaskClaim claim;
@@ -405,7 +424,9 @@ absl::Status TaskTable::Complete(uint32_t worker, uint64_t id, int32_t code,
       return absl::FailedPreconditionError(
           absl::StrCat("task ", id, " is no longer running on this worker"));
     }
-    op.W32(&s.current, 0);
+    // Back to the task it ran inside, if any (ClaimNested).
+    op.W32(&s.current, x->below);
+    op.W32(&x->below, 0);
     if (code == 0) {
       op.W64(&s.done, s.done + 1);
     } else {
@@ -458,6 +479,31 @@ void TaskTable::WaitForWork(uint32_t worker, absl::Duration spin,
   s.armed.store(armed, std::memory_order_seq_cst);  // before runnable()
   if (!runnable()) s.bell.Sleep(armed, timeout);
   s.bell.Disarm();
+}
+
+bool TaskTable::WorkNoIdleWorkerTakes(uint32_t like) const {
+  if (like >= kMaxTaskWorkers) return false;
+  const TaskSegmentHeader* h = header();
+  if (RelaxedLoad(&h->queued) == 0) return false;
+  const TaskWorkerSlot& model = h->workers[like];
+  const uint32_t n =
+      std::min(RelaxedLoad(&h->num_classes), kMaxResourceClasses);
+  for (uint32_t k = 0; k < n; ++k) {
+    const ResourceClass& c = h->classes[k];
+    if (RelaxedLoad(&c.depth) == 0 || RelaxedLoad(&c.actor) != 0 ||
+        !Serves(model, c))
+      continue;
+    bool taken = false;
+    for (const TaskWorkerSlot& w : h->workers) {
+      if (RelaxedLoad(&w.in_use) != 0 && RelaxedLoad(&w.actor) == 0 &&
+          RelaxedLoad(&w.current) == 0 && Serves(w, c)) {
+        taken = true;
+        break;
+      }
+    }
+    if (!taken) return true;
+  }
+  return false;
 }
 
 void TaskTable::SetFaultHookForTesting(void (*hook)(const char*)) {

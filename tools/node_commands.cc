@@ -273,6 +273,7 @@ int WorkerCommand(int argc, char** argv) {
   // Tasks get the client API (nested tasks) from this binary's own copy of
   // the extension: loading _shoal.so beside it cannot work (ext/builtin.h).
   pyext::SetBlockedWaitReporter(&worker::ReportBlockedWait);
+  pyext::SetWaitHelper(&worker::HelpWhileWaiting);
   worker::SetPythonStartHook(&pyext::InstallBuiltinModule);
   absl::Status s = worker::RunWorker(*o);
   if (!s.ok()) return Fail(s);

@@ -118,7 +118,56 @@ class Heartbeat {
   std::thread thread_;
 };
 
+// What HelpWhileWaiting needs of RunWorker: set while it runs. The depth is
+// touched only on the worker's main thread (`thread`).
+struct InlineRunner {
+  tasks::TaskTable* table;
+  Executor* executor;
+  uint32_t slot;
+  std::atomic<uint64_t>* done;
+  std::thread::id thread;
+  int max_depth;
+  int depth = 0;
+};
+std::atomic<InlineRunner*> g_inline{nullptr};
+
+// Default of WorkerOptions::max_inline_depth: each level holds the frames of
+// a task and its wait on the main thread's stack (8 MiB by default).
+constexpr int kDefaultMaxInlineDepth = 100;
+
 }  // namespace
+
+int HelpWhileWaiting() {
+  InlineRunner* r = g_inline.load();
+  // Only the thread that runs the worker's tasks: the slot's stack of tasks
+  // then nests exactly as this thread's calls do.
+  if (r == nullptr || std::this_thread::get_id() != r->thread) return -1;
+  if (r->depth >= r->max_depth) return -1;
+  absl::StatusOr<std::optional<tasks::TaskClaim>> claim =
+      r->table->ClaimNested(r->slot);
+  if (!claim.ok()) {
+    // An actor's worker (FailedPrecondition), or shutting down.
+    if (!absl::IsFailedPrecondition(claim.status()) &&
+        !absl::IsUnavailable(claim.status())) {
+      SHOAL_LOG(WARNING, "worker slot %d: claiming a task inline: %s", r->slot,
+                claim.status().ToString());
+    }
+    return -1;
+  }
+  if (!claim->has_value()) return 0;
+  const tasks::TaskClaim& c = **claim;
+  ++r->depth;
+  TaskOutcome outcome = r->executor->Execute(c);
+  --r->depth;
+  absl::Status s =
+      r->table->Complete(r->slot, c.id, outcome.code, outcome.payload);
+  if (!s.ok() && !absl::IsFailedPrecondition(s) && !absl::IsNotFound(s)) {
+    SHOAL_LOG(WARNING, "worker slot %d: completing task %d run inline: %s",
+              r->slot, c.id, s.ToString());
+  }
+  r->done->fetch_add(1, std::memory_order_relaxed);
+  return 1;
+}
 
 void ReportBlockedWait(bool begins) {
   const int before = g_blocked_waits.fetch_add(begins ? 1 : -1);
@@ -140,6 +189,11 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromEnv() {
     int64_t ms;
     if (absl::SimpleAtoi(s, &ms) && ms > 0)
       o.idle_exit = absl::Milliseconds(ms);
+  }
+  if (const char* s = std::getenv("SHOAL_WORKER_MAX_INLINE_DEPTH");
+      s != nullptr) {
+    int depth;
+    if (absl::SimpleAtoi(s, &depth) && depth >= 0) o.max_inline_depth = depth;
   }
   if (const char* s = std::getenv("SHOAL_WORKER_SPIN_US"); s != nullptr) {
     int64_t us;
@@ -166,6 +220,17 @@ absl::Status RunWorker(const WorkerOptions& o) {
   Executor executor(o.worker_id, store.get(), table.get(), std::move(runners));
   std::atomic<uint64_t> done{0};
   Heartbeat heartbeat(o, &done);
+  InlineRunner inline_runner{
+      table.get(),
+      &executor,
+      o.task_slot,
+      &done,
+      std::this_thread::get_id(),
+      o.max_inline_depth < 0 ? kDefaultMaxInlineDepth : o.max_inline_depth};
+  g_inline.store(&inline_runner);
+  struct Unset {
+    ~Unset() { g_inline.store(nullptr); }
+  } unset;
   absl::Time idle_since = absl::Now();
   while (true) {
     absl::StatusOr<std::optional<tasks::TaskClaim>> claim =

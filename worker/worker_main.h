@@ -30,6 +30,10 @@ struct WorkerOptions {
   // docs/actors.md "Nested tasks") exits after this long without a task.
   // Default infinite (SHOAL_WORKER_IDLE_EXIT_MS).
   absl::Duration idle_exit = absl::InfiniteDuration();
+  // How many tasks a waiting task may run inside its wait, one inside the
+  // other (HelpWhileWaiting); 0: none. Negative: the default, 100
+  // (SHOAL_WORKER_MAX_INLINE_DEPTH).
+  int max_inline_depth = -1;
 };
 
 // Reads the options from the environment the coordinator set.
@@ -42,6 +46,16 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromEnv();
 // worker counts as blocked while any lasts). Waits shorter than ~20 ms are
 // not reported. Thread-safe; a no-op outside RunWorker.
 void ReportBlockedWait(bool begins);
+
+// Called by a task that waits for tasks (the client API inside a worker),
+// between looks at what it waits for: claims one queued task this worker
+// can run and runs it to completion inline, on this thread, on top of the
+// waiting one (tasks::TaskTable::ClaimNested; docs/actors.md, "Nested
+// tasks"). So some worker always runs, and waits never deadlock the node.
+// Returns 1 (ran one), 0 (nothing queued for it now), -1 (cannot help: not
+// the worker's task thread, an actor's worker, the depth limit reached, or
+// outside RunWorker). REQUIRES: the GIL is NOT held.
+int HelpWhileWaiting();
 
 // Runs until the coordinator closes the task table (returns OK) or a fatal
 // error. The process also dies with the coordinator (PR_SET_PDEATHSIG).

@@ -24,6 +24,11 @@ absl::Status InstallBuiltinModule();
 // Set before InstallBuiltinModule; unset, the function does nothing.
 void SetBlockedWaitReporter(void (*report)(bool begins));
 
+// What the module's `_help_while_waiting()` calls: the worker's
+// worker::HelpWhileWaiting (1 ran a task inline, 0 none queued, -1 cannot
+// help). Set before InstallBuiltinModule; unset, the function returns -1.
+void SetWaitHelper(int (*help)());
+
 }  // namespace shoal::pyext
 
 #endif  // SHOAL_PYTHON_EXT_BUILTIN_H_

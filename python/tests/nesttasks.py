@@ -64,3 +64,27 @@ def make_actor_and_call(base, k):
         return a.add_in_task.remote(k).result(60)
     finally:
         shoal.kill(a)
+
+
+def fib(n):
+    # Binary fan-out: each level submits two children and waits for both.
+    if n < 2:
+        return n
+    a, b = shoal.submit(fib, n - 1), shoal.submit(fib, n - 2)
+    return a.result(120) + b.result(120)
+
+
+def sleep_and_return(value, seconds):
+    import time
+    time.sleep(seconds)
+    return value
+
+
+def wait_for_a_slow_child(seconds):
+    return shoal.submit(sleep_and_return, 1, seconds).result(60)
+
+
+def recurse_then_sleep(depth, seconds):
+    if depth == 0:
+        return sleep_and_return(0, seconds)
+    return 1 + shoal.submit(recurse_then_sleep, depth - 1, seconds).result(60)
