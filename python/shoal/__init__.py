@@ -27,7 +27,12 @@ function to dodge a cycle); the arrows name its imports besides _errors:
     _context       THE global state: the current Client and Job, made on
                    first use; connect/submit/wait, init/kv_*/barrier,
                    put/get/borrow              → _client, _job, _store, _ext
-    _client        Client (task mode)         → _future, _store, _paths
+    _client        Client (task mode): submitting
+                   → _collector, _naming, _future, _serialize, _store, _ext
+    _collector     Collector, the Client's completions half: result(),
+                   waits, the completion thread           → _future
+    _naming        task names of functions, the worker's search path,
+                   by-value fingerprints                  → _paths
     _future        Future, and its completion from a task's row
                                                         → _serialize
     _job           Job (launch mode)                    → _store
