@@ -18,6 +18,9 @@ library's answers, in the same run, on the same cores.
           virtualenv; skipped when absent).
   actors  actor method calls (issue 12 part B; shoal._bench_actors): sync
           p50 and async calls/s on one actor, beside Ray actor calls.
+  nested  tasks inside tasks (shoal._bench_nested): a parent fanning out
+          to 100 children (children/s) and a recursion 20 deep (ms),
+          beside Ray doing the same.
 
 --json prints one JSON object per row.
 """
@@ -32,7 +35,7 @@ from multiprocessing import shared_memory
 
 import numpy as np
 
-from shoal import _bench_actors, _bench_tasks, _bench_values
+from shoal import _bench_actors, _bench_nested, _bench_tasks, _bench_values
 
 SHOAL = "shoal (Python client)"
 
@@ -322,9 +325,9 @@ def main(argv=None):
                    help="skip multiprocessing.Pool")
     p.add_argument("--json", action="store_true",
                    help="one JSON object per row")
-    p.add_argument("--sections", default="tasks,store,values,actors",
-                   help="comma-separated: tasks, store, values, actors "
-                   "(default all)")
+    p.add_argument("--sections", default="tasks,store,values,actors,nested",
+                   help="comma-separated: tasks, store, values, actors, "
+                   "nested (default all)")
     p.add_argument("--actor-async", type=int, default=5000,
                    help="actors: calls submitted then awaited per round "
                    "(default 5000)")
@@ -361,7 +364,7 @@ def main(argv=None):
     if "values" in sections and not args.no_peers:
         value_peers = [_bench_values._Pool(args.workers),
                        _bench_values._Executor(args.workers)]
-    if sections & {"values", "actors"} and not args.no_peers:
+    if sections & {"values", "actors", "nested"} and not args.no_peers:
         ray, note = _bench_values.load_ray(args.ray_venv, args.install_ray,
                                            args.workers)
         value_peers += [ray] if ray else []
@@ -370,6 +373,7 @@ def main(argv=None):
         notes.append("closure: multiprocessing.Pool and ProcessPoolExecutor "
                      "skipped (the standard pickle refuses closures)")
     task_rows, store_rows, value_rows, actor_rows = [], [], [], []
+    nested_rows = []
     try:
         with shoal.start_node(args.workers, store_bytes="1G") as node:
             client = shoal.connect(job_id=node.job_id)
@@ -393,6 +397,9 @@ def main(argv=None):
                 actor_rows = _bench_actors.run(ray, args.actor_async,
                                                args.actor_sync,
                                                args.values_rounds)
+            if "nested" in sections:
+                nested_rows = _bench_nested.run(client, ray, 100, 20,
+                                                args.values_rounds + 2)
             shoal.disconnect()
             del client
     finally:
@@ -402,7 +409,8 @@ def main(argv=None):
         for peer in value_peers:
             peer.close()
     if args.json:
-        for r in task_rows + store_rows + value_rows + actor_rows:
+        for r in task_rows + store_rows + value_rows + actor_rows + \
+                nested_rows:
             r["workers"] = args.workers
             print(json.dumps(r))
         return 0
@@ -412,6 +420,7 @@ def main(argv=None):
         _bench_values.print_tables(value_rows, args.workers, notes)
     if actor_rows:
         _bench_actors.print_tables(actor_rows)
+    _bench_nested.print_tables(nested_rows, args.workers)
     return 0
 
 
