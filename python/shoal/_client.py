@@ -257,18 +257,24 @@ class Client(Collector):
 
     def _submit_plain(self, fn, args, opts):
         """The common cases, without the general checks: a function a worker
-        imports by name (known from an earlier submit) and positional
-        arguments with no Future among them — plain values as task values,
-        any others as a pickled call (the call envelope, its small pickle
-        inline in the task). None when it is not that case (the general
-        path then names an argument that cannot be pickled)."""
+        imports by name (known from an earlier submit) or one sent by value
+        before and unchanged since (the same object, the same fingerprint),
+        and positional arguments with no Future among them — plain values
+        as task values, any others as a pickled call (the call envelope, its
+        small pickle inline in the task). None when it is not that case
+        (the general path then names an argument that cannot be pickled)."""
         try:
             name = self._names.get(fn)
         except TypeError:  # an unhashable callable
             return None
+        fn_keep = fn_bytes = None
         if name is None:
-            return None
-        plain = True
+            hit = self._by_identity.get(id(fn))
+            if (hit is None or hit[0]() is not fn or
+                    hit[1] != _fingerprint(fn)):
+                return None
+            name, fn_keep, fn_bytes = hit[2], hit[3], hit[4]
+        plain = fn_bytes is None
         for a in args:
             if type(a) not in _PLAIN_TYPES:
                 if isinstance(a, Future) or not name.startswith("py:"):
@@ -282,18 +288,18 @@ class Client(Collector):
             try:
                 task_id, keep = self._handle.submit(
                     name, args, path, timeout, retries, cpus, gpus)
-                return Future(self, task_id, keep)
+                return Future(self, task_id, _keep_also(keep, fn_keep))
             except _errors.InvalidArgumentError:
                 if not path:
                     return None  # the general path says why
                 # a value the C++ conversion refuses: pickle it
         try:
-            values = _serialize.dump_call(None, args, None, self._local)
+            values = _serialize.dump_call(fn_bytes, args, None, self._local)
         except Exception:  # noqa: BLE001 (the general path names it)
             return None
         task_id, keep = self._handle.submit(
             name + "!", values, path, timeout, retries, cpus, gpus)
-        return Future(self, task_id, keep)
+        return Future(self, task_id, _keep_also(keep, fn_keep))
 
     def _submit_now(self, fn, args, kwargs, opts):
         if len(self._forgotten) >= self._sweep_at:

@@ -92,6 +92,32 @@ def test_a_closure_is_pickled_and_transferred_once(client):
     assert client.submit(probe, 2).result(30)[0] == 20
 
 
+def test_a_closure_sent_before_takes_the_fast_path(node):
+    """A closure submitted again (the same object, unchanged) takes
+    submit's fast path: from a local client as "py:=<object>" with plain
+    or pickled arguments, from a remote one carried in the call envelope
+    ("py:#<hash>!") every time; a rebinding is still seen."""
+    offset = 5
+
+    def add(d):
+        return (d["x"] if isinstance(d, dict) else d) + offset
+
+    for force_remote in (False, True):
+        c = shoal.connect(job_id=node.job_id, force_remote=force_remote)
+        try:
+            assert c.local is not force_remote
+            pickled = c.function_stats["pickled"]
+            got = [c.submit(add, {"x": i}).result(30) for i in range(3)] + \
+                [c.submit(add, i).result(30) for i in range(3)]
+            assert got == [5, 6, 7, 5, 6, 7]
+            assert c.function_stats["pickled"] == pickled + 1
+            offset = 50
+            assert c.submit(add, 1).result(30) == 51
+            offset = 5
+        finally:
+            shoal.disconnect()
+
+
 def test_functions_of_python_dash_c(node, tmp_path):
     code = (
         "import shoal\n"
