@@ -114,6 +114,19 @@ def test_no_temporary_worker_while_an_idle_worker_can_run_the_children():
             shoal.disconnect()
 
 
+def test_past_the_inline_depth_temporary_workers_carry_on():
+    # 20 tasks nest in one worker at most here: a chain 60 deep goes on in
+    # temporary workers (each helps in its own waits too).
+    env = dict(os.environ, SHOAL_WORKER_MAX_INLINE_DEPTH="20")
+    with shoal.start_node(1, store_bytes="256M", env=env) as n:
+        c = shoal.connect(job_id=n.job_id)
+        try:
+            # (Without them the 21st level would wait forever: WAIT_S fails.)
+            assert c.submit(nesttasks.recurse, 60).result(WAIT_S) == 60
+        finally:
+            shoal.disconnect()
+
+
 def test_temporary_workers_start_for_waiting_work_and_leave_the_listing():
     # A 2-deep recursion on a 1-worker node whose waits cannot help: each
     # child waits for a worker, so temporary ones start; each exits by
