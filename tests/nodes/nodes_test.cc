@@ -69,6 +69,18 @@ class TwoNodes : public ::testing::Test {
     return {r0, r1};
   }
 
+  // Reads `node`'s output until both its ranks printed "started".
+  // Errors: the ReadLine's (nothing within 60 s, or the node exited).
+  static absl::Status BothRanksStarted(testing::RunningCommand& node) {
+    for (int started = 0; started < 2;) {
+      absl::StatusOr<std::string> line =
+          node.process.ReadLine(absl::Seconds(60));
+      if (!line.ok()) return line.status();
+      started += absl::StrContains(*line, "started");
+    }
+    return absl::OkStatus();
+  }
+
   static std::vector<std::string> Lines(const std::pair<Result, Result>& r) {
     std::vector<std::string> lines = r.first.out;
     lines.insert(lines.end(), r.second.out.begin(), r.second.out.end());
@@ -222,13 +234,8 @@ TEST_F(TwoNodes, ALauncherStopsItsRanksWhenTheOtherNodeIsLost) {
   auto node0 = Start(0, ranks);
   auto node1 = Start(1, ranks);
   for (testing::RunningCommand* node : {&node0, &node1}) {
-    int started = 0;
-    while (started < 2) {
-      absl::StatusOr<std::string> line =
-          node->process.ReadLine(absl::Seconds(60));
-      ASSERT_TRUE(line.ok()) << line.status();
-      started += absl::StrContains(*line, "started");
-    }
+    absl::Status started = BothRanksStarted(*node);
+    ASSERT_TRUE(started.ok()) << started;
   }
   const absl::Time killed = absl::Now();
   net_.KillAll(1);
@@ -254,13 +261,8 @@ TEST_F(TwoNodes, NodeOnesLauncherStopsWhenNodeZeroIsLost) {
   auto node0 = Start(0, ranks, {}, flags);
   auto node1 = Start(1, ranks, {}, flags);
   for (testing::RunningCommand* node : {&node0, &node1}) {
-    int started = 0;
-    while (started < 2) {
-      absl::StatusOr<std::string> line =
-          node->process.ReadLine(absl::Seconds(60));
-      ASSERT_TRUE(line.ok()) << line.status();
-      started += absl::StrContains(*line, "started");
-    }
+    absl::Status started = BothRanksStarted(*node);
+    ASSERT_TRUE(started.ok()) << started;
   }
   const absl::Time killed = absl::Now();
   net_.KillAll(0);
