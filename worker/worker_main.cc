@@ -135,6 +135,20 @@ std::atomic<InlineRunner*> g_inline{nullptr};
 // a task and its wait on the main thread's stack (8 MiB by default).
 constexpr int kDefaultMaxInlineDepth = 100;
 
+// Runs claimed task `c` in slot `slot` and completes it; counts it in
+// `done`. Errors: Complete's, except FailedPrecondition and NotFound (the
+// task was taken back meanwhile: cancelled, timed out, or its client gone).
+absl::Status RunClaimed(tasks::TaskTable* table, Executor* executor,
+                        uint32_t slot, const tasks::TaskClaim& c,
+                        std::atomic<uint64_t>* done) {
+  TaskOutcome outcome = executor->Execute(c);
+  absl::Status s = table->Complete(slot, c.id, outcome.code, outcome.payload);
+  if (!s.ok() && !absl::IsFailedPrecondition(s) && !absl::IsNotFound(s))
+    return s;
+  done->fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int HelpWhileWaiting() {
@@ -157,15 +171,12 @@ int HelpWhileWaiting() {
   if (!claim->has_value()) return 0;
   const tasks::TaskClaim& c = **claim;
   ++r->depth;
-  TaskOutcome outcome = r->executor->Execute(c);
+  absl::Status s = RunClaimed(r->table, r->executor, r->slot, c, r->done);
   --r->depth;
-  absl::Status s =
-      r->table->Complete(r->slot, c.id, outcome.code, outcome.payload);
-  if (!s.ok() && !absl::IsFailedPrecondition(s) && !absl::IsNotFound(s)) {
+  if (!s.ok()) {
     SHOAL_LOG(WARNING, "worker slot %d: completing task %d run inline: %s",
               r->slot, c.id, s.ToString());
   }
-  r->done->fetch_add(1, std::memory_order_relaxed);
   return 1;
 }
 
@@ -249,13 +260,8 @@ absl::Status RunWorker(const WorkerOptions& o) {
       table->WaitForWork(o.task_slot, o.spin, absl::Seconds(1));
       continue;
     }
-    const tasks::TaskClaim& c = **claim;
-    TaskOutcome outcome = executor.Execute(c);
-    absl::Status s =
-        table->Complete(o.task_slot, c.id, outcome.code, outcome.payload);
-    if (!s.ok() && !absl::IsFailedPrecondition(s) && !absl::IsNotFound(s))
-      return s;
-    done.fetch_add(1, std::memory_order_relaxed);
+    SHOAL_RETURN_IF_ERROR(
+        RunClaimed(table.get(), &executor, o.task_slot, **claim, &done));
     idle_since = absl::Now();
   }
 }
