@@ -1,5 +1,6 @@
 #include "coordinator/coordinator.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <time.h>
@@ -125,29 +126,46 @@ absl::Status Coordinator::Impl::StartTaskTable() {
       table_->AddClient(getpid(),
                         static_cast<int32_t>(store_client_->client_slot())));
   // Our own task client's completions wake the event loop through an eventfd
-  // (the loop waits in zmq_poll, which cannot wait on a futex).
+  // (the loop waits in zmq_poll, which cannot wait on a futex). With few
+  // tasks watched the worker that completes one writes it (inherited: not
+  // close-on-exec; SHOAL_COMPLETION_FD), with no thread in between. With
+  // many, the watcher thread below turns the bell into the eventfd and lets
+  // completions gather between signals.
+  if (fcntl(completion_.fd(), F_SETFD, 0) != 0)
+    return SHOAL_ERRNO("fcntl(completion eventfd)");
   rings_seen_ = table_->ClientRings(own_client_);
-  watcher_ = std::thread([this] {
-    uint32_t seen = table_->ClientRings(own_client_);
-    while (!watcher_stop_.load()) {
-      const uint32_t armed = table_->ArmClient(own_client_);
-      if (armed == seen)
-        table_->SleepClient(own_client_, armed, absl::Milliseconds(200));
-      table_->DisarmClient(own_client_);
-      const uint32_t rings = table_->ClientRings(own_client_);
-      if (rings != seen) {
-        seen = rings;
-        completion_.Signal();
-        // Under load (many remote tasks watched), completions gather for a
-        // moment before the next signal: one wake-up of the loop, and one
-        // pushed WaitReply per request, then carry many results. A lone
-        // task (a sync one) is signalled at once.
-        if (watched_load_.load(std::memory_order_relaxed) >= kGatherAbove)
-          absl::SleepFor(kGatherFor);
-      }
-    }
-  });
+  if (const char* d = std::getenv("SHOAL_COORDINATOR_DIRECT_WAKE");
+      d != nullptr && std::string(d) == "0") {
+    direct_wake_ = false;
+    gather_mode_.store(3);
+  }
+  watcher_ = std::thread([this] { RunWatcher(); });
   return absl::OkStatus();
+}
+
+void Coordinator::Impl::RunWatcher() {
+  uint32_t seen = table_->ClientRings(own_client_);
+  while (!watcher_stop_.load()) {
+    if (gather_mode_.load() == 0) {
+      // The loop arms the eventfd itself (workers write it): park until
+      // it hands over (or stops, which sets gather_mode_ too).
+      gather_mode_.wait(0);
+      continue;
+    }
+    const uint32_t armed = table_->ArmClient(own_client_);
+    if (armed == seen)
+      table_->SleepClient(own_client_, armed, absl::Milliseconds(200));
+    table_->DisarmClient(own_client_);
+    const uint32_t rings = table_->ClientRings(own_client_);
+    if (rings != seen) {
+      seen = rings;
+      completion_.Signal();
+      // Under load (many remote tasks watched), completions gather for a
+      // moment before the next signal: one wake-up of the loop, and one
+      // pushed WaitReply per request, then carry many results.
+      if (gather_mode_.load() == 1) absl::SleepFor(kGatherFor);
+    }
+  }
 }
 
 absl::Status Coordinator::Impl::StartSockets() {
@@ -263,6 +281,8 @@ absl::Status Coordinator::Impl::StartWorkers() {
             {"SHOAL_BACKEND_ENDPOINT", backend_endpoint_},
             {"SHOAL_COORDINATOR", frontend_endpoint_},
             {"SHOAL_PLUGINS", absl::StrJoin(options_.plugins, ":")},
+            {"SHOAL_COMPLETION_FD", absl::StrCat(completion_.fd())},
+            {"SHOAL_COMPLETION_CLIENT", absl::StrCat(own_client_)},
             {"WORLD_SIZE", absl::StrCat(options_.num_workers)},
             {"LOCAL_WORLD_SIZE", absl::StrCat(options_.num_workers)}};
   // Python tasks search --pythonpath first, then the coordinator's own
@@ -362,11 +382,17 @@ absl::Status Coordinator::Impl::Run() {
         if (!completed) sched_yield();
       }
     }
-    const int rc = completed
-                       ? 0
-                       : zmq_poll(items.data(), static_cast<int>(items.size()),
-                                  ipc::PollTimeoutMs(std::max(
-                                      absl::ZeroDuration(), wake - now)));
+    // Without the watcher (few tasks watched) the loop arms the eventfd:
+    // a completion after this either shows in the ring count or is written.
+    const bool direct = gather_mode_.load() == 0;
+    if (direct && !completed)
+      completed = table_->ArmClientWakeFd(own_client_) != rings_seen_;
+    // A completion already seen still polls the sockets, without waiting.
+    const int rc = zmq_poll(items.data(), static_cast<int>(items.size()),
+                            completed ? 0
+                                      : ipc::PollTimeoutMs(std::max(
+                                            absl::ZeroDuration(), wake - now)));
+    if (direct) table_->DisarmClientWakeFd(own_client_);
     if (rc < 0 && zmq_errno() != EINTR)
       return ipc::ZmqStatus("zmq_poll", __FILE__, __LINE__);
     if (items[2].revents & ZMQ_POLLIN) break;
@@ -381,7 +407,7 @@ absl::Status Coordinator::Impl::Run() {
       OnCompletions();
       CheckActorInits();
     }
-    watched_load_.store(watched_.size(), std::memory_order_relaxed);
+    SetGatherMode(watched_.size() >= kGatherAbove);
     for (size_t i = workers_at; i < clients_at; ++i) {
       if (items[i].revents & ZMQ_POLLIN) {
         supervisor_->OnExit(who[i - workers_at]);
@@ -537,6 +563,8 @@ Coordinator::Impl::~Impl() {
   if (supervisor_) supervisor_->StopAll(absl::Seconds(2));
   if (table_) table_->Close();
   watcher_stop_.store(true);  // Close() rang every client bell, waking it
+  gather_mode_.store(2);      // and this wakes it where it parks
+  gather_mode_.notify_one();
   if (watcher_.joinable()) watcher_.join();
   for (auto& [slot, c] : local_clients_) close(c.pidfd);
   store_client_.reset();

@@ -157,6 +157,17 @@ class Coordinator::Impl {
   absl::Status StartTaskTable();
   absl::Status StartSockets();
   absl::Status StartWorkers();
+  // The watcher thread's body (gather_mode_).
+  void RunWatcher();
+  // Hands completions to the watcher (`gather`) or takes them back.
+  void SetGatherMode(bool gather) {
+    // SHOAL_COORDINATOR_DIRECT_WAKE=0 (for A/B runs): the watcher always,
+    // gathering only from kGatherAbove on, as before workers woke the loop.
+    const uint32_t mode = !direct_wake_ ? (gather ? 1 : 3) : gather ? 1 : 0;
+    if (gather_mode_.load() == mode) return;
+    gather_mode_.store(mode);
+    gather_mode_.notify_one();
+  }
   absl::Status ConfigureCurve(ipc::Socket& frontend);
   // The owner's client key pair in the job folder, created if missing.
   absl::StatusOr<ipc::CurveKeyPair> OwnerClientKeys();
@@ -290,9 +301,13 @@ class Coordinator::Impl {
   std::thread watcher_;      // turns completions of our tasks into an eventfd
   std::atomic<bool> watcher_stop_{false};
   EventFd completion_;
-  // watched_.size() for the watcher: from kGatherAbove watched tasks on, it
-  // lets completions gather for kGatherFor between signals (coordinator.cc).
-  std::atomic<size_t> watched_load_{0};
+  // 1 from kGatherAbove watched tasks on: the watcher thread turns the bell
+  // into completion_, letting completions gather for kGatherFor between
+  // signals; 0 below: the loop arms completion_ for the workers to write
+  // and the watcher parks; 2: stopping; 3: the watcher, signalling each
+  // completion at once (coordinator.cc).
+  std::atomic<uint32_t> gather_mode_{0};
+  bool direct_wake_ = true;
   static constexpr size_t kGatherAbove = 16;
   static constexpr absl::Duration kGatherFor = absl::Microseconds(50);
   // Set by a pushed submit while at most kSpinWatchedAtMost tasks are

@@ -80,7 +80,10 @@ struct alignas(64) TaskClientSlot {
   uint32_t in_use;
   int32_t pid;
   uint32_t store_slot;  // its store client slot + 1 (0: none), for outputs
-  uint32_t reserved;
+  // 1 while the client sleeps in a poll loop on an eventfd instead of the
+  // bell (TaskTable::ArmClientWakeFd): the process that completes one of
+  // its tasks writes that eventfd. Was a reserved zero before; not journaled.
+  std::atomic<uint32_t> wake_fd_armed;
   uint64_t submitted;
   uint64_t completed;
   shm::Doorbell bell;  // rung when one of its tasks finished

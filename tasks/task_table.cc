@@ -218,7 +218,7 @@ absl::Status TaskTable::EndActor(uint32_t actor, int32_t code,
       if (owner != 0) ring.push_back(owner);
     }
   }
-  for (uint32_t owner : ring) ClientBell(owner - 1).Ring();
+  for (uint32_t owner : ring) RingClient(owner - 1);
   return absl::OkStatus();
 }
 
@@ -330,7 +330,7 @@ absl::StatusOr<bool> TaskTable::FailRunning(uint32_t worker, int32_t code,
     }
   }
   if (requeued_any) WakeAllWorkers();
-  for (uint32_t owner : ring_owners) ClientBell(owner - 1).Ring();
+  for (uint32_t owner : ring_owners) RingClient(owner - 1);
   return requeued_all;
 }
 

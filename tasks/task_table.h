@@ -214,6 +214,27 @@ class TaskTable {
   uint32_t ClientRings(uint32_t client) const {
     return ClientBell(client).rings.load(std::memory_order_seq_cst);
   }
+  // A client that sleeps in poll(2) (the coordinator's frontend) is woken
+  // through an eventfd rather than its bell: it arms before it sleeps and
+  // compares the returned ring count with the one it last handled (a
+  // completion between the two is seen there, or it writes the eventfd);
+  // it disarms when awake. Completions ring the bell as always; a process
+  // that knows the client's eventfd (SetClientWakeFd) also writes it once
+  // per arming. The eventfd only wakes: the client still reads the table.
+  uint32_t ArmClientWakeFd(uint32_t client) {
+    header()->clients[client].wake_fd_armed.store(1, std::memory_order_seq_cst);
+    return ClientRings(client);
+  }
+  void DisarmClientWakeFd(uint32_t client) {
+    header()->clients[client].wake_fd_armed.store(0, std::memory_order_seq_cst);
+  }
+  // In a process that completes tasks (a worker): `fd`, an eventfd it does
+  // not own, wakes `client` when armed. REQUIRES: called before the first
+  // Complete/Cancel of this object, from one thread; fd stays open.
+  void SetClientWakeFd(uint32_t client, int fd) {
+    wake_client_ = client;
+    wake_fd_ = fd;
+  }
 
   // ---- workers --------------------------------------------------------------
   // The oldest queued task this worker can run (FIFO per class; across
@@ -297,7 +318,13 @@ class TaskTable {
   // in `actors`.
   void WakeSleepingWorkers(size_t n, absl::Span<const uint32_t> actors = {});
 
+  // Rings `client`'s bell (one of its tasks finished) and, if it is the
+  // client whose eventfd this process knows and it is armed, writes that.
+  void RingClient(uint32_t client);
+
   std::unique_ptr<shm::Segment> segment_;
+  uint32_t wake_client_ = kMaxTaskClients;  // SetClientWakeFd; none
+  int wake_fd_ = -1;
   absl::Duration lock_timeout_;
 };
 

@@ -342,7 +342,7 @@ absl::StatusOr<TaskState> TaskTable::Cancel(uint64_t id) {
       op.WA32(&x->flags, x->flags.load() | kTaskCancelRequested);
     }
   }
-  if (ring_owner != 0) ClientBell(ring_owner - 1).Ring();
+  if (ring_owner != 0) RingClient(ring_owner - 1);
   return was;
 }
 
@@ -436,8 +436,24 @@ absl::Status TaskTable::Complete(uint32_t worker, uint64_t id, int32_t code,
     SHOAL_ASSIGN_OR_RETURN(ring_owner, op.Finish(i, code, result));
     FaultPoint("complete:after-finish");
   }
-  if (ring_owner != 0) ClientBell(ring_owner - 1).Ring();
+  if (ring_owner != 0) RingClient(ring_owner - 1);
   return absl::OkStatus();
+}
+
+void TaskTable::RingClient(uint32_t client) {
+  ClientBell(client).Ring();
+  if (client != wake_client_ || wake_fd_ < 0) return;
+  // After the ring (seq_cst on both sides): an armer that saw the old ring
+  // count is seen armed here. One writer per arming: the exchange.
+  std::atomic<uint32_t>& armed = header()->clients[client].wake_fd_armed;
+  if (armed.load(std::memory_order_seq_cst) == 0 ||
+      armed.exchange(0, std::memory_order_seq_cst) == 0) {
+    return;
+  }
+  const uint64_t one = 1;
+  // EAGAIN only when the counter is at its maximum: readable already.
+  ssize_t unused = write(wake_fd_, &one, sizeof(one));
+  (void)unused;
 }
 
 bool TaskTable::CancelRequested(uint64_t id) const {

@@ -1,5 +1,6 @@
 #include "worker/worker_main.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -42,6 +43,33 @@ absl::StatusOr<uint32_t> EnvInt(const char* name) {
         absl::StrCat(name, "='", *v, "' is not a number"));
   }
   return n;
+}
+
+// The coordinator's completion eventfd, inherited (SHOAL_COMPLETION_FD) with
+// the task-table client it wakes (SHOAL_COMPLETION_CLIENT): completing one of
+// that client's tasks writes it when the coordinator sleeps on it, so the
+// frontend wakes with no thread in between. Taken only if it is an eventfd;
+// made close-on-exec so that the tasks' own children do not inherit it.
+void UseCompletionFd(tasks::TaskTable* table) {
+  const char* fd_text = std::getenv("SHOAL_COMPLETION_FD");
+  const char* client_text = std::getenv("SHOAL_COMPLETION_CLIENT");
+  int fd;
+  uint32_t client;
+  if (fd_text == nullptr || client_text == nullptr ||
+      !absl::SimpleAtoi(fd_text, &fd) ||
+      !absl::SimpleAtoi(client_text, &client) || fd < 3 ||
+      client >= tasks::kMaxTaskClients) {
+    return;
+  }
+  char target[64] = {};
+  const std::string link = absl::StrCat("/proc/self/fd/", fd);
+  const ssize_t n = readlink(link.c_str(), target, sizeof(target) - 1);
+  if (n <= 0 || absl::string_view(target, n) != "anon_inode:[eventfd]") {
+    SHOAL_LOG(WARNING, "SHOAL_COMPLETION_FD=%d is not an eventfd: ignored", fd);
+    return;
+  }
+  fcntl(fd, F_SETFD, FD_CLOEXEC);
+  table->SetClientWakeFd(client, fd);
 }
 
 class Heartbeat;
@@ -225,6 +253,7 @@ absl::Status RunWorker(const WorkerOptions& o) {
   SHOAL_ASSIGN_OR_RETURN(
       std::unique_ptr<tasks::TaskTable> table,
       tasks::TaskTable::Open(o.task_segment, absl::Seconds(10)));
+  UseCompletionFd(table.get());
   std::vector<std::unique_ptr<TaskRunner>> runners;
   runners.push_back(MakeCppRunner());
   runners.push_back(MakePythonRunner());
