@@ -14,7 +14,7 @@ import numpy as np
 from . import _errors, _ext, _serialize, _store
 from ._naming import _fingerprint, client_search_path, task_name
 from ._collector import _MIN_SWEEP, Collector
-from ._future import _DONE_STATES, Future, _finished
+from ._future import _DONE_STATES, Future, ValueByReference, _finished
 
 _OPTIONS = ("timeout", "max_retries", "cpus", "gpus", "num_cpus", "num_gpus")
 # A module path longer than this goes to the workers as a store object
@@ -302,6 +302,8 @@ class Client(Collector):
         return Future(self, task_id, _keep_also(keep, fn_keep))
 
     def _submit_now(self, fn, args, kwargs, opts):
+        """Submits fn(*args, **kwargs); returns (task id, what its Future
+        keeps)."""
         if len(self._forgotten) >= self._sweep_at:
             self._release_forgotten()
         name, fn_keep, fn_bytes = self._function(fn)
@@ -328,6 +330,39 @@ class Client(Collector):
             name + "!", values, path, timeout, retries, cpus, gpus)
         return task_id, _keep_also(keep, fn_keep)
 
+    def _submit_resolved(self, fn, args, kwargs, opts):
+        """_submit_now for a call whose Future arguments all finished. A
+        future whose outputs include store objects reaches a Python task as
+        those objects (_future.ValueByReference: out-of-band buffers of the
+        call, which the worker views in place and rebuilds the value from;
+        this task's Future holds them until it finished); a future of inline
+        outputs only (None, scalars, str, small arrays, a small pickled
+        result), one given to a C++ task, and any future of a remote client
+        (it has no store) go by value. Raises a failed dependency's error."""
+        by_ref = self._local and self._function(fn)[0].startswith("py:")
+        refs = []
+
+        def resolve(x):
+            if not isinstance(x, Future):
+                return x
+            value = x.result()  # a failed dependency raises its error here
+            outputs = x._outputs
+            if not by_ref or not outputs or any(
+                    type(o) is _store.ObjectRef for o in outputs):
+                return value  # (a device object goes as its ObjectRef)
+            stored = [_store_ref_of(o) for o in outputs]
+            if not any(r is not None for r in stored):
+                return value
+            refs.extend(r for r in stored if r is not None)
+            return ValueByReference(outputs, stored)
+
+        args = tuple(resolve(a) for a in args)
+        kwargs = {k: resolve(v) for k, v in kwargs.items()}
+        task_id, keep = self._submit_now(fn, args, kwargs, opts)
+        for ref in refs:  # the objects outlive this task
+            keep = _keep_also(keep, ref)
+        return task_id, keep
+
     def _submit_after(self, deps, fn, args, kwargs, opts):
         """A Future for a task submitted once `deps` finished (from the
         thread that completes the last of them)."""
@@ -343,9 +378,7 @@ class Client(Collector):
             if fut.cancelled():
                 return
             try:
-                a = tuple(_value_of(x) for x in args)
-                k = {key: _value_of(v) for key, v in kwargs.items()}
-                task_id, keep = self._submit_now(fn, a, k, opts)
+                task_id, keep = self._submit_resolved(fn, args, kwargs, opts)
             except BaseException as e:  # noqa: BLE001 (a dependency failed)
                 if fut.set_running_or_notify_cancel():
                     fut.set_exception(e)
@@ -453,8 +486,18 @@ def _results_in_order(futures, timeout, chunked):
             f.cancel()
 
 
-def _value_of(x):
-    return x.result() if isinstance(x, Future) else x
+def _store_ref_of(output):
+    """The ObjectRef a task output (as ClientHandle.wait gives it: a
+    store-backed array, a raw object's memoryview) views in full; None for
+    an inline value."""
+    owner = output.obj if type(output) is memoryview else output
+    for _ in range(4):
+        owner = getattr(owner, "base", None)
+        if owner is None:
+            return None
+        if type(owner) is _store.ObjectRef:
+            return owner
+    return None
 
 
 def _keep_also(keep, ref):

@@ -4,6 +4,7 @@ collects their rows; a Future asks its client to wait (_await_one), to
 watch it (callbacks, waiters) and to cancel it."""
 
 import concurrent.futures
+import pickle
 import threading
 
 from . import _errors, _serialize
@@ -62,6 +63,11 @@ class Future(concurrent.futures.Future):
     _cond = None  # made by the _condition property, at first use
     _waiter_list = None
     _callbacks = None
+    # The task's outputs as the table gave them (store-backed arrays and
+    # raw objects, inline values), kept for a task that takes this future
+    # as an argument: it gets the same store objects
+    # (_client.Client._submit_resolved).
+    _outputs = None
 
     def __init__(self, client, task_id, keep):  # pylint: disable=super-init-not-called
         self._client = client
@@ -205,6 +211,40 @@ class Future(concurrent.futures.Future):
         return f"<shoal.Future task {self.id} {state}>"
 
 
+class ValueByReference:
+    """A finished task's value in a call to another task (a future passed
+    as an argument), pickled as the task's outputs: the store objects among
+    them as out-of-band buffers (the call's task values then name those
+    same objects, which the worker views in place), inline ones by value.
+    The worker rebuilds the value with _value_of_outputs, as result() does
+    here. `stored`: per output, its ObjectRef or None (inline)."""
+
+    __slots__ = ("outputs", "stored")
+
+    def __init__(self, outputs, stored):
+        self.outputs = outputs
+        self.stored = stored
+
+    def __reduce__(self):
+        parts = tuple(
+            pickle.PickleBuffer(o) if r is not None else
+            bytes(o) if type(o) is memoryview else o
+            for o, r in zip(self.outputs, self.stored))
+        return _value_of_outputs, (
+            _serialize.is_result_envelope(self.outputs), parts)
+
+
+def _value_of_outputs(envelope, parts):
+    """A task's value from its outputs (ValueByReference, in the worker):
+    a result envelope's pickle and buffers, else one value or a tuple."""
+    if envelope:
+        header = parts[0]
+        if not isinstance(header, memoryview):
+            header = memoryview(header)  # inline: its bytes
+        return _serialize.load_result([header] + list(parts[1:]))
+    return parts[0] if len(parts) == 1 else tuple(parts)
+
+
 def _finished(f):
     return f._state in _DONE_STATES
 
@@ -227,8 +267,11 @@ def _finish(f, row):
     if code != 0:
         value, error = None, _errors.task_failure(code, message, exception)
     else:
+        f._outputs = outputs
         try:
-            if _serialize.is_result_envelope(outputs):
+            if len(outputs) == 1 and type(outputs[0]) is not memoryview:
+                value, error = outputs[0], None  # the commonest value
+            elif _serialize.is_result_envelope(outputs):
                 value, error = _serialize.load_result(outputs), None
             else:
                 value = outputs[0] if len(outputs) == 1 else tuple(outputs)
