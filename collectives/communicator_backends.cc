@@ -48,6 +48,13 @@ absl::Status ApplyTuningEnv(collectives::ShmCommOptions& o) {
     }
     o.spin = absl::Microseconds(us);
   }
+  const char* pauses = std::getenv("SHOAL_COLL_SPIN_PAUSES");
+  if (pauses != nullptr && *pauses != '\0') {
+    if (!absl::SimpleAtoi(pauses, &o.spin_pauses) || o.spin_pauses < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "SHOAL_COLL_SPIN_PAUSES=", pauses, ": expected a count (>= 0)"));
+    }
+  }
   return absl::OkStatus();
 }
 

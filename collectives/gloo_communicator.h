@@ -20,26 +20,34 @@
 #ifndef SHOAL_COLLECTIVES_GLOO_COMMUNICATOR_H_
 #define SHOAL_COLLECTIVES_GLOO_COMMUNICATOR_H_
 
+#include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
 #include "collectives/gloo_connections.h"
 #include "collectives/host_collectives.h"
+#include "collectives/phase_times.h"
 #include "collectives/reduce_op.h"
 #include "collectives/rendezvous.h"
 #include "ipc/tensor_meta.h"
 
 namespace gloo {
 class Context;
+namespace rendezvous {
+class Store;
+}  // namespace rendezvous
 namespace transport {
+class Buffer;
 class Device;
 class UnboundBuffer;
 }  // namespace transport
@@ -54,6 +62,11 @@ struct GlooCommOptions {
   // The largest all_reduce ExchangeAllReduce does in one exchange (it
   // stages world × this many bytes). Default 64 KiB.
   uint64_t exchange_bytes = 64 << 10;
+  // ExchangeAllReduce of up to kSyncExchangeBytes goes through a second
+  // gloo context whose pairs are in gloo's sync mode: the calling thread
+  // writes and reads the sockets itself (gloo_exchange.cc). Costs one more
+  // connection per peer; every rank must set it alike.
+  bool sync_exchange = false;
   // Default limit for each call, and for the rendezvous. Default 5 min.
   absl::Duration timeout = absl::Minutes(5);
   // Names for error messages: a peer's address (as gloo prints it, without
@@ -102,11 +115,21 @@ class GlooCommunicator : public HostCollectives {
   // rank ends with the same bits. The staging buffers are registered with
   // gloo once, at the first call, and reused; each call posts the next
   // call's receives as it ends, so a peer's send finds its receive posted
-  // and goes out at once (no ready-to-receive round trip). Buffers of more than
-  // `options.exchange_bytes` take AllReduce. Same errors as AllReduce.
+  // and goes out at once (no ready-to-receive round trip). With
+  // `options.sync_exchange`, buffers up to kSyncExchangeBytes go through
+  // pairs in gloo's sync mode instead (no event-loop thread between the
+  // socket and the caller). Buffers of more than `options.exchange_bytes`
+  // take AllReduce. Same errors as AllReduce.
   absl::Status ExchangeAllReduce(const void* in, void* out, int64_t count,
                                  DType dtype, ReduceOp op,
                                  absl::Duration timeout);
+  // The largest buffer of the sync-mode exchange (the leaders' small path
+  // on 2 nodes), and the chunk it moves at a time: every rank writes one
+  // chunk to every peer, then reads one from each, so what is in flight
+  // at once always fits in the sockets' buffers (no rank's write waits on
+  // a peer that is writing too).
+  static constexpr uint64_t kSyncExchangeBytes = 1 << 20;
+  static constexpr uint64_t kSyncChunkBytes = 64 << 10;
 
   // Starts a thread of this communicator's own that, while calls run, polls
   // CheckConnections every 10 ms: for a communicator used directly (flat
@@ -143,13 +166,30 @@ class GlooCommunicator : public HostCollectives {
   void WakeRunning() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Creates the exchange's staging buffers (once). REQUIRES: a call runs.
   void EnsureExchangeBuffers();
+  // ExchangeAllReduce's two transports (gloo_exchange.cc), run inside
+  // Guarded; `combine` is never kAvg. They throw gloo's exceptions.
+  absl::Status UnboundExchange(const void* in, void* out, int64_t count,
+                               DType dtype, ReduceOp combine,
+                               std::chrono::milliseconds t);
+  absl::Status SyncExchange(const void* in, void* out, int64_t count,
+                            DType dtype, ReduceOp combine,
+                            std::chrono::milliseconds t);
+  // Connects the sync-mode context and its buffers (in Create; throws).
+  void CreateSyncExchange(gloo::rendezvous::Store& store);
+  // Sets the sync sockets' SO_RCVTIMEO/SO_SNDTIMEO to about `t`.
+  void SetSyncTimeouts(std::chrono::milliseconds t);
+  // Shuts the sync sockets down: wakes a read or write blocked on one.
+  void ShutdownSync();
   // Posts the exchange's receive from every peer, for the next call.
   void PostExchangeReceives();
 
   // Runs `body` (which calls gloo) with the failure rules above; `what`
   // names the op in messages.
-  template <typename Body>
-  absl::Status Guarded(const char* what, absl::Duration timeout, Body body);
+  absl::Status Guarded(const char* what, absl::Duration timeout,
+                       absl::FunctionRef<void(std::chrono::milliseconds)> body);
+  // InvalidArgument for a negative count or a dtype the op cannot take.
+  static absl::Status CheckArgs(const char* what, int64_t count, DType dtype,
+                                bool reduces);
   absl::Status Usable() ABSL_LOCKS_EXCLUDED(mu_);
   // The status for a gloo exception's message.
   absl::Status Translate(const char* what, const std::string& message,
@@ -161,7 +201,19 @@ class GlooCommunicator : public HostCollectives {
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
 
-  class RunningBuffers;
+  // Registers a call's buffers (null ones skipped) for Abort while it
+  // lives. Declared after the gloo options that own the buffers, so that it
+  // goes first.
+  class RunningBuffers {
+   public:
+    RunningBuffers(GlooCommunicator* comm,
+                   std::initializer_list<gloo::transport::UnboundBuffer*> bufs);
+    ~RunningBuffers();
+
+   private:
+    GlooCommunicator* const comm_;
+    std::vector<gloo::transport::UnboundBuffer*> bufs_;
+  };
   // Closes every pair (gloo's closeConnections), so that peers waiting on
   // this rank fail at once.
   void CloseConnections();
@@ -185,9 +237,23 @@ class GlooCommunicator : public HostCollectives {
   std::vector<uint8_t> exchange_send_storage_, exchange_recv_storage_;
   std::unique_ptr<gloo::transport::UnboundBuffer> exchange_send_,
       exchange_recv_;
+  // The sync-mode exchange (options.sync_exchange): its context (declared
+  // before its buffers, which unregister from its pairs as they go), its
+  // sockets, staging (this rank's input; slot r for rank r) and one send
+  // and one receive buffer per peer; the timeout the sockets carry.
+  std::shared_ptr<gloo::Context> sync_context_;
+  GlooConnections sync_connections_;
+  std::vector<uint8_t> sync_send_storage_, sync_recv_storage_;
+  std::vector<std::unique_ptr<gloo::transport::Buffer>> sync_send_, sync_recv_;
+  std::chrono::milliseconds sync_timeout_{0};
+  // ExchangeAllReduce's phases (SHOAL_COLL_TRACE).
+  PhaseTimes exchange_times_{
+      "exchange", {"copy+send", "wait_recv", "wait_send", "reduce+post"}};
   // The watcher thread (StartWatching), stopped by the destructor.
   CondVar watch_cv_;
   bool stop_watching_ ABSL_GUARDED_BY(mu_) = false;
+  // The watcher waits for a call to start (not in its poll wait).
+  bool watcher_idle_ ABSL_GUARDED_BY(mu_) = false;
   std::thread watcher_;
 };
 

@@ -126,6 +126,11 @@ GlooConnections GlooConnections::Find(gloo::Context& context, int self_rank) {
   return c;
 }
 
+bool GlooConnections::Same(const Socket& s) {
+  struct stat st;
+  return StatOf(s.fd, &st) == 0 && st.st_ino == s.inode;
+}
+
 std::optional<GlooConnections::Socket> GlooConnections::FirstLost() const {
   for (const Socket& s : sockets_) {
     struct stat st;

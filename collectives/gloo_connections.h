@@ -48,6 +48,9 @@ class GlooConnections {
   std::optional<Socket> FirstLost() const;
 
   int watched() const { return static_cast<int>(sockets_.size()); }
+  const std::vector<Socket>& sockets() const { return sockets_; }
+  // Whether `s.fd` is still that socket (not closed, its number not reused).
+  static bool Same(const Socket& s);
 
  private:
   std::vector<Socket> sockets_;

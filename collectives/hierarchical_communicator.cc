@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -103,7 +104,11 @@ class HierarchicalCommunicator::Watching {
   explicit Watching(HierarchicalCommunicator* c) : c_(c) {
     MutexLock lock(&c_->watch_mu_);
     ++c_->calls_started_;
-    if (c_->calls_++ == 0) c_->watch_cv_.SignalAll();
+    ++c_->calls_;
+    // Only a watcher waiting for a call is woken: one in its 10 ms poll
+    // wait is left alone (waking it at every call of a burst of small ones
+    // put one more thread on the cores per call).
+    if (c_->watcher_idle_) c_->watch_cv_.SignalAll();
   }
   ~Watching() {
     MutexLock lock(&c_->watch_mu_);
@@ -136,7 +141,11 @@ void HierarchicalCommunicator::Watch() {
     uint64_t call = 0;
     {
       MutexLock lock(&watch_mu_);
-      while (!stop_watching_ && calls_ == 0) watch_cv_.Wait(&watch_mu_);
+      while (!stop_watching_ && calls_ == 0) {
+        watcher_idle_ = true;
+        watch_cv_.Wait(&watch_mu_);
+      }
+      watcher_idle_ = false;
       if (stop_watching_) return;
       watch_cv_.WaitWithDeadline(&watch_mu_, absl::Now() + kPoll);
       if (stop_watching_) return;
@@ -215,15 +224,39 @@ HierarchicalCommunicator::Create(Rendezvous& rendezvous,
   c->nodes_ = world / c->local_size_;
   c->node_ = rank / c->local_size_;
   c->local_ = rank % c->local_size_;
+  // Where a node's ranks have fewer than two cores each, a rank waiting in
+  // shm (for its leader's network step, or a partner) that polls with the
+  // pause hint holds a core the ranks and the kernel's network processing
+  // it waits for need: it yields at once instead, as Open MPI's ranks do
+  // with mpi_yield_when_idle (measured on the shared 2-core machine: 4 KiB
+  // across 2 x 2 ranks 263 us with 4000 pauses, 78 us with none).
+  // SHOAL_COLL_SPIN_PAUSES, when set, decides.
+  ShmCommOptions shm_options = options.shm;
+  const char* pauses = std::getenv("SHOAL_COLL_SPIN_PAUSES");
+  cpu_set_t cpus;
+  if ((pauses == nullptr || *pauses == '\0') &&
+      sched_getaffinity(0, sizeof(cpus), &cpus) == 0 &&
+      CPU_COUNT(&cpus) < 2 * c->local_size_) {
+    shm_options.spin_pauses = 0;
+  }
   SHOAL_ASSIGN_OR_RETURN(
       c->shm_,
       ShmCommunicator::Create(rendezvous, options.job_id,
                               absl::StrCat(name, ".node", node_of[rank]),
-                              c->local_, c->local_size_, options.shm));
+                              c->local_, c->local_size_, shm_options));
+  // The columns that run the small exchange (the leaders', or every one in
+  // the columns' variant) read their sockets on the caller's thread (gloo's
+  // sync mode); SHOAL_COLL_HIER_SYNC=0 keeps them on gloo's event loop, for
+  // comparison. Every rank of a column decides alike.
+  GlooCommOptions column_options = o.gloo;
+  const char* sync = std::getenv("SHOAL_COLL_HIER_SYNC");
+  column_options.sync_exchange =
+      (sync == nullptr || std::string(sync) != "0") &&
+      (!o.small_through_leaders || c->local_ == 0);
   SHOAL_ASSIGN_OR_RETURN(c->column_,
                          GlooCommunicator::Create(
                              rendezvous, absl::StrCat(name, ".col", c->local_),
-                             c->node_, c->nodes_, o.gloo));
+                             c->node_, c->nodes_, column_options));
   HierarchicalCommunicator* self = c.get();
   c->watcher_ = std::thread([self] { self->Watch(); });
   return c;
@@ -290,6 +323,7 @@ absl::Status HierarchicalCommunicator::AllReduce(const void* in, void* out,
                                                  int64_t count, DType dtype,
                                                  ReduceOp op,
                                                  absl::Duration timeout) {
+  small_times_.Start();
   const Watching watching(this);
   SHOAL_RETURN_IF_ERROR(TakeUnreported());
   const absl::Time deadline = DeadlineFor(timeout);
@@ -298,14 +332,18 @@ absl::Status HierarchicalCommunicator::AllReduce(const void* in, void* out,
   const int64_t slice = count / local_size_;
   const bool small = static_cast<uint64_t>(count) * es <= o_.small_bytes;
   if (small && o_.small_through_leaders) {
+    small_times_.Lap(0);
     SHOAL_RETURN_IF_ERROR(
         Shm(shm_->Reduce(in, out, count, dtype, combine, 0, Left(deadline))));
+    small_times_.Lap(1);
     if (local_ == 0) {
       SHOAL_RETURN_IF_ERROR(Net(column_->ExchangeAllReduce(
           out, out, count, dtype, combine, Left(deadline))));
     }
+    small_times_.Lap(2);
     SHOAL_RETURN_IF_ERROR(
         Shm(shm_->Broadcast(out, out, count, dtype, 0, Left(deadline))));
+    small_times_.Lap(3);
   } else if (small || slice == 0) {
     // Every local rank ends up with the node's sum, and every column
     // reduces the same values in the same order: all ranks get identical

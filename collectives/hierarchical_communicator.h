@@ -49,6 +49,7 @@
 #include "base/mutex.h"
 #include "collectives/gloo_communicator.h"
 #include "collectives/host_collectives.h"
+#include "collectives/phase_times.h"
 #include "collectives/rendezvous.h"
 #include "collectives/shm_communicator.h"
 
@@ -173,8 +174,15 @@ class HierarchicalCommunicator : public HostCollectives {
   // Calls started so far: the watcher's "the same call".
   uint64_t calls_started_ ABSL_GUARDED_BY(watch_mu_) = 0;
   bool stop_watching_ ABSL_GUARDED_BY(watch_mu_) = false;
+  // The watcher waits for a call to start (not in its poll wait).
+  bool watcher_idle_ ABSL_GUARDED_BY(watch_mu_) = false;
   bool reported_ ABSL_GUARDED_BY(watch_mu_) = false;
   absl::Status unreported_ ABSL_GUARDED_BY(watch_mu_);
+  // The small path's phases (SHOAL_COLL_TRACE): the shm reduce to the
+  // leader, the leaders' exchange (the others: nothing), the shm broadcast.
+  PhaseTimes small_times_{
+      "small_allreduce",
+      {"call_start", "shm_reduce", "exchange", "shm_broadcast"}};
   std::thread watcher_;  // started last in Create, joined first
 };
 

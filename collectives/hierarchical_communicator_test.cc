@@ -245,6 +245,131 @@ TEST(GlooCommunicatorTest, ExchangeAllReduceOfThreeRanks) {
   EXPECT_EQ(results[0], results[2]);
 }
 
+// Runs `body` on `world` threads, each with a gloo communicator whose
+// small exchange goes through pairs in gloo's sync mode.
+void RunSyncRanks(int world,
+                  const std::function<void(int, GlooCommunicator&)>& body,
+                  absl::Duration timeout = absl::Seconds(30)) {
+  static int serial = 0;
+  const std::string name = absl::StrCat("s", getpid(), "-", serial++);
+  InMemoryRendezvous rendezvous;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      GlooCommOptions go;
+      go.hostname = "127.0.0.1";
+      go.timeout = timeout;
+      go.sync_exchange = true;
+      go.exchange_bytes = 2 << 20;
+      auto comm = GlooCommunicator::Create(rendezvous, name, r, world, go);
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      body(r, **comm);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+// The sync-mode exchange (the leaders' small all_reduce): every dtype and op
+// against the references, in and out of place, every rank the same bits,
+// over sizes of one chunk, several chunks, and past its bound (those take
+// the unbound-buffer exchange on the same communicator, interleaved).
+TEST(GlooCommunicatorTest, SyncExchangeAllReduceOfThreeRanks) {
+  std::vector<std::vector<uint8_t>> results(3);
+  RunSyncRanks(3, [&](int me, GlooCommunicator& c) {
+    for (DType t : kTypes) {
+      for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{1001}, int64_t{70001},
+                        int64_t{300000}}) {
+        for (ReduceOp op : kOps) {
+          const std::string at =
+              absl::StrCat(DTypeName(t), " n=", n, " ", ReduceOpName(op));
+          std::vector<uint8_t> in = Fill(t, me, n, op), out(n * Size(t) + 1);
+          ASSERT_TRUE(c.ExchangeAllReduce(in.data(), out.data(), n, t, op,
+                                          absl::ZeroDuration())
+                          .ok())
+              << at;
+          EXPECT_EQ(testing::CheckReduced(t, op, 3, out, n), "") << at;
+          ASSERT_TRUE(c.ExchangeAllReduce(in.data(), in.data(), n, t, op,
+                                          absl::ZeroDuration())
+                          .ok())
+              << at;
+          EXPECT_EQ(std::memcmp(in.data(), out.data(), n * Size(t)), 0)
+              << "in place " << at;
+          if (t == DType::kBF16 && n == 70001 && op == ReduceOp::kAvg) {
+            results[me] = out;
+          }
+        }
+      }
+    }
+  });
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+}
+
+// A sync-mode exchange blocks in the socket itself, where gloo's
+// abortWaitRecv cannot reach: a peer that never comes gives DeadlineExceeded
+// at the call's timeout; Abort from another thread (as the watchers do)
+// ends the blocked call at once with its reason; a peer that goes (its
+// sockets close) gives Unavailable.
+TEST(GlooCommunicatorTest, ABlockedSyncExchangeEndsByTimeoutAbortOrLoss) {
+  absl::Notification timed_out, aborted;
+  absl::Status late, stopped, lost;
+  absl::Duration late_took, stopped_took, lost_took;
+  RunSyncRanks(2, [&](int r, GlooCommunicator& c) {
+    if (r == 1) {
+      timed_out.WaitForNotification();
+      return;
+    }
+    std::vector<float> x(1000, 1.0f);
+    absl::Time t0 = absl::Now();
+    late = c.ExchangeAllReduce(x.data(), x.data(), x.size(), DType::kF32,
+                               ReduceOp::kSum, absl::Milliseconds(300));
+    late_took = absl::Now() - t0;
+    timed_out.Notify();
+  });
+  EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded) << late;
+  EXPECT_LT(late_took, absl::Seconds(5)) << late;
+  RunSyncRanks(2, [&](int r, GlooCommunicator& c) {
+    if (r == 1) {
+      aborted.WaitForNotification();
+      return;
+    }
+    std::thread aborter([&] {
+      absl::SleepFor(absl::Milliseconds(200));
+      c.Abort(absl::UnavailableError("the test gave up")).IgnoreError();
+    });
+    std::vector<float> x(1000, 1.0f);
+    const absl::Time t0 = absl::Now();
+    stopped = c.ExchangeAllReduce(x.data(), x.data(), x.size(), DType::kF32,
+                                  ReduceOp::kSum, absl::Seconds(20));
+    stopped_took = absl::Now() - t0;
+    aborter.join();
+    aborted.Notify();
+  });
+  EXPECT_EQ(stopped.code(), absl::StatusCode::kUnavailable) << stopped;
+  EXPECT_TRUE(absl::StrContains(stopped.message(), "the test gave up"))
+      << stopped;
+  EXPECT_LT(stopped_took, absl::Seconds(5)) << stopped;
+  absl::Notification goes;
+  RunSyncRanks(2, [&](int r, GlooCommunicator& c) {
+    if (r == 1) {
+      goes.WaitForNotification();
+      return;  // its communicator, and its sockets, go
+    }
+    std::vector<float> x(1000, 1.0f);
+    std::thread leaver([&] {
+      absl::SleepFor(absl::Milliseconds(200));
+      goes.Notify();
+    });
+    const absl::Time t0 = absl::Now();
+    lost = c.ExchangeAllReduce(x.data(), x.data(), x.size(), DType::kF32,
+                               ReduceOp::kSum, absl::Seconds(20));
+    lost_took = absl::Now() - t0;
+    leaver.join();
+  });
+  EXPECT_EQ(lost.code(), absl::StatusCode::kUnavailable) << lost;
+  EXPECT_LT(lost_took, absl::Seconds(5)) << lost;
+}
+
 // Flat gloo used directly (its own watcher started, as Communicator does): a
 // root that goes while the others wait in its broadcast fails them well
 // before the call's timeout.

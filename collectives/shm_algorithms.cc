@@ -126,6 +126,20 @@ absl::Status ShmCommunicator::Impl::Reduce(const void* in, void* out,
   auto* dst = static_cast<uint8_t*>(out);
   // Every call passes at least one sync, even an empty one (see the top).
   if (count == 0) return Sync();
+  const uint64_t bytes = static_cast<uint64_t>(count * elem);
+  if (bytes <= o_.one_step_bytes && bytes <= slot_bytes()) {
+    // One step, as all_reduce's: everyone posts its data, the root reduces
+    // all of it (one sync where the chunked path takes two). The slot is
+    // rewritten only after a sync of the other parity, which the root
+    // passes only once it has read this one.
+    const int p = NextParity();
+    CopyBytes(slot(p, rank_), src, bytes);
+    SHOAL_RETURN_IF_ERROR(Sync());
+    if (rank_ != root) return absl::OkStatus();
+    const void* inputs[kMaxCollRanks];
+    for (int r = 0; r < world_; ++r) inputs[r] = slot(p, r);
+    return ReduceN(dtype, op, inputs, world_, dst, count, world_);
+  }
   const int64_t chunk_elems = static_cast<int64_t>(slot_bytes()) / elem;
   const bool stream =
       static_cast<uint64_t>(count * elem) >= o_.stream_bytes && in != out;

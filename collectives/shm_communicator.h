@@ -45,6 +45,12 @@ struct ShmCommOptions {
   // How long a waiting rank spins (yielding the CPU) before it sleeps.
   // Default 200 µs.
   absl::Duration spin = absl::Microseconds(200);
+  // How many times a waiting rank polls with the CPU's pause hint before it
+  // starts yielding (4000: ~100-200 µs, so a peer on another core is caught
+  // without a system call). Where ranks outnumber cores, a pause loop keeps
+  // the very rank it waits for off the CPU: there fewer (down to 0: yield
+  // at once, as Open MPI's mpi_yield_when_idle) is faster.
+  int spin_pauses = 4000;
   // All_reduces up to this many bytes take the one-step path (one sync,
   // every rank reduces everything); larger ones reduce-scatter + all-gather
   // (two syncs, each rank reduces 1/n). Measured crossover here: 16-32 KiB.

@@ -167,7 +167,7 @@ template <typename Ready>
 absl::Status ShmCommunicator::Impl::WaitFor(Ready ready, int peer,
                                             const Call& call) {
   // Spin first: the peer is usually a few hundred nanoseconds away.
-  for (int i = 0; i < 4000; ++i) {
+  for (int i = 0; i < o_.spin_pauses; ++i) {
     if (ready()) return absl::OkStatus();
     SpinPause();
   }

@@ -1,0 +1,228 @@
+// GlooCommunicator::ExchangeAllReduce: a small all_reduce in one exchange,
+// each rank sending its input to every other and reducing all of them in
+// rank order. Two transports, both gloo's TCP pairs:
+//   - sync mode (buffers up to kSyncExchangeBytes, when the communicator
+//     was created with `sync_exchange`): pairs of a second gloo context
+//     switched to gloo's synchronous mode (Pair::setSync), with the old
+//     Buffer API. The caller's thread writes to the peers' sockets and reads
+//     its own: no hand-off through gloo's event-loop thread and a condition
+//     variable (two thread wake-ups per message, each a scheduler delay on
+//     a loaded machine). A blocking read cannot be woken by gloo's
+//     abortWaitRecv; Abort shuts the sockets down instead (ShutdownSync),
+//     and each call sets the sockets' SO_RCVTIMEO/SO_SNDTIMEO to its timeout.
+//   - otherwise: unbound buffers registered once, the next call's receives
+//     posted as a call ends (so a peer's send goes out at once).
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "base/status_macros.h"
+#include "collectives/gloo_communicator.h"
+#include "collectives/reduce_kernels.h"
+#include "gloo/common/error.h"
+#include "gloo/context.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/rendezvous/store.h"
+#include "gloo/transport/buffer.h"
+#include "gloo/transport/unbound_buffer.h"
+
+namespace shoal::collectives {
+
+namespace {
+
+// ExchangeAllReduce's messages: a slot of their own, matched in order.
+constexpr uint64_t kExchangeSlot = uint64_t{0x41} << 56;
+// The sync-mode exchange's buffers (gloo's old Buffer API: an int slot, in
+// a context of their own).
+constexpr int kSyncSlot = 0x5359;
+
+}  // namespace
+
+absl::Status GlooCommunicator::ExchangeAllReduce(const void* in, void* out,
+                                                 int64_t count, DType dtype,
+                                                 ReduceOp op,
+                                                 absl::Duration timeout) {
+  SHOAL_RETURN_IF_ERROR(CheckArgs("all_reduce", count, dtype, true));
+  const size_t bytes = count * DTypeSize(dtype);
+  if (bytes > o_.exchange_bytes || world_ > kMaxReduceInputs) {
+    return AllReduce(in, out, count, dtype, op, timeout);
+  }
+  if (count == 0) return Usable();
+  const ReduceOp combine = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  absl::Status reduced;
+  if (sync_context_ != nullptr && bytes <= kSyncExchangeBytes) {
+    SHOAL_RETURN_IF_ERROR(
+        Guarded("all_reduce", timeout, [&](std::chrono::milliseconds t) {
+          reduced = SyncExchange(in, out, count, dtype, combine, t);
+        }));
+  } else {
+    SHOAL_RETURN_IF_ERROR(
+        Guarded("all_reduce", timeout, [&](std::chrono::milliseconds t) {
+          reduced = UnboundExchange(in, out, count, dtype, combine, t);
+        }));
+  }
+  SHOAL_RETURN_IF_ERROR(reduced);
+  if (op == ReduceOp::kAvg) return DivideInPlace(dtype, out, count, world_);
+  return absl::OkStatus();
+}
+
+absl::Status GlooCommunicator::UnboundExchange(const void* in, void* out,
+                                               int64_t count, DType dtype,
+                                               ReduceOp combine,
+                                               std::chrono::milliseconds t) {
+  const size_t bytes = count * DTypeSize(dtype);
+  exchange_times_.Start();
+  EnsureExchangeBuffers();
+  RunningBuffers registered(this, {exchange_send_.get(), exchange_recv_.get()});
+  std::memcpy(exchange_send_storage_.data(), in, bytes);
+  // The receives were posted at the end of the last call: the sends
+  // go out at once, from this thread, without gloo's
+  // ready-to-receive round trip.
+  for (int peer = 0; peer < world_; ++peer) {
+    if (peer != rank_) {
+      exchange_send_->send(peer, kExchangeSlot, 0, bytes);
+    }
+  }
+  exchange_times_.Lap(0);
+  for (int i = 1; i < world_; ++i) {
+    if (!exchange_recv_->waitRecv(t)) throw gloo::IoException("aborted");
+  }
+  exchange_times_.Lap(1);
+  for (int i = 1; i < world_; ++i) {
+    if (!exchange_send_->waitSend(t)) throw gloo::IoException("aborted");
+  }
+  exchange_times_.Lap(2);
+  // Every rank reduces the same inputs in the same (rank) order.
+  std::vector<const void*> inputs(world_);
+  for (int r = 0; r < world_; ++r) {
+    inputs[r] = r == rank_ ? exchange_send_storage_.data()
+                           : exchange_recv_storage_.data() +
+                                 static_cast<size_t>(r) * o_.exchange_bytes;
+  }
+  absl::Status reduced =
+      ReduceN(dtype, combine, inputs.data(), world_, out, count, 1);
+  // Only now may the peers' next messages land in the staging.
+  PostExchangeReceives();
+  exchange_times_.Lap(3);
+  return reduced;
+}
+
+void GlooCommunicator::EnsureExchangeBuffers() {
+  if (exchange_send_ != nullptr) return;
+  exchange_send_storage_.assign(o_.exchange_bytes, 0);
+  exchange_recv_storage_.assign(o_.exchange_bytes * world_, 0);
+  exchange_send_ = context_->createUnboundBuffer(exchange_send_storage_.data(),
+                                                 exchange_send_storage_.size());
+  exchange_recv_ = context_->createUnboundBuffer(exchange_recv_storage_.data(),
+                                                 exchange_recv_storage_.size());
+  PostExchangeReceives();
+}
+
+void GlooCommunicator::PostExchangeReceives() {
+  // Sized for the largest message: a peer's smaller one fits (gloo checks
+  // that a message is no longer than the receive it lands in). Gloo holds
+  // the buffer weakly: one destroyed with a receive still posted is skipped.
+  for (int peer = 0; peer < world_; ++peer) {
+    if (peer == rank_) continue;
+    exchange_recv_->recv(peer, kExchangeSlot, peer * o_.exchange_bytes,
+                         o_.exchange_bytes);
+  }
+}
+
+absl::Status GlooCommunicator::SyncExchange(const void* in, void* out,
+                                            int64_t count, DType dtype,
+                                            ReduceOp combine,
+                                            std::chrono::milliseconds t) {
+  const size_t bytes = count * DTypeSize(dtype);
+  exchange_times_.Start();
+  SetSyncTimeouts(t);
+  std::memcpy(sync_send_storage_.data(), in, bytes);
+  exchange_times_.Lap(0);
+  // A chunk at a time, every rank writes before it reads: a chunk fits in
+  // the sockets' buffers, so no write waits for a peer that is writing
+  // too. Each read is this thread's own recv() on the peer's socket; a
+  // message for the next call stays in the socket until that call reads
+  // it. (An empty buffer still sends one empty message.)
+  for (size_t at = 0; at < bytes || at == 0; at += kSyncChunkBytes) {
+    const size_t n = std::min<size_t>(kSyncChunkBytes, bytes - at);
+    for (int peer = 0; peer < world_; ++peer) {
+      if (peer != rank_) sync_send_[peer]->send(at, n, at);
+    }
+    for (int peer = 0; peer < world_; ++peer) {
+      if (peer != rank_) sync_send_[peer]->waitSend();
+    }
+    for (int peer = 0; peer < world_; ++peer) {
+      if (peer != rank_) sync_recv_[peer]->waitRecv();
+    }
+    if (n == 0) break;
+  }
+  exchange_times_.Lap(1);
+  exchange_times_.Lap(2);
+  std::vector<const void*> inputs(world_);
+  for (int r = 0; r < world_; ++r) {
+    inputs[r] = r == rank_ ? sync_send_storage_.data()
+                           : sync_recv_storage_.data() +
+                                 static_cast<size_t>(r) * kSyncExchangeBytes;
+  }
+  absl::Status reduced =
+      ReduceN(dtype, combine, inputs.data(), world_, out, count, 1);
+  exchange_times_.Lap(3);
+  return reduced;
+}
+
+void GlooCommunicator::SetSyncTimeouts(std::chrono::milliseconds t) {
+  // Each call's deadline differs by the little its earlier steps took:
+  // the sockets are set again only when the timeout grew, or shrank by
+  // more than 1/16 (a syscall per socket and direction saved per call).
+  if (t <= sync_timeout_ && t >= sync_timeout_ - sync_timeout_ / 16) return;
+  timeval tv = {};
+  tv.tv_sec = t.count() / 1000;
+  tv.tv_usec = (t.count() % 1000) * 1000;
+  if (tv.tv_sec == 0 && tv.tv_usec == 0) tv.tv_usec = 1000;
+  for (const GlooConnections::Socket& s : sync_connections_.sockets()) {
+    if (!sync_connections_.Same(s)) continue;
+    setsockopt(s.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(s.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  }
+  sync_timeout_ = t;
+}
+
+void GlooCommunicator::ShutdownSync() {
+  // Wakes a read or write blocked on a sync pair's socket (it returns end
+  // of file or EPIPE, and gloo throws); the peer reads end of file too.
+  for (const GlooConnections::Socket& s : sync_connections_.sockets()) {
+    if (sync_connections_.Same(s)) shutdown(s.fd, SHUT_RDWR);
+  }
+}
+
+void GlooCommunicator::CreateSyncExchange(gloo::rendezvous::Store& store) {
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank_, world_);
+  context->setTimeout(
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(o_.timeout)));
+  context->connectFullMesh(store, device_);
+  sync_send_storage_.assign(kSyncExchangeBytes, 0);
+  sync_recv_storage_.assign(kSyncExchangeBytes * world_, 0);
+  sync_send_.resize(world_);
+  sync_recv_.resize(world_);
+  for (int peer = 0; peer < world_; ++peer) {
+    if (peer == rank_) continue;
+    std::unique_ptr<gloo::transport::Pair>& pair = context->getPair(peer);
+    // Off the event loop, the socket blocking: only the caller reads it.
+    pair->setSync(true, /*busyPoll=*/false);
+    sync_send_[peer] = pair->createSendBuffer(
+        kSyncSlot, sync_send_storage_.data(), kSyncExchangeBytes);
+    sync_recv_[peer] = pair->createRecvBuffer(
+        kSyncSlot,
+        sync_recv_storage_.data() +
+            static_cast<size_t>(peer) * kSyncExchangeBytes,
+        kSyncExchangeBytes);
+  }
+  sync_connections_ = GlooConnections::Find(*context, rank_);
+  sync_context_ = std::move(context);
+}
+
+}  // namespace shoal::collectives
