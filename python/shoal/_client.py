@@ -4,6 +4,7 @@ C++ ones) to its workers and collects their results through futures.
 The process's default client (shoal.connect, shoal.submit) is _context's."""
 
 import functools
+import pickle
 import sys
 import threading
 import time
@@ -293,10 +294,13 @@ class Client(Collector):
                 if not path:
                     return None  # the general path says why
                 # a value the C++ conversion refuses: pickle it
-        try:
-            values = _serialize.dump_call(fn_bytes, args, None, self._local)
-        except Exception:  # noqa: BLE001 (the general path names it)
-            return None
+        values = _small_call(fn_bytes, args)
+        if values is None:
+            try:
+                values = _serialize.dump_call(fn_bytes, args, None,
+                                              self._local)
+            except Exception:  # noqa: BLE001 (the general path names it)
+                return None
         task_id, keep = self._handle.submit(
             name + "!", values, path, timeout, retries, cpus, gpus)
         return Future(self, task_id, _keep_also(keep, fn_keep))
@@ -484,6 +488,27 @@ def _results_in_order(futures, timeout, chunked):
     finally:
         for f in futures:
             f.cancel()
+
+
+_NO_KWARGS = {}  # pickled, never changed
+
+
+def _small_call(fn_bytes, args):
+    """The call envelope's values of a call that plain pickle takes whole,
+    with no buffer to send out of band (a small dict, list, tuple of
+    scalars and strings: the common small call), else None (then
+    _serialize.dump_call decides). The same bytes as dump_call's, with none
+    of its per-call set-up: one pickle.dumps. Not with torch imported (its
+    tensors pickle in band unless _serialize's pickler sends them)."""
+    if "torch" in sys.modules:
+        return None
+    out_of_band = []
+    try:
+        header = pickle.dumps((fn_bytes, args, _NO_KWARGS), 5,
+                              buffer_callback=out_of_band.append)
+    except Exception:  # noqa: BLE001 (cloudpickle's case: dump_call)
+        return None
+    return None if out_of_band else [header]
 
 
 def _store_ref_of(output):
