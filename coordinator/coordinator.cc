@@ -171,6 +171,10 @@ void Coordinator::Impl::RunWatcher() {
 absl::Status Coordinator::Impl::StartSockets() {
   ipc::SocketOptions fo;
   fo.max_msg_bytes = 128 << 20;
+  // Replies ZeroMQ queues per peer before a push is kept for POLLOUT
+  // (PeerState::unsent); lowered by tests (SHOAL_FRONTEND_SEND_HWM).
+  if (const char* hwm = std::getenv("SHOAL_FRONTEND_SEND_HWM"); hwm != nullptr)
+    (void)absl::SimpleAtoi(hwm, &fo.send_hwm);
   // The owner's socket: in the job folder (mode 0700), so only the owner (and
   // root) can connect; no ZAP domain, so ZeroMQ asks no ZAP handler.
   SHOAL_ASSIGN_OR_RETURN(frontend_, ipc::Socket::Create(ZMQ_ROUTER, fo));
@@ -338,11 +342,15 @@ absl::Status Coordinator::Impl::Run() {
   absl::Time next_tick = absl::Now();
   while (!stop_requested_) {
     items.clear();
-    items.push_back({frontend_.raw(), 0, ZMQ_POLLIN, 0});
+    // Replies kept for full peer queues go when a socket is writable.
+    const short out = unsent_peers_ > 0 && !pollout_stalled_ ? ZMQ_POLLOUT : 0;
+    items.push_back(
+        {frontend_.raw(), 0, static_cast<short>(ZMQ_POLLIN | out), 0});
     items.push_back({backend_.raw(), 0, ZMQ_POLLIN, 0});
     items.push_back({nullptr, stop_.fd(), ZMQ_POLLIN, 0});
     items.push_back({nullptr, completion_.fd(), ZMQ_POLLIN, 0});
-    items.push_back({tcp_frontend_.raw(), 0, ZMQ_POLLIN, 0});
+    items.push_back(
+        {tcp_frontend_.raw(), 0, static_cast<short>(ZMQ_POLLIN | out), 0});
     items.push_back({frontend_events_.raw(), 0, ZMQ_POLLIN, 0});
     items.push_back({tcp_frontend_events_.raw(), 0, ZMQ_POLLIN, 0});
     fds.clear();
@@ -369,6 +377,8 @@ absl::Status Coordinator::Impl::Run() {
     for (const auto& [key, p] : peers_) parked |= !p.parked.empty();
     if (!expiring_.empty() || parked || !watched_.empty())
       wake = std::min(wake, now + absl::Milliseconds(10));
+    if (unsent_peers_ > 0 && pollout_stalled_)
+      wake = std::min(wake, now + absl::Milliseconds(1));
     // A pushed task was just submitted with few others watched (a sync
     // client): look at the ring count for a moment before sleeping, which
     // saves the watcher's futex and eventfd wake-ups when it finishes soon.
@@ -402,6 +412,16 @@ absl::Status Coordinator::Impl::Run() {
     if (items[0].revents & ZMQ_POLLIN) DrainFrontend(/*tcp=*/false);
     if (items[4].revents & ZMQ_POLLIN) DrainFrontend(/*tcp=*/true);
     if (items[1].revents & ZMQ_POLLIN) DrainBackend();
+    if (unsent_peers_ > 0) {
+      const bool writable =
+          ((items[0].revents | items[4].revents) & ZMQ_POLLOUT) != 0;
+      const bool progress = FlushUnsent(absl::Now());
+      if (progress) {
+        pollout_stalled_ = false;
+      } else if (writable) {
+        pollout_stalled_ = true;
+      }
+    }
     if (completed || (items[3].revents & ZMQ_POLLIN)) {
       completion_.Drain();
       OnCompletions();

@@ -94,6 +94,12 @@ class Coordinator::Impl {
     std::map<ObjectId, std::pair<uint64_t, absl::Time>> outputs;
     std::set<uint32_t> actors;  // actors it created
     bool dropped = false;
+    // Encoded replies that found its ZeroMQ queue full (EAGAIN), sent in
+    // order when the socket is writable again (FlushUnsent); counted in
+    // replies->queued. One over its reply budget since unsent_since for
+    // slow_client_grace is dropped.
+    std::deque<std::string> unsent;
+    std::optional<absl::Time> unsent_since;
   };
   // A client on this machine that uses the task table directly.
   struct LocalClient {
@@ -180,6 +186,14 @@ class Coordinator::Impl {
   void Dispatch(const Peer& peer, uint64_t request_id, ipc::Message body);
   // Sends a reply without blocking, counting its bytes against the peer.
   void Reply(const Peer& peer, uint64_t request_id, ipc::Message body);
+  // Sends one counted reply to `state`'s peer; false (payload untouched)
+  // if its queue is full. A peer that is gone loses it (uncounted).
+  bool SendReply(PeerState& state, std::string& payload);
+  // Sends kept replies while peers' queues take them; drops a peer that
+  // read nothing over its budget for slow_client_grace. Whether any went.
+  bool FlushUnsent(absl::Time now);
+  // Forgets a peer's kept replies (a drop, a disconnect).
+  void DropUnsent(PeerState& state);
   // Serves parked requests of peers back under budget; drops peers that
   // stayed over it longer than options_.slow_client_grace.
   void ServeParked(absl::Time now);
@@ -341,7 +355,11 @@ class Coordinator::Impl {
   std::map<uint32_t, LocalClient> local_clients_;  // by task client slot
   std::map<uint64_t, RemoteTask> remote_tasks_;
   std::map<std::string, PeerState> peers_;  // by Peer::key()
-  std::map<uint64_t, PendingWait> waits_;   // by serial
+  size_t unsent_peers_ = 0;  // peers with kept replies (PeerState::unsent)
+  // A POLLOUT that moved nothing: ROUTER is writable when any peer is, so
+  // until a flush moves something, kept replies are retried each 1 ms.
+  bool pollout_stalled_ = false;
+  std::map<uint64_t, PendingWait> waits_;  // by serial
   uint64_t next_wait_ = 1;
   std::multimap<absl::Time, uint64_t> wait_deadlines_;  // → waits_ serial
   std::vector<uint64_t> orphaned_waits_;  // waits whose task was forgotten

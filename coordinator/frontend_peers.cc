@@ -292,27 +292,89 @@ void Coordinator::Impl::Dispatch(const Peer& peer, uint64_t request_id,
 void Coordinator::Impl::Reply(const Peer& peer, uint64_t request_id,
                               ipc::Message body) {
   absl::StatusOr<std::string> frame = ipc::Encode(request_id, std::move(body));
-  auto* r = new ReplyInFlight;
-  r->payload = frame.ok() ? *std::move(frame)
-                          : ipc::EncodeError(request_id, frame.status());
+  std::string payload = frame.ok()
+                            ? *std::move(frame)
+                            : ipc::EncodeError(request_id, frame.status());
   PeerState& state = StateOf(peer);
-  r->counter_owner = state.replies;
-  r->counter = &state.replies->queued;
-  const size_t size = r->payload.size();
+  // Counted from here until ZeroMQ is done with it (FreeReply), kept or sent.
+  state.replies->queued.fetch_add(static_cast<int64_t>(payload.size()),
+                                  std::memory_order_relaxed);
+  // Behind replies kept for this peer: in order, after them.
+  if (state.unsent.empty() && SendReply(state, payload)) return;
+  if (state.unsent.empty()) ++unsent_peers_;
+  state.unsent.push_back(std::move(payload));
+}
+
+bool Coordinator::Impl::SendReply(PeerState& state, std::string& payload) {
+  const Peer& peer = state.peer;
   void* socket = (peer.tcp ? tcp_frontend_ : frontend_).raw();
+  const auto uncount = [&] {
+    state.replies->queued.fetch_sub(static_cast<int64_t>(payload.size()),
+                                    std::memory_order_relaxed);
+  };
+  // ROUTER_MANDATORY: EAGAIN when the peer's queue is full (keep it for
+  // ZMQ_POLLOUT), EHOSTUNREACH when it is gone (drop it).
   if (zmq_send(socket, peer.routing_id.data(), peer.routing_id.size(),
                ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+    if (zmq_errno() == EAGAIN) return false;
     SHOAL_LOG(DEBUG, "a reply was dropped: %s", zmq_strerror(zmq_errno()));
-    delete r;
-    return;
+    uncount();
+    return true;
   }
+  auto* r = new ReplyInFlight;
+  r->payload = std::move(payload);
+  r->counter_owner = state.replies;
+  r->counter = &state.replies->queued;
   zmq_msg_t msg;
-  r->counter->fetch_add(static_cast<int64_t>(size), std::memory_order_relaxed);
-  zmq_msg_init_data(&msg, r->payload.data(), size, FreeReply, r);
+  zmq_msg_init_data(&msg, r->payload.data(), r->payload.size(), FreeReply, r);
   if (zmq_msg_send(&msg, socket, ZMQ_DONTWAIT) < 0) {
+    // The routing frame went: the body cannot wait now. Rare (the pipe
+    // filled between the two frames is not possible: one thread sends).
     SHOAL_LOG(DEBUG, "a reply was dropped: %s", zmq_strerror(zmq_errno()));
     zmq_msg_close(&msg);  // calls FreeReply
   }
+  return true;
+}
+
+bool Coordinator::Impl::FlushUnsent(absl::Time now) {
+  bool progress = false;
+  for (auto& [key, state] : peers_) {
+    if (state.unsent.empty()) continue;
+    bool sent = false;
+    while (!state.unsent.empty() && SendReply(state, state.unsent.front())) {
+      state.unsent.pop_front();
+      sent = true;
+    }
+    progress |= sent;
+    if (state.unsent.empty()) {
+      --unsent_peers_;
+      state.unsent_since.reset();
+      continue;
+    }
+    // Kept while the peer reads; one that reads nothing for the grace
+    // period while over its reply budget is dropped (its replies too).
+    const bool over = state.replies->queued.load() >
+                      static_cast<int64_t>(options_.max_reply_bytes_per_client);
+    if (!over || sent) {
+      state.unsent_since.reset();
+    } else if (!state.unsent_since) {
+      state.unsent_since = now;
+    } else if (now - *state.unsent_since > options_.slow_client_grace) {
+      DropPeer(state, "it did not read its pushed results");
+    }
+  }
+  return progress;
+}
+
+void Coordinator::Impl::DropUnsent(PeerState& state) {
+  if (state.unsent.empty()) return;
+  for (const std::string& payload : state.unsent) {
+    state.replies->queued.fetch_sub(static_cast<int64_t>(payload.size()),
+                                    std::memory_order_relaxed);
+  }
+  state.unsent.clear();
+  state.unsent_since.reset();
+  --unsent_peers_;
 }
 
 void Coordinator::Impl::ServeParked(absl::Time now) {
@@ -362,6 +424,7 @@ void Coordinator::Impl::DropPeer(PeerState& state, const std::string& why) {
 
 void Coordinator::Impl::EndSession(PeerState& state) {
   state.dropped = true;
+  DropUnsent(state);
   state.parked.clear();
   state.over_since.reset();
   const std::string key = state.peer.key();
