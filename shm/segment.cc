@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -296,6 +297,32 @@ void Segment::Populate(uint64_t offset, uint64_t bytes) {
                    static_cast<off_t>(start));
     if (p != MAP_FAILED) word.fetch_or(bit, std::memory_order_relaxed);
   }
+}
+
+absl::Status Segment::Remap(uint64_t offset, uint64_t bytes,
+                            bool copy_on_write) {
+  const uint64_t size_ = size();
+  if (bytes == 0 || offset % kPageSize != 0 || bytes % kPageSize != 0 ||
+      offset > size_ || bytes > size_ - offset) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot remap [", offset, ", +", bytes, ") of a segment of ", size_,
+        " bytes: page-aligned, non-empty and inside it only"));
+  }
+  // Mark first: a concurrent Populate of an overlapping chunk would
+  // otherwise re-map it MAP_SHARED after this call.
+  for (uint64_t c = offset >> kChunkShift; (c << kChunkShift) < offset + bytes;
+       ++c) {
+    populated_[c / 64].fetch_or(uint64_t{1} << (c % 64),
+                                std::memory_order_relaxed);
+  }
+  void* p = mmap(base() + offset, bytes, PROT_READ | PROT_WRITE,
+                 MAP_FIXED | (copy_on_write ? MAP_PRIVATE : MAP_SHARED), fd(),
+                 static_cast<off_t>(offset));
+  if (p == MAP_FAILED) {
+    return absl::InternalError(absl::StrCat(
+        "mmap of the store segment (", bytes, " bytes): ", strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace shoal::shm

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "boost/interprocess/mapped_region.hpp"
@@ -73,6 +74,17 @@ class Segment {
   // 2 MiB chunk per process; thread-safe. Best effort: failures are ignored
   // (the pages then fault in on touch).
   void Populate(uint64_t offset, uint64_t bytes);
+
+  // Maps [offset, offset + bytes) of this process's view anew, in place:
+  // copy_on_write true maps it MAP_PRIVATE (the same bytes; this process's
+  // later writes go to private pages, the segment never changes), false
+  // MAP_SHARED again (the segment's current bytes). Marks every 2 MiB chunk
+  // it touches populated, so that no later Populate re-maps the range shared
+  // behind the caller's back. Other processes' views are untouched.
+  // REQUIRES: offset and bytes are multiples of kPageSize.
+  // Errors: InvalidArgument (unaligned, empty or outside the segment),
+  // Internal (mmap failed; the range keeps its old mapping).
+  absl::Status Remap(uint64_t offset, uint64_t bytes, bool copy_on_write);
 
   // Stops the creator from unlinking at destruction (tests of stale cleanup).
   void LeakForTesting() { owner_ = false; }

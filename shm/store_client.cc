@@ -375,4 +375,20 @@ const uint8_t* StoreClient::segment_base() const {
 }
 uint32_t StoreClient::client_slot() const { return impl_->slot_; }
 
+absl::Status StoreClient::RemapLocally(const uint8_t* data, uint64_t bytes,
+                                       bool copy_on_write) {
+  const uint8_t* base = impl_->segment_->base();
+  if (data < base || data >= base + impl_->segment_->size()) {
+    return absl::InvalidArgumentError(
+        "RemapLocally: the range is not in the store segment");
+  }
+  return impl_->segment_->Remap(static_cast<uint64_t>(data - base), bytes,
+                                copy_on_write);
+}
+
+bool StoreClient::closed() const {
+  return impl_->table_->header()->prefix.closed.load(
+             std::memory_order_acquire) != 0;
+}
+
 }  // namespace shoal::shm

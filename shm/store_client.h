@@ -166,6 +166,20 @@ class StoreClient {
   // The store's counters (capacity, used, objects, evictions, ...).
   absl::StatusOr<StoreStats> Stats();
 
+  // Re-maps whole pages of this process's view of the segment in place
+  // (Segment::Remap): copy_on_write true makes [data, data + bytes) private
+  // copy-on-write (this process may keep writing there; the store's bytes
+  // and every other process's view stay as they are), false shares it again.
+  // For zero-copy arrays (python/ext/numpy_alloc.h): the caller owns the
+  // object under the range. REQUIRES: data and bytes page-aligned.
+  // Errors: InvalidArgument (unaligned, or not inside the segment), Internal.
+  absl::Status RemapLocally(const uint8_t* data, uint64_t bytes,
+                            bool copy_on_write);
+
+  // True once the store service marked the segment closed (it shut down):
+  // requests would only wait out their timeout.
+  bool closed() const;
+
   // The segment this client mapped, and where an object's bytes would be
   // (for tests asserting zero-copy).
   const uint8_t* segment_base() const;

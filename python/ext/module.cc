@@ -9,5 +9,6 @@ PYBIND11_MODULE(_shoal, m) {
   shoal::pyext::DefineJob(m);
   shoal::pyext::DefineCollectives(m);
   shoal::pyext::DefineActors(m);
+  shoal::pyext::DefineZeroCopy(m);
   shoal::pyext::WatchInterpreterExit();
 }

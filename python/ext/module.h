@@ -12,6 +12,7 @@ void DefineClient(pybind11::module_& m);       // client.cc: tasks
 void DefineJob(pybind11::module_& m);          // job.cc: launch mode, KV
 void DefineCollectives(pybind11::module_& m);  // collectives.cc
 void DefineActors(pybind11::module_& m);       // actors.cc
+void DefineZeroCopy(pybind11::module_& m);     // numpy_alloc.cc
 void WatchInterpreterExit();  // common.cc: an atexit hook (InterpreterExiting)
 
 }  // namespace shoal::pyext

@@ -27,11 +27,15 @@ class ObjectRef {
   const shm::ObjectBuffer& buffer() const { return buf_; }
   const std::shared_ptr<StoreHandle>& store() const { return store_; }
   bool owner() const { return owner_; }
+  // Keeps `p` alive as long as this ref (dropped after the ref's own
+  // reference is released): a zero-copy array's object (numpy_alloc.h).
+  void AlsoHold(std::shared_ptr<void> p) { also_held_ = std::move(p); }
 
  private:
   std::shared_ptr<StoreHandle> store_;
   shm::ObjectBuffer buf_;
   bool owner_;
+  std::shared_ptr<void> also_held_;
 };
 
 // Copies an array-like object (buffer protocol or __dlpack__) into a new

@@ -53,6 +53,10 @@ py::object ReadOnlyCopy(const TensorValue& t) {
 Value ArgToValue(py::handle obj, size_t index,
                  const std::shared_ptr<StoreHandle>& store, py::list& keep) {
   if (py::isinstance<ObjectRef>(obj)) {
+    // Kept with the task: a zero-copy array's object may have no other
+    // holder (python/shoal/_serialize.py), and a ref dropped after submit
+    // must still be there when the worker gets it.
+    keep.append(obj);
     return RefValue(obj.cast<const ObjectRef&>());
   }
   absl::StatusOr<std::optional<Value>> scalar =

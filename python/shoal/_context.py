@@ -11,7 +11,7 @@ graph in __init__.py).
 import os
 import threading
 
-from . import _client, _ext, _job, _store
+from . import _client, _ext, _job, _store, _zero_copy
 
 _lock = threading.Lock()
 _client_now = None  # shoal.Client from connect()
@@ -58,6 +58,8 @@ def connect(endpoint=None, *, job_id=None, force_remote=False, name=None):
     handle = _ext.ext().Client.connect(endpoint or "", job_id or "",
                                        name or "", force_remote)
     new = _client.Client(handle)
+    if handle.local:  # large numpy arrays made from now on: in the store
+        _zero_copy.enable(handle.store)
     with _lock:
         _client_now = new
     return new
@@ -67,7 +69,9 @@ def disconnect():
     """Drops the default client (its unfinished tasks are freed)."""
     global _client_now
     with _lock:
-        _client_now = None
+        old, _client_now = _client_now, None
+    if old is not None and old.local:
+        _zero_copy.disable(old._handle.store)
 
 
 def submit(fn, *args, _options=None, **kwargs):

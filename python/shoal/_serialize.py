@@ -11,6 +11,9 @@ The call envelope ("py:<fn>!" tasks, see worker/python_runner.h):
                buffer (numpy array, torch CPU tensor) the client put into the
                store once; the worker's unpickled arrays view them in place.
 Small buffers (< OUT_OF_BAND_BYTES) stay in the pickle stream.
+A buffer inside a zero-copy array (_zero_copy.py) goes as the store object
+the array lives in, and the header then starts with _SLICES: where in those
+objects the buffers are (`_sliced`; pickle streams start with b"\x80").
 
 The result envelope (a return value that is not None, a scalar, str, bytes,
 an array or a tuple of those): outputs[0] is the header, a raw byte object
@@ -21,10 +24,11 @@ outputs[1:] its out-of-band buffers as raw byte objects.
 import hashlib
 import io
 import pickle
+import struct
 import sys
 import warnings
 
-from . import _errors
+from . import _errors, _zero_copy
 
 # Buffers at least this large leave the pickle stream: as store objects.
 OUT_OF_BAND_BYTES = 64 << 10
@@ -105,11 +109,19 @@ def dumps(obj, out_of_band=True):
     Raises whatever pickling raised.
     """
     buffers = []
+    slices = []  # (buffer index, offset, length) of zero-copy arrays
 
     def callback(b):
         raw = b.raw()
         if not out_of_band or raw.nbytes < OUT_OF_BAND_BYTES:
             return True  # in band
+        # A buffer inside a zero-copy array goes as the sealed object it
+        # lives in (its pages here become copy-on-write): no copy.
+        snap = _zero_copy.snapshot(raw) if _zero_copy.active else None
+        if snap is not None:
+            slices.append((len(buffers), snap[1], raw.nbytes))
+            buffers.append(snap[0])
+            return False
         # A buffer that is a whole store object already (an array of a
         # task's result, of shoal.get) goes as that object: no copy.
         buffers.append(_store_object_of(raw) or raw)
@@ -117,16 +129,50 @@ def dumps(obj, out_of_band=True):
 
     try:
         if "torch" not in sys.modules:
-            return pickle.dumps(obj, _PROTOCOL, buffer_callback=callback), \
-                buffers
-        f = io.BytesIO()
-        _TensorPickler(f, _PROTOCOL, buffer_callback=callback).dump(obj)
-        return f.getvalue(), buffers
+            data = pickle.dumps(obj, _PROTOCOL, buffer_callback=callback)
+        else:
+            f = io.BytesIO()
+            _TensorPickler(f, _PROTOCOL, buffer_callback=callback).dump(obj)
+            data = f.getvalue()
+        return _with_slices(data, slices), buffers
     except (pickle.PicklingError, AttributeError, TypeError):
         buffers.clear()
+        slices.clear()
     f = io.BytesIO()
     _cloudpickler()(f, _PROTOCOL, buffer_callback=callback).dump(obj)
-    return f.getvalue(), buffers
+    return _with_slices(f.getvalue(), slices), buffers
+
+
+# The header of a call or result whose out-of-band buffers include parts of
+# zero-copy arrays' objects: _SLICES, a count, then per such buffer its
+# index, offset and length, then the pickle.
+_SLICES = b"SZC1"
+_SLICE = struct.Struct("<IQQ")
+_COUNT = struct.Struct("<I")
+
+
+def _with_slices(data, slices):
+    if not slices:
+        return data
+    return b"".join([_SLICES, _COUNT.pack(len(slices))] +
+                    [_SLICE.pack(*s) for s in slices] + [data])
+
+
+def _sliced(header, buffers):
+    """(the pickle, its buffers) of a header: each zero-copy buffer is the
+    part of its store object the array occupies (a view, no copy)."""
+    if bytes(header[:4]) != _SLICES:
+        return header, buffers
+    header = memoryview(header).cast("B")
+    (n,) = _COUNT.unpack_from(header, 4)
+    at = 4 + _COUNT.size
+    buffers = list(buffers)
+    for _ in range(n):
+        i, offset, length = _SLICE.unpack_from(header, at)
+        at += _SLICE.size
+        whole = memoryview(buffers[i]).cast("B")
+        buffers[i] = whole[offset:offset + length]
+    return header[at:], buffers
 
 
 def dump_call(fn_bytes, args, kwargs, out_of_band):
@@ -203,6 +249,7 @@ def load_call(header, *buffers):
     """The worker's side of the call envelope: (fn_bytes, args, kwargs)."""
     if isinstance(header, memoryview) and header.ndim != 1:
         header = header.cast("B")
+    header, buffers = _sliced(header, buffers)
     return pickle.loads(header, buffers=buffers)
 
 
@@ -225,7 +272,8 @@ def load_result(outputs):
     header = outputs[0]
     if header.ndim != 1:
         header = header.cast("B")
-    return pickle.loads(header, buffers=outputs[1:])
+    header, buffers = _sliced(header, outputs[1:])
+    return pickle.loads(header, buffers=buffers)
 
 
 def is_result_envelope(outputs):

@@ -1,0 +1,185 @@
+"""Zero-copy arrays (docs/values.md "Zero-copy arrays"): large numpy arrays
+made after a local client connected live in the node's store and go to tasks
+by reference, with copy-on-write snapshot semantics. Real nodes."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import shoal
+from shoal import _zero_copy
+import zctasks
+from valtasks import store_offset
+
+N = 8 << 20  # float32 elements: 32 MiB
+
+
+def stats():
+    return _zero_copy.stats()
+
+
+def used(client):
+    return client.status()["store_used_bytes"]
+
+
+def wait_used(client, at_most, timeout=30):
+    """The store's bytes in use once at most `at_most` (deletions of freed
+    objects are deferred to the service's sweep)."""
+    deadline = time.monotonic() + timeout
+    while used(client) > at_most and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return used(client)
+
+
+def test_large_arrays_made_after_connect_live_in_the_store(client):
+    before = stats()["placed"]
+    a = np.ones(N, np.float32)
+    assert store_offset(a) is not None
+    assert stats()["placed"] == before + 1
+    small = np.ones(1000, np.float32)  # 4 KB: malloc
+    assert store_offset(small) is None
+    assert stats()["placed"] == before + 1
+
+
+def test_a_dict_of_arrays_goes_by_reference(client):
+    rng = np.random.default_rng(1)
+    d = {"a": rng.random(N, dtype=np.float32),
+         "b": rng.random(N, dtype=np.float32)}
+    mine = {k: store_offset(a) for k, a in d.items()}
+    assert None not in mine.values()
+    before = used(client)
+    fut = client.submit(zctasks.where, d)
+    # The arrays' objects were created at allocation: submitting adds none.
+    assert used(client) < before + (1 << 20)
+    seen = fut.result(60)
+    assert {k: v[0] for k, v in seen.items()} == mine  # the same bytes
+    for k, a in d.items():
+        assert seen[k][1] == pytest.approx(float(a.sum()), rel=1e-5)
+
+
+def test_writes_after_submit_are_not_seen_by_the_task(client, tmp_path):
+    a = np.full(N, 1.0, np.float32)
+    go = tmp_path / "written"
+    fut = client.submit(zctasks.where_after, str(go), {"a": a})
+    a[:] = 2.0  # copy-on-write: private pages of this process
+    a[-1] = 3.0
+    go.touch()
+    seen = fut.result(60)
+    assert seen["a"][1] == float(N)  # the snapshot's ones
+    assert seen["a"][0] == store_offset(a)
+    assert a[0] == 2.0 and a[-1] == 3.0  # this process sees its writes
+
+
+def test_resubmitting_unchanged_reuses_the_object(client):
+    d = {"a": np.full(N, 1.0, np.float32)}
+    first = client.submit(zctasks.where, d).result(60)
+    reused = stats()["reused"]
+    before = used(client)
+    second = client.submit(zctasks.where, d).result(60)
+    assert second == first
+    assert stats()["reused"] == reused + 1
+    assert used(client) <= before
+
+
+def test_resubmitting_after_a_write_sends_the_new_values(client):
+    d = {"a": np.full(N, 1.0, np.float32)}
+    first = client.submit(zctasks.where, d).result(60)
+    d["a"][:10] = 5.0
+    second = client.submit(zctasks.where, d).result(60)
+    assert second["a"][1] == float(N) + 40.0
+    assert first["a"][1] == float(N)
+    assert d["a"][0] == 5.0
+
+
+def test_freeing_the_array_and_the_task_ref_frees_the_store_space(client):
+    live = stats()["live"]
+    d = {"a": np.ones(N, np.float32), "b": np.ones(N, np.float32)}
+    assert stats()["live"] == live + 2
+    # Objects of earlier tests may still be going (deletion is deferred to
+    # the service's sweep): only a drop by the arrays' bytes is asserted.
+    with_arrays = used(client)
+    fut = client.submit(zctasks.where, d)
+    fut.result(60)
+    del d
+    assert stats()["live"] == live  # the allocations are gone ...
+    del fut  # ... and the task's refs: the objects go
+    freed = with_arrays - 2 * N * 4
+    assert wait_used(client, freed) <= freed
+
+
+def test_an_array_dropped_right_after_submit_still_reaches_the_task(
+        client, tmp_path):
+    go = tmp_path / "dropped"
+    a = np.full(N, 1.0, np.float32)
+    fut = client.submit(zctasks.where_after, str(go), {"a": a})
+    del a
+    go.touch()
+    assert fut.result(60)["a"][1] == float(N)
+
+
+def test_an_array_larger_than_the_store_falls_back_to_malloc(client):
+    refused = stats()["refused"]
+    big = np.empty(2 << 30, np.uint8)  # more than the 1 GiB store; untouched
+    assert store_offset(big) is None
+    assert stats()["refused"] == refused + 1
+    del big
+
+
+def test_a_forked_child_writes_privately(client):
+    unsent = np.full(N, 1.0, np.float32)
+    sent = np.full(N, 1.0, np.float32)
+    client.submit(zctasks.where, {"a": sent}).result(60)  # sealed now
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        ok = unsent[0] == 1.0 and sent[-1] == 1.0
+        unsent[:] = 7.0
+        sent[:] = 7.0
+        os.write(w, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(w)
+    got = os.read(r, 1)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    assert status == 0 and got == b"1"
+    assert unsent[0] == 1.0 and unsent[-1] == 1.0
+    assert sent[0] == 1.0
+    # The parent's arrays still work with tasks.
+    assert client.submit(zctasks.where, {"a": unsent}).result(60)["a"][1] == \
+        float(N)
+
+
+def test_the_node_stopping_while_arrays_live_does_not_crash_the_client():
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {here!r})
+        import numpy as np
+        import shoal
+        from shoal import _zero_copy
+        import zctasks
+        from valtasks import store_offset
+        node = shoal.start_node(1, store_bytes="256M")
+        c = shoal.connect(job_id=node.job_id)
+        d = {{"a": np.ones({N}, np.float32), "b": np.ones({N}, np.float32)}}
+        assert store_offset(d["a"]) is not None
+        c.submit(zctasks.where, d).result(60)
+        node.stop()
+        d["a"][:] = 2.0          # sealed: private pages
+        d["b"][:] = 3.0
+        assert float(d["a"].sum()) == 2.0 * {N}
+        later = np.ones({N}, np.float32)  # the store is gone: malloc
+        assert store_offset(later) is None
+        del d, later
+        print("ok", _zero_copy.stats()["live"])
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["ok", "0"]
