@@ -8,7 +8,12 @@ same run:
   closure    the same work in a closure (shoal and Ray send it by value,
              once; the standard library cannot pickle closures: skipped)
   arrays     a dict of two 32 MiB float32 arrays as the argument: time from
-             submit until the task has read every page of both
+             submit until the task has read every page of both. The arrays
+             are made after shoal connected, so shoal's are zero-copy arrays
+             (in the store, passed by reference; docs/values.md); two more
+             shoal rows: the same with arrays made as if before connect
+             (malloc'd: copied into the store at submit), and with new
+             zero-copy arrays every rep (the worker maps fresh pages)
 
 async: N submitted, then all awaited (tasks/s); sync: submit + result, one
 after the other (p50/p99 µs). Rounds alternate the order of the systems;
@@ -29,7 +34,7 @@ import time
 
 import numpy as np
 
-from shoal import _bench_tasks
+from shoal import _bench_tasks, _zero_copy
 
 SHOAL = "shoal"
 DEFAULT_VENV = os.path.expanduser("~/.cache/shoal-bench-venv")
@@ -213,8 +218,24 @@ def _arrays_round(system, arrays, reps):
     return out
 
 
+SHOAL_COPIED = "shoal, arrays made before connect"
+SHOAL_FRESH = "shoal, new arrays every rep"
 BOUND_FRESH = "bound: one memcpy into fresh pages"
 BOUND_WARM = "bound: one memcpy, prefaulted"
+
+
+def _fresh_arrays_round(system, rng, reps):
+    """As _arrays_round, with new arrays (made outside the timing) each rep."""
+    out = []
+    for _ in range(reps):
+        arrays = {"a": rng.random(ARRAY_BYTES // 4, dtype=np.float32),
+                  "b": rng.random(ARRAY_BYTES // 4, dtype=np.float32)}
+        t0 = time.perf_counter()
+        read_at, total = system.result(
+            system.submit(_bench_tasks.read_arrays, arrays))
+        out.append(read_at - t0)
+        del arrays
+    return out
 
 
 def _memcpy_rounds(arrays, reps, warm):
@@ -224,12 +245,13 @@ def _memcpy_rounds(arrays, reps, warm):
     already written once (prefaulted), per rep."""
     out = []
     for _ in range(reps):
-        t0 = time.perf_counter()
-        dst = warm or [np.empty_like(a) for a in arrays.values()]
-        for d, a in zip(dst, arrays.values()):
-            np.copyto(d, a)
-        out.append(time.perf_counter() - t0)
-        del dst
+        with _zero_copy.paused():  # malloc'd pages, not the store's
+            t0 = time.perf_counter()
+            dst = warm or [np.empty_like(a) for a in arrays.values()]
+            for d, a in zip(dst, arrays.values()):
+                np.copyto(d, a)
+            out.append(time.perf_counter() - t0)
+            del dst
     return out
 
 
@@ -237,9 +259,13 @@ def run(systems, n_async, n_sync, rounds, array_reps):
     """Rows: one per (system, workload, mode)."""
     per = {}
     rng = np.random.default_rng(1)
+    # Made after shoal connected: zero-copy arrays (when on) ...
     arrays = {"a": rng.random(ARRAY_BYTES // 4, dtype=np.float32),
               "b": rng.random(ARRAY_BYTES // 4, dtype=np.float32)}
-    warm = [np.ones_like(a) for a in arrays.values()]  # prefaulted
+    with _zero_copy.paused():  # ... and as if made before connect: malloc'd
+        copied = {k: a.copy() for k, a in arrays.items()}
+        warm = [np.ones_like(a) for a in arrays.values()]  # prefaulted
+    shoal = next((s for s in systems if s.name == SHOAL), None)
     for s in systems:  # warm-up: every function once, everywhere
         for w in ("noop", "dict", "closure"):
             fn, args = _workload_fn(s, w)
@@ -264,6 +290,11 @@ def run(systems, n_async, n_sync, rounds, array_reps):
         for s in order:
             per.setdefault((s.name, "arrays"), {"s": []})["s"].extend(
                 _arrays_round(s, arrays, array_reps))
+        if shoal is not None:
+            per.setdefault((SHOAL_COPIED, "arrays"), {"s": []})["s"].extend(
+                _arrays_round(shoal, copied, array_reps))
+            per.setdefault((SHOAL_FRESH, "arrays"), {"s": []})["s"].extend(
+                _fresh_arrays_round(shoal, rng, array_reps))
         for name, dst in ((BOUND_FRESH, None), (BOUND_WARM, warm)):
             per.setdefault((name, "arrays"), {"s": []})["s"].extend(
                 _memcpy_rounds(arrays, array_reps, dst))
@@ -314,6 +345,11 @@ def targets(rows):
                     "(goal >= 5x)", ratio >= 5))
     elif mine:
         out.append(("(c) two 32 MiB arrays: Ray absent, no ratio", False))
+    for name in (SHOAL_COPIED, SHOAL_FRESH):
+        other = by.get((name, "arrays"))
+        if ray and other:  # figures beside the goal's
+            out.append((f"(c) {name}: {ray['median_ms'] / other['median_ms']:.1f}x "
+                        "faster than Ray", None))
     bound = by.get((BOUND_WARM, "arrays"))
     if bound and mine:
         text = (f"(c) one-copy bound (one prefaulted memcpy of the 64 MiB, "
