@@ -46,6 +46,16 @@ def test_large_arrays_made_after_connect_live_in_the_store(client):
     assert stats()["placed"] == before + 1
 
 
+def test_resizing_a_store_array_keeps_its_values(client):
+    a = np.arange(N // 2, dtype=np.float32)
+    assert store_offset(a) is not None
+    a.resize(N, refcheck=False)  # numpy's realloc: a new block + copy
+    assert store_offset(a) is not None
+    assert a[N // 2 - 1] == N // 2 - 1 and a[0] == 0
+    assert client.submit(zctasks.where, {"a": a}).result(60)["a"][1] == \
+        pytest.approx(float(a.sum()), rel=1e-5)
+
+
 def test_a_dict_of_arrays_goes_by_reference(client):
     rng = np.random.default_rng(1)
     d = {"a": rng.random(N, dtype=np.float32),
