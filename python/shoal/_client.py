@@ -349,14 +349,17 @@ class Client(Collector):
         def resolve(x):
             if not isinstance(x, Future):
                 return x
-            value = x.result()  # a failed dependency raises its error here
-            outputs = x._outputs
+            outputs = x._outputs  # (only a task that succeeded has them)
             if not by_ref or not outputs or any(
                     type(o) is _store.ObjectRef for o in outputs):
-                return value  # (a device object goes as its ObjectRef)
+                # A failed dependency raises its error here; a device
+                # object goes as its ObjectRef.
+                return x.result()
             stored = [_store_ref_of(o) for o in outputs]
-            if not any(r is not None for r in stored):
-                return value
+            if x._exception is None and all(r is None for r in stored):
+                return x._result  # inline: by value
+            # Store objects, or a value this process could not unpickle
+            # (its class is not importable here): the outputs themselves.
             refs.extend(r for r in stored if r is not None)
             return ValueByReference(outputs, stored)
 

@@ -8,6 +8,7 @@ import pytest
 
 import deptasks
 import shoal
+from shoal import _client, _ext
 from valtasks import store_offset
 
 MIB16 = 16 << 20
@@ -85,3 +86,26 @@ def test_a_dropped_dependency_future_keeps_its_object_for_the_task(client):
 def test_a_future_argument_inside_a_task(client):
     same, total = client.submit(deptasks.nested, MIB16).result(60)
     assert same and total == 3.0 * (MIB16 // 4)
+
+
+def test_a_value_the_client_cannot_unpickle_still_reaches_the_task(
+        tmp_path):
+    """The client cannot import the result's class (the module is on the
+    workers' path only): its own result() fails, yet a task taking the
+    future gets the value, rebuilt by the worker from the outputs."""
+    (tmp_path / "onlyworker.py").write_text(
+        "class Secret:\n"
+        "    def __init__(self, n):\n"
+        "        self.n = n\n"
+        "def make(n):\n"
+        "    return Secret(n)\n"
+        "def read(s, plus=0):\n"
+        "    return s.n + plus\n")
+    with shoal.start_node(1, store_bytes="64M",
+                          pythonpath=[str(tmp_path)]) as node:
+        c = _client.Client(_ext.ext().Client.connect("", node.job_id, "",
+                                                     False))
+        made = c.submit("onlyworker:make", 41)
+        with pytest.raises(shoal.TaskError, match="unpickling"):
+            made.result(60)
+        assert c.submit("onlyworker:read", made, plus=1).result(60) == 42
