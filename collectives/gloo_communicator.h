@@ -62,10 +62,10 @@ struct GlooCommOptions {
   // The largest all_reduce ExchangeAllReduce does in one exchange (it
   // stages world × this many bytes). Default 64 KiB.
   uint64_t exchange_bytes = 64 << 10;
-  // ExchangeAllReduce of up to kSyncExchangeBytes goes through a second
-  // gloo context whose pairs are in gloo's sync mode: the calling thread
-  // writes and reads the sockets itself (gloo_exchange.cc). Costs one more
-  // connection per peer; every rank must set it alike.
+  // ExchangeAllReduce goes through a second gloo context whose pairs are in
+  // gloo's sync mode: the calling thread writes and reads the sockets
+  // itself (gloo_exchange.cc), a chunk at a time. Costs one more connection
+  // per peer; every rank must set it alike.
   bool sync_exchange = false;
   // Default limit for each call, and for the rendezvous. Default 5 min.
   absl::Duration timeout = absl::Minutes(5);
@@ -116,20 +116,20 @@ class GlooCommunicator : public HostCollectives {
   // gloo once, at the first call, and reused; each call posts the next
   // call's receives as it ends, so a peer's send finds its receive posted
   // and goes out at once (no ready-to-receive round trip). With
-  // `options.sync_exchange`, buffers up to kSyncExchangeBytes go through
-  // pairs in gloo's sync mode instead (no event-loop thread between the
-  // socket and the caller). Buffers of more than `options.exchange_bytes`
-  // take AllReduce. Same errors as AllReduce.
+  // `options.sync_exchange`, it goes through pairs in gloo's sync mode
+  // instead (no event-loop thread between the socket and the caller), a
+  // kSyncChunkBytes chunk at a time. Buffers of more than
+  // `options.exchange_bytes` take AllReduce. Same errors as AllReduce.
   absl::Status ExchangeAllReduce(const void* in, void* out, int64_t count,
                                  DType dtype, ReduceOp op,
                                  absl::Duration timeout);
-  // The largest buffer of the sync-mode exchange (the leaders' small path
-  // on 2 nodes), and the chunk it moves at a time: every rank writes one
-  // chunk to every peer, then reads one from each, so what is in flight
-  // at once always fits in the sockets' buffers (no rank's write waits on
-  // a peer that is writing too).
-  static constexpr uint64_t kSyncExchangeBytes = 1 << 20;
-  static constexpr uint64_t kSyncChunkBytes = 64 << 10;
+  // The chunk the sync-mode exchange moves at a time. A rank writes at
+  // most two chunks to a peer ahead of reading the peer's: 256 KiB fits in
+  // what the socket holds without the peer reading (gloo sizes a socket's
+  // send buffer to its largest message, which Linux doubles, even under
+  // the default net.core.wmem_max, plus the peer's receive buffer), so no
+  // rank's write waits on a peer that is writing too.
+  static constexpr uint64_t kSyncChunkBytes = 128 << 10;
 
   // Starts a thread of this communicator's own that, while calls run, polls
   // CheckConnections every 10 ms: for a communicator used directly (flat
@@ -180,6 +180,10 @@ class GlooCommunicator : public HostCollectives {
   void SetSyncTimeouts(std::chrono::milliseconds t);
   // Shuts the sync sockets down: wakes a read or write blocked on one.
   void ShutdownSync();
+  // This rank's staging of one chunk, for chunks of `parity`.
+  uint8_t* SyncStaging(int parity) {
+    return sync_send_storage_.data() + parity * kSyncChunkBytes;
+  }
   // Posts the exchange's receive from every peer, for the next call.
   void PostExchangeReceives();
 
@@ -239,8 +243,9 @@ class GlooCommunicator : public HostCollectives {
       exchange_recv_;
   // The sync-mode exchange (options.sync_exchange): its context (declared
   // before its buffers, which unregister from its pairs as they go), its
-  // sockets, staging (this rank's input; slot r for rank r) and one send
-  // and one receive buffer per peer; the timeout the sockets carry.
+  // sockets, staging of one chunk (this rank's: two, by chunk parity; slot
+  // r for rank r), two send buffers (by parity) and one receive buffer per
+  // peer; the timeout the sockets carry.
   std::shared_ptr<gloo::Context> sync_context_;
   GlooConnections sync_connections_;
   std::vector<uint8_t> sync_send_storage_, sync_recv_storage_;

@@ -1,8 +1,8 @@
 // GlooCommunicator::ExchangeAllReduce: a small all_reduce in one exchange,
 // each rank sending its input to every other and reducing all of them in
 // rank order. Two transports, both gloo's TCP pairs:
-//   - sync mode (buffers up to kSyncExchangeBytes, when the communicator
-//     was created with `sync_exchange`): pairs of a second gloo context
+//   - sync mode (when the communicator was created with `sync_exchange`),
+//     a chunk at a time: pairs of a second gloo context
 //     switched to gloo's synchronous mode (Pair::setSync), with the old
 //     Buffer API. The caller's thread writes to the peers' sockets and reads
 //     its own: no hand-off through gloo's event-loop thread and a condition
@@ -54,7 +54,7 @@ absl::Status GlooCommunicator::ExchangeAllReduce(const void* in, void* out,
   if (count == 0) return Usable();
   const ReduceOp combine = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
   absl::Status reduced;
-  if (sync_context_ != nullptr && bytes <= kSyncExchangeBytes) {
+  if (sync_context_ != nullptr) {
     SHOAL_RETURN_IF_ERROR(
         Guarded("all_reduce", timeout, [&](std::chrono::milliseconds t) {
           reduced = SyncExchange(in, out, count, dtype, combine, t);
@@ -137,41 +137,55 @@ absl::Status GlooCommunicator::SyncExchange(const void* in, void* out,
                                             int64_t count, DType dtype,
                                             ReduceOp combine,
                                             std::chrono::milliseconds t) {
-  const size_t bytes = count * DTypeSize(dtype);
+  const int64_t elem = DTypeSize(dtype);
+  const int64_t chunk = static_cast<int64_t>(kSyncChunkBytes) / elem;
+  const int64_t chunks = (count + chunk - 1) / chunk;
+  const auto* src = static_cast<const uint8_t*>(in);
+  auto* dst = static_cast<uint8_t*>(out);
   exchange_times_.Start();
   SetSyncTimeouts(t);
-  std::memcpy(sync_send_storage_.data(), in, bytes);
   exchange_times_.Lap(0);
-  // A chunk at a time, every rank writes before it reads: a chunk fits in
-  // the sockets' buffers, so no write waits for a peer that is writing
-  // too. Each read is this thread's own recv() on the peer's socket; a
-  // message for the next call stays in the socket until that call reads
-  // it. (An empty buffer still sends one empty message.)
-  for (size_t at = 0; at < bytes || at == 0; at += kSyncChunkBytes) {
-    const size_t n = std::min<size_t>(kSyncChunkBytes, bytes - at);
+  // Stages chunk k (`out` may be `in`, and a send must not see the
+  // reduction) in this rank's staging of parity k % 2 and writes it to
+  // every peer.
+  auto send_chunk = [&](int64_t k) {
+    const int64_t n = std::min(chunk, count - k * chunk);
+    const size_t nbytes = static_cast<size_t>(n * elem);
+    std::memcpy(SyncStaging(k % 2), src + k * chunk * elem, nbytes);
     for (int peer = 0; peer < world_; ++peer) {
-      if (peer != rank_) sync_send_[peer]->send(at, n, at);
+      if (peer == rank_) continue;
+      sync_send_[2 * peer + k % 2]->send(0, nbytes, 0);
+      sync_send_[2 * peer + k % 2]->waitSend();
     }
-    for (int peer = 0; peer < world_; ++peer) {
-      if (peer != rank_) sync_send_[peer]->waitSend();
-    }
+  };
+  // Two chunks in flight: chunk k+1 is written before chunk k is read, so
+  // the network carries the next chunk while this rank waits for and
+  // reduces this one. At most two chunks per peer are unread at once, which
+  // fits in a socket's buffers (kSyncChunkBytes), so no write waits for a
+  // peer that is writing too. Each read is this thread's own recv() on the
+  // peer's socket, in the order sent; a chunk sent early stays in the
+  // socket until this rank reads it. Every rank reduces the same chunks in
+  // rank order: the same bits everywhere.
+  std::vector<const void*> inputs(world_);
+  send_chunk(0);
+  for (int64_t k = 0; k < chunks; ++k) {
+    if (k + 1 < chunks) send_chunk(k + 1);
     for (int peer = 0; peer < world_; ++peer) {
       if (peer != rank_) sync_recv_[peer]->waitRecv();
     }
-    if (n == 0) break;
+    for (int r = 0; r < world_; ++r) {
+      inputs[r] = r == rank_ ? SyncStaging(k % 2)
+                             : sync_recv_storage_.data() +
+                                   static_cast<size_t>(r) * kSyncChunkBytes;
+    }
+    const int64_t n = std::min(chunk, count - k * chunk);
+    SHOAL_RETURN_IF_ERROR(ReduceN(dtype, combine, inputs.data(), world_,
+                                  dst + k * chunk * elem, n, 1));
   }
   exchange_times_.Lap(1);
   exchange_times_.Lap(2);
-  std::vector<const void*> inputs(world_);
-  for (int r = 0; r < world_; ++r) {
-    inputs[r] = r == rank_ ? sync_send_storage_.data()
-                           : sync_recv_storage_.data() +
-                                 static_cast<size_t>(r) * kSyncExchangeBytes;
-  }
-  absl::Status reduced =
-      ReduceN(dtype, combine, inputs.data(), world_, out, count, 1);
   exchange_times_.Lap(3);
-  return reduced;
+  return absl::OkStatus();
 }
 
 void GlooCommunicator::SetSyncTimeouts(std::chrono::milliseconds t) {
@@ -204,22 +218,25 @@ void GlooCommunicator::CreateSyncExchange(gloo::rendezvous::Store& store) {
   context->setTimeout(
       std::chrono::milliseconds(absl::ToInt64Milliseconds(o_.timeout)));
   context->connectFullMesh(store, device_);
-  sync_send_storage_.assign(kSyncExchangeBytes, 0);
-  sync_recv_storage_.assign(kSyncExchangeBytes * world_, 0);
-  sync_send_.resize(world_);
+  sync_send_storage_.assign(2 * kSyncChunkBytes, 0);
+  sync_recv_storage_.assign(kSyncChunkBytes * world_, 0);
+  sync_send_.resize(2 * world_);
   sync_recv_.resize(world_);
   for (int peer = 0; peer < world_; ++peer) {
     if (peer == rank_) continue;
     std::unique_ptr<gloo::transport::Pair>& pair = context->getPair(peer);
     // Off the event loop, the socket blocking: only the caller reads it.
     pair->setSync(true, /*busyPoll=*/false);
-    sync_send_[peer] = pair->createSendBuffer(
-        kSyncSlot, sync_send_storage_.data(), kSyncExchangeBytes);
+    // A send buffer per staging parity (only a receive is matched by its
+    // slot; messages on a pair are read in the order sent).
+    for (int parity = 0; parity < 2; ++parity) {
+      sync_send_[2 * peer + parity] = pair->createSendBuffer(
+          kSyncSlot, SyncStaging(parity), kSyncChunkBytes);
+    }
     sync_recv_[peer] = pair->createRecvBuffer(
         kSyncSlot,
-        sync_recv_storage_.data() +
-            static_cast<size_t>(peer) * kSyncExchangeBytes,
-        kSyncExchangeBytes);
+        sync_recv_storage_.data() + static_cast<size_t>(peer) * kSyncChunkBytes,
+        kSyncChunkBytes);
   }
   sync_connections_ = GlooConnections::Find(*context, rank_);
   sync_context_ = std::move(context);

@@ -197,6 +197,13 @@ HierarchicalCommunicator::Create(Rendezvous& rendezvous,
   } else if (small != nullptr && std::string(small) == "columns") {
     o.small_through_leaders = false;
   }
+  const char* exchange_bytes = std::getenv("SHOAL_COLL_HIER_EXCHANGE_BYTES");
+  if (exchange_bytes != nullptr && *exchange_bytes != '\0' &&
+      !absl::SimpleAtoi(exchange_bytes, &o.exchange_bytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SHOAL_COLL_HIER_EXCHANGE_BYTES=", exchange_bytes,
+                     ": expected a number of bytes"));
+  }
   const char* small_bytes = std::getenv("SHOAL_COLL_HIER_SMALL_BYTES");
   if (small_bytes != nullptr && *small_bytes != '\0' &&
       !absl::SimpleAtoi(small_bytes, &o.small_bytes)) {
@@ -208,10 +215,13 @@ HierarchicalCommunicator::Create(Rendezvous& rendezvous,
                                                         options.node_of.end(),
                                                         options.node_of[0]));
   if (o.small_bytes == 0) {
-    o.small_bytes = (uint64_t{1} << 20) / std::max(nodes - 1, 1);
+    o.small_bytes = (uint64_t{64} << 10) / std::max(nodes - 1, 1);
   }
-  // The columns' exchange stages up to small_bytes.
-  o.gloo.exchange_bytes = o.small_bytes;
+  // Only 2 nodes take the exchange for large buffers (with more, each rank
+  // would send its slice to every other node).
+  if (nodes != 2) o.exchange_bytes = 0;
+  // The columns' exchange: the small buffers, and on 2 nodes large ones.
+  o.gloo.exchange_bytes = std::max(o.small_bytes, o.exchange_bytes);
   if (o.job_ranks.size() != options.node_of.size()) {
     o.job_ranks.clear();
     for (int r = 0; r < world; ++r) o.job_ranks.push_back(r);
@@ -252,7 +262,7 @@ HierarchicalCommunicator::Create(Rendezvous& rendezvous,
   const char* sync = std::getenv("SHOAL_COLL_HIER_SYNC");
   column_options.sync_exchange =
       (sync == nullptr || std::string(sync) != "0") &&
-      (!o.small_through_leaders || c->local_ == 0);
+      (!o.small_through_leaders || c->local_ == 0 || o.exchange_bytes > 0);
   SHOAL_ASSIGN_OR_RETURN(c->column_,
                          GlooCommunicator::Create(
                              rendezvous, absl::StrCat(name, ".col", c->local_),
@@ -365,8 +375,13 @@ absl::Status HierarchicalCommunicator::AllReduce(const void* in, void* out,
     uint8_t* mine = Bytes(out) + local_ * slice * es;
     SHOAL_RETURN_IF_ERROR(Shm(
         shm_->ReduceScatter(in, mine, slice, dtype, combine, Left(deadline))));
-    SHOAL_RETURN_IF_ERROR(Net(
-        column_->AllReduce(mine, mine, slice, dtype, combine, Left(deadline))));
+    if (static_cast<uint64_t>(count) * es <= o_.exchange_bytes) {
+      SHOAL_RETURN_IF_ERROR(Net(column_->ExchangeAllReduce(
+          mine, mine, slice, dtype, combine, Left(deadline))));
+    } else {
+      SHOAL_RETURN_IF_ERROR(Net(column_->AllReduce(mine, mine, slice, dtype,
+                                                   combine, Left(deadline))));
+    }
     SHOAL_RETURN_IF_ERROR(
         Shm(shm_->AllGather(mine, out, slice, dtype, Left(deadline))));
     // The last count % L elements: a tiny all_reduce of their own (in place,
@@ -377,7 +392,8 @@ absl::Status HierarchicalCommunicator::AllReduce(const void* in, void* out,
       SHOAL_RETURN_IF_ERROR(
           Shm(shm_->AllReduce(Bytes(in) + done * es, tail, count - done, dtype,
                               combine, Left(deadline))));
-      SHOAL_RETURN_IF_ERROR(Net(column_->AllReduce(
+      // A few elements: the exchange (one step) where the column has it.
+      SHOAL_RETURN_IF_ERROR(Net(column_->ExchangeAllReduce(
           tail, tail, count - done, dtype, combine, Left(deadline))));
     }
   }

@@ -67,10 +67,11 @@ struct HierarchicalOptions {
   GlooCommOptions gloo;
   // All_reduces up to this many bytes take the small path (below), whose
   // step between nodes is one exchange (GlooCommunicator::ExchangeAllReduce)
-  // instead of a ring. 0 (default): 1 MiB / (nodes − 1) — each leader
+  // instead of a ring. 0 (default): 64 KiB / (nodes − 1) — each leader
   // sends the whole buffer to every other node, so the bound shrinks with
-  // more nodes; on 2 nodes the exchange measured faster than the columns up
-  // to 1 MiB (docs/BENCHMARKS.md W3). SHOAL_COLL_HIER_SMALL_BYTES sets it.
+  // more nodes; on 2 nodes, from 256 KiB the columns with their sync-mode
+  // exchange (exchange_bytes) measured faster than the leaders' exchange
+  // (docs/BENCHMARKS.md W3). SHOAL_COLL_HIER_SMALL_BYTES sets it.
   uint64_t small_bytes = 0;
   // The small path: true (default): shm reduce to local rank 0, one
   // exchange among the node leaders only, shm broadcast; false: a one-step
@@ -85,6 +86,15 @@ struct HierarchicalOptions {
   // the alternative the default was measured against (docs/collectives.md).
   // Default false; SHOAL_COLL_HIER_LEADERS=1 sets it.
   bool leaders_only = false;
+  // On 2 nodes, larger all_reduces up to this many bytes take the columns'
+  // step between nodes as the sync-mode exchange (each column rank sends its
+  // slice to its peer and reduces both, a chunk at a time, on its own
+  // thread) instead of gloo's ring through gloo's event-loop thread: on 2
+  // nodes both move the same bytes. Default 2 MiB: on the shared 2-core
+  // machine the exchange measured faster than the ring at 256 KiB and
+  // 1 MiB, slower at 16 MiB, either at 4 MiB (docs/BENCHMARKS.md W3).
+  // SHOAL_COLL_HIER_EXCHANGE_BYTES sets it (0: always the ring).
+  uint64_t exchange_bytes = 2 << 20;
 };
 
 class HierarchicalCommunicator : public HostCollectives {
