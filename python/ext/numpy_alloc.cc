@@ -92,6 +92,7 @@ void Enable(const std::shared_ptr<StoreHandle>& store, uint64_t threshold) {
   s->keep = store;
   s->client = store->store;
   s->service_gone = &store->service_gone;
+  s->quiet = &InterpreterExiting;  // exiting never waits on a stopped node
   InstallHandler();
   Arrays().SetStore(std::move(s), threshold);
 }

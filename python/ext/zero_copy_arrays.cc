@@ -28,15 +28,23 @@ constexpr uint64_t kPageFileOrSharedAnon = uint64_t{1} << 61;
 
 bool ArrayStore::Reachable() const {
   return client != nullptr && !client->closed() &&
+         !unreachable.load(std::memory_order_relaxed) &&
          (service_gone == nullptr ||
-          !service_gone->load(std::memory_order_relaxed));
+          !service_gone->load(std::memory_order_relaxed)) &&
+         (quiet == nullptr || !quiet());
+}
+
+void ArrayStore::Saw(const absl::Status& s) {
+  if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) {
+    unreachable.store(true, std::memory_order_relaxed);
+  }
 }
 
 SealedArrayObject::~SealedArrayObject() {
   // Releasing is local (the shared table); deleting asks the service, which
   // is skipped once it is gone (the segment went with it).
   (void)store_->client->Release(id_);
-  if (store_->Reachable()) (void)store_->client->Delete(id_);
+  if (store_->Reachable()) store_->Saw(store_->client->Delete(id_));
 }
 
 absl::StatusOr<bool> PagesWrittenPrivately(const uint8_t* addr,
@@ -113,6 +121,7 @@ void* ZeroCopyArrays::Allocate(size_t bytes) {
                                      {static_cast<int64_t>(a.object_bytes)}));
   }
   MutexLock lock(&mu_);
+  if (!created.ok()) store->Saw(created.status());
   if (!store->Reachable() || !created.ok()) {
     ++stats_.refused;
     return nullptr;
@@ -155,7 +164,7 @@ void ZeroCopyArrays::Release(Allocation a) {
     return;
   }
   if (!a.sealed) {
-    if (a.store->Reachable()) (void)a.store->client->Abort(a.id);
+    if (a.store->Reachable()) a.store->Saw(a.store->client->Abort(a.id));
     return;
   }
   // The range back to the segment's pages, so that later objects placed

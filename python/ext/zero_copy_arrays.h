@@ -36,9 +36,17 @@ struct ArrayStore {
   shm::StoreClient* client = nullptr;
   // Set by the owner when the store service is known gone (may be null).
   const std::atomic<bool>* service_gone = nullptr;
+  // True while no requests should be sent at all (the interpreter exiting;
+  // may be null).
+  bool (*quiet)() = nullptr;
+  // Set here when a request found the service unreachable: later frees
+  // release locally only instead of each waiting out the RPC timeout.
+  std::atomic<bool> unreachable{false};
 
   // Whether requests to the service can still be answered.
   bool Reachable() const;
+  // Notes a request's status (Unavailable / DeadlineExceeded: unreachable).
+  void Saw(const absl::Status& s);
 };
 
 // A sealed store object this process created for an allocation: it holds the

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/store_fixture.h"
 
@@ -126,6 +127,29 @@ TEST_F(ZeroCopyArraysTest, FullStoreAndNoStoreFallBackToMalloc) {
   EXPECT_EQ(arrays_.stats().refused, 1u);
   arrays_.ClearStore(store_.get());
   EXPECT_EQ(arrays_.Allocate(2 * kMiB), nullptr);
+}
+
+TEST_F(ZeroCopyArraysTest, AStoppedStoreLeavesArraysValidAndSendsNothing) {
+  const size_t n = 2 * kMiB;
+  auto* unsealed = static_cast<uint8_t*>(arrays_.Allocate(n));
+  auto* sealed = static_cast<uint8_t*>(arrays_.Allocate(n));
+  ASSERT_NE(unsealed, nullptr);
+  ASSERT_NE(sealed, nullptr);
+  std::memset(sealed, 2, n);
+  auto snap = arrays_.SnapshotOf(sealed, n);
+  ASSERT_TRUE(snap.ok() && snap->has_value());
+  snap->reset();
+  ASSERT_TRUE(process_->Stop().ok());  // marks the segment closed
+  EXPECT_FALSE(store_->Reachable());
+  unsealed[n - 1] = 1;  // the mapping outlives the store
+  sealed[0] = 3;
+  EXPECT_EQ(sealed[1], 2);
+  EXPECT_EQ(arrays_.Allocate(n), nullptr);  // malloc from now on
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(arrays_.Free(unsealed));
+  EXPECT_TRUE(arrays_.Free(sealed));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));  // no RPC timeouts
+  EXPECT_EQ(arrays_.stats().live, 0u);
 }
 
 TEST_F(ZeroCopyArraysTest, ForkedChildGetsPrivateCopies) {
