@@ -356,6 +356,35 @@ absl::StatusOr<ipc::TaskResult> Client::Await(PendingTask task,
   return impl_->pipeline_->Take(task.handle, timeout);
 }
 
+absl::StatusOr<
+    std::vector<std::pair<PendingTask, absl::StatusOr<ipc::TaskResult>>>>
+Client::AwaitSome(absl::Span<const PendingTask> tasks, size_t min_done,
+                  absl::Duration timeout) {
+  std::vector<std::pair<PendingTask, absl::StatusOr<ipc::TaskResult>>> out;
+  if (local()) {
+    std::vector<TaskRef> refs;
+    for (const PendingTask& t : tasks) refs.push_back({t.handle});
+    SHOAL_ASSIGN_OR_RETURN(std::vector<ipc::TaskResult> done,
+                           Wait(refs, timeout, min_done, /*release=*/true));
+    for (ipc::TaskResult& r : done)
+      out.emplace_back(PendingTask{r.task_id}, std::move(r));
+    return out;
+  }
+  if (tasks.empty()) return out;
+  if (!impl_->pipeline_) {
+    return absl::NotFoundError(
+        absl::StrCat("no SubmitAsync task ", tasks[0].handle));
+  }
+  std::vector<uint64_t> handles;
+  handles.reserve(tasks.size());
+  for (const PendingTask& t : tasks) handles.push_back(t.handle);
+  SHOAL_ASSIGN_OR_RETURN(
+      auto taken, impl_->pipeline_->TakeSome(handles, min_done, timeout));
+  out.reserve(taken.size());
+  for (auto& [h, r] : taken) out.emplace_back(PendingTask{h}, std::move(r));
+  return out;
+}
+
 absl::StatusOr<std::vector<ipc::TaskResult>> Client::Wait(
     absl::Span<const TaskRef> tasks, absl::Duration timeout, size_t min_done,
     bool release) {

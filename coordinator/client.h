@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -114,6 +115,15 @@ class Client {
   // (unknown or already awaited), the submit's refusal, Unavailable.
   absl::StatusOr<ipc::TaskResult> Await(PendingTask task,
                                         absl::Duration timeout);
+  // Waits until `min_done` of `tasks` finished (0: all) or `timeout` passes,
+  // and returns each finished one with its result (released; its handle is
+  // then spent), in the order given; a refused submit's error is its
+  // result. Errors: NotFound (an unknown or spent task; none is taken),
+  // Unavailable.
+  absl::StatusOr<
+      std::vector<std::pair<PendingTask, absl::StatusOr<ipc::TaskResult>>>>
+  AwaitSome(absl::Span<const PendingTask> tasks, size_t min_done,
+            absl::Duration timeout);
   // Sends the remote SubmitAsync tasks still batched here (a no-op locally).
   // Errors: Unavailable, InvalidArgument (then those tasks fail at Await).
   absl::Status Flush();

@@ -186,6 +186,37 @@ absl::StatusOr<ipc::TaskResult> RemotePipeline::Take(uint64_t handle,
   return out;
 }
 
+absl::StatusOr<
+    std::vector<std::pair<uint64_t, absl::StatusOr<ipc::TaskResult>>>>
+RemotePipeline::TakeSome(absl::Span<const uint64_t> handles, size_t min_done,
+                         absl::Duration timeout) {
+  bool all_here = true;
+  for (uint64_t h : handles) {
+    SHOAL_ASSIGN_OR_RETURN(Slot * slot, Find(h));
+    all_here &= slot->result.has_value();
+  }
+  if (!all_here) SHOAL_RETURN_IF_ERROR(Flush());
+  const size_t want =
+      min_done == 0 ? handles.size() : std::min(min_done, handles.size());
+  // Slots are found again after each read: a read may rehash submits_.
+  auto arrived = [&] {
+    size_t n = 0;
+    for (uint64_t h : handles) n += submits_.at(h).result.has_value();
+    return n;
+  };
+  absl::Status s = ReadUntil([&] { return arrived() >= want; }, timeout,
+                             "SubmitAsync results");
+  if (!s.ok() && !absl::IsDeadlineExceeded(s)) return s;
+  std::vector<std::pair<uint64_t, absl::StatusOr<ipc::TaskResult>>> out;
+  for (uint64_t h : handles) {
+    auto it = submits_.find(h);
+    if (it == submits_.end() || !it->second.result.has_value()) continue;
+    out.emplace_back(h, *std::move(it->second.result));
+    submits_.erase(it);
+  }
+  return out;
+}
+
 absl::StatusOr<uint64_t> RemotePipeline::TaskId(uint64_t handle,
                                                 absl::Duration timeout) {
   SHOAL_ASSIGN_OR_RETURN(Slot * slot, Find(handle));

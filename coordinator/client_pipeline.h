@@ -35,11 +35,13 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "ipc/messages.h"
 #include "ipc/rpc_channel.h"
 #include "ipc/socket.h"
@@ -82,6 +84,15 @@ class RemotePipeline {
   // DeadlineExceeded (no result in time; the handle stays good), the
   // submit's error (nothing ran), Unavailable.
   absl::StatusOr<ipc::TaskResult> Take(uint64_t handle, absl::Duration timeout);
+  // Waits until `min_done` of `handles` have results (0: all of them) or
+  // `timeout` passes, then takes every one of them that has one (those
+  // handles are then spent), in the order given. A refused submit's error
+  // is its result here. Errors: NotFound (a handle unknown or spent; none
+  // is taken), Unavailable.
+  absl::StatusOr<
+      std::vector<std::pair<uint64_t, absl::StatusOr<ipc::TaskResult>>>>
+  TakeSome(absl::Span<const uint64_t> handles, size_t min_done,
+           absl::Duration timeout);
   // The node's task id of submit `handle`, waiting up to `timeout` for the
   // frontend's SubmitReply. Errors: NotFound (unknown or spent handle),
   // FailedPrecondition (a 1.1 node: no ids before results), DeadlineExceeded,

@@ -4,7 +4,11 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
@@ -27,6 +31,10 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
     o.job_id = job_id;
     o.name = name;
     o.force_remote = force_remote;
+    // A remote client's tasks go pipelined (SubmitAsync, results pushed):
+    // a window as large as the node's per-client queue quota allows, so
+    // that Python's unbounded futures rarely meet it.
+    o.window = kRemoteWindow;
     absl::StatusOr<std::unique_ptr<coordinator::Client>> c;
     {
       py::gil_scoped_release release;
@@ -35,6 +43,9 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
     auto h = std::make_shared<ClientHandle>();
     std::unique_ptr<coordinator::Client> client = Unwrap(std::move(c));
     h->local_ = client->local();
+    const char* pipelined = std::getenv("SHOAL_PY_REMOTE_PIPELINE");
+    h->pipelined_ =
+        !h->local_ && (pipelined == nullptr || std::string(pipelined) != "0");
     h->job_id_ = client->job_id();
     h->client_ = std::move(client);
     return h;
@@ -89,14 +100,29 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
       for (size_t i = 0; i < n; ++i)
         spec.args.push_back(ArgToValue(args[i], i, s, keep));
     }
+    py::object none_or_keep = keep.empty() ? py::object(py::none()) : keep;
+    if (pipelined_) {
+      // Sent now (not left in a batch: no call may follow it), its result
+      // pushed; its id here is the pipeline's handle, tagged.
+      absl::StatusOr<coordinator::PendingTask> p;
+      {
+        py::gil_scoped_release release;
+        MutexLock lock(&mu_);
+        p = client_->SubmitAsync(std::move(spec));
+        if (p.ok()) {
+          absl::Status f = client_->Flush();
+          if (!f.ok()) p = f;
+        }
+      }
+      return py::make_tuple(Unwrap(p).handle | kPipelinedBit, none_or_keep);
+    }
     absl::StatusOr<coordinator::TaskRef> ref;
     {
       py::gil_scoped_release release;
       MutexLock lock(&mu_);
       ref = client_->Submit(std::move(spec));
     }
-    return py::make_tuple(Unwrap(ref).id,
-                          keep.empty() ? py::object(py::none()) : keep);
+    return py::make_tuple(Unwrap(ref).id, none_or_keep);
   }
 
   // Waits until `min_done` of `ids` finished (0: all) or the timeout, in
@@ -114,6 +140,7 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
                                     : absl::Now() + t;
     const size_t want =
         min_done == 0 ? ids.size() : std::min(min_done, ids.size());
+    if (pipelined_) return AwaitPipelined(ids, deadline, want);
     std::vector<coordinator::TaskRef> pending;
     pending.reserve(ids.size());
     for (uint64_t id : ids) pending.push_back({id});
@@ -160,7 +187,9 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
     {
       py::gil_scoped_release release;
       MutexLock lock(&mu_);
-      s = client_->Cancel(coordinator::TaskRef{id});
+      s = (id & kPipelinedBit) != 0
+              ? client_->Cancel(coordinator::PendingTask{id & ~kPipelinedBit})
+              : client_->Cancel(coordinator::TaskRef{id});
     }
     if (absl::IsNotFound(s)) return false;
     Check(s);
@@ -227,6 +256,65 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
   }
 
  private:
+  // Python ids of a remote client's pipelined tasks: the pipeline's handle
+  // with this bit (a node's task ids never have it: generation << 32 | slot).
+  static constexpr uint64_t kPipelinedBit = uint64_t{1} << 63;
+  static constexpr size_t kRemoteWindow = 16384;
+
+  // Wait for a remote client's pipelined tasks (ids tagged kPipelinedBit):
+  // as Wait, in slices so Ctrl-C interrupts it.
+  py::list AwaitPipelined(const std::vector<uint64_t>& ids, absl::Time deadline,
+                          size_t want) ABSL_LOCKS_EXCLUDED(mu_) {
+    std::vector<coordinator::PendingTask> pending;
+    pending.reserve(ids.size());
+    for (uint64_t id : ids) {
+      if ((id & kPipelinedBit) == 0) {
+        Check(absl::NotFoundError(absl::StrCat("no such task ", id)));
+      }
+      pending.push_back({id & ~kPipelinedBit});
+    }
+    std::vector<ipc::TaskResult> finished;
+    while (finished.size() < want) {
+      const absl::Duration slice =
+          std::max(absl::ZeroDuration(),
+                   std::min(deadline - absl::Now(), kSignalCheckInterval));
+      absl::StatusOr<std::vector<
+          std::pair<coordinator::PendingTask, absl::StatusOr<ipc::TaskResult>>>>
+          got;
+      {
+        py::gil_scoped_release release;
+        MutexLock lock(&mu_);
+        got = client_->AwaitSome(pending, want - finished.size(), slice);
+      }
+      if (!got.ok()) {
+        {
+          py::gil_scoped_release release;
+          MutexLock lock(&mu_);
+          for (const ipc::TaskResult& r : finished) client_->ReleaseOutputs(r);
+        }
+        ThrowStatus(got.status());
+      }
+      std::unordered_set<uint64_t> done;
+      for (auto& [task, result] : *got) {
+        done.insert(task.handle);
+        // A refused submit: its error is the task's (nothing ran).
+        ipc::TaskResult r =
+            result.ok() ? *std::move(result) : ipc::TaskResult{};
+        if (!result.ok()) r.status = result.status();
+        r.task_id = task.handle | kPipelinedBit;
+        finished.push_back(std::move(r));
+      }
+      pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                   [&](const coordinator::PendingTask& p) {
+                                     return done.count(p.handle) > 0;
+                                   }),
+                    pending.end());
+      if (finished.size() >= want || absl::Now() >= deadline) break;
+      CheckSignals();
+    }
+    return ResultsToPython(finished);
+  }
+
   py::list ResultsToPython(std::vector<ipc::TaskResult>& results)
       ABSL_LOCKS_EXCLUDED(mu_) {
     std::shared_ptr<StoreHandle> s = store();
@@ -268,6 +356,7 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
   // Calls into the client are serialised (it is thread-compatible).
   std::unique_ptr<coordinator::Client> client_ ABSL_PT_GUARDED_BY(mu_);
   bool local_ = false;
+  bool pipelined_ = false;  // remote, unless SHOAL_PY_REMOTE_PIPELINE=0
   std::string job_id_;
   std::weak_ptr<StoreHandle> store_ ABSL_GUARDED_BY(mu_);
   bool node_stopped_ ABSL_GUARDED_BY(mu_) = false;

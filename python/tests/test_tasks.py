@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import numpy as np
@@ -224,6 +225,33 @@ def test_remote_client_through_the_frontend(node):
         assert big.shape == (1 << 20,) and not big.any()
         with pytest.raises(shoal.FailedPreconditionError):
             c.put(np.zeros(3))
+    finally:
+        shoal.disconnect()
+
+
+def test_a_remote_client_pipelines_its_tasks(node):
+    # Issue 15: a remote client's submits go pipelined (results pushed), and
+    # futures behave as over the table: results in order, wait for some,
+    # callbacks, cancel, errors at result().
+    c = shoal.connect(job_id=node.job_id, force_remote=True)
+    try:
+        futures = [c.submit(pytasks.add, i, 1) for i in range(3000)]
+        assert [f.result(60) for f in futures] == list(range(1, 3001))
+        slow = c.submit(pytasks.until_cancelled, 30)
+        quick = c.submit(pytasks.add, 1, 2)
+        done, pending = c.wait([slow, quick], timeout=30, num_returns=1)
+        assert done == [quick] and pending == [slow]
+        called = threading.Event()
+        quick2 = c.submit(pytasks.add, 2, 2)
+        quick2.add_done_callback(lambda f: called.set())
+        assert called.wait(30) and quick2.result(0) == 4
+        assert slow.cancel()
+        with pytest.raises(shoal.CancelledError):
+            slow.result(30)
+        with pytest.raises(ValueError):
+            c.submit(pytasks.raise_value_error, 3).result(30)
+        with pytest.raises(shoal.NotFoundError):
+            c.submit("no_such_function").result(30)  # refused by the node
     finally:
         shoal.disconnect()
 

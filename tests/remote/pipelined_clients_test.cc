@@ -367,5 +367,67 @@ TEST_F(PipelinedClientsTest, APushedTaskIsCancelledByItsHandle) {
   EXPECT_EQ((*c)->Cancel(p[2]).code(), absl::StatusCode::kNotFound);
 }
 
+// AwaitSome (the Python client's wait): the finished ones of many handles,
+// in the order given, as soon as `min_done` of them are; a refused submit's
+// error is its entry; spent handles are NotFound and nothing is taken.
+TEST_F(PipelinedClientsTest, AwaitSomeTakesTheFinishedOnesInOrder) {
+  absl::StatusOr<std::unique_ptr<coordinator::Client>> c = Connect(64);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ipc::TaskSpec slow;
+  slow.function = "sleep";
+  slow.args = {30.0};
+  absl::StatusOr<coordinator::PendingTask> s = (*c)->SubmitAsync(slow);
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::vector<coordinator::PendingTask> quick;
+  for (int i = 0; i < 10; ++i) {
+    absl::StatusOr<coordinator::PendingTask> t = (*c)->SubmitAsync(Echo(i));
+    ASSERT_TRUE(t.ok()) << t.status();
+    quick.push_back(*t);
+  }
+  ipc::TaskSpec bad = Echo(99);
+  bad.resources.cpus = 1000;
+  absl::StatusOr<coordinator::PendingTask> b = (*c)->SubmitAsync(bad);
+  ASSERT_TRUE(b.ok()) << b.status();
+  // The slow one first in the list, then the quick ones and the refused one:
+  // all but the slow one come back, in that order.
+  std::vector<coordinator::PendingTask> all = {*s};
+  all.insert(all.end(), quick.begin(), quick.end());
+  all.push_back(*b);
+  std::vector<
+      std::pair<coordinator::PendingTask, absl::StatusOr<ipc::TaskResult>>>
+      got;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (got.size() < 11 && absl::Now() < deadline) {
+    std::vector<coordinator::PendingTask> left;
+    for (const coordinator::PendingTask& p : all) {
+      bool taken = false;
+      for (const auto& g : got) taken |= g.first.handle == p.handle;
+      if (!taken) left.push_back(p);
+    }
+    auto some = (*c)->AwaitSome(left, 11 - got.size(), absl::Seconds(1));
+    ASSERT_TRUE(some.ok()) << some.status();
+    for (auto& g : *some) got.push_back(std::move(g));
+  }
+  ASSERT_EQ(got.size(), 11u);
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_EQ(got[i].first.handle, quick[i].handle);
+    ASSERT_TRUE(got[i].second.ok() && got[i].second->status.ok());
+    EXPECT_EQ(std::get<int64_t>(got[i].second->outputs[0]), i);
+  }
+  EXPECT_EQ(got[10].first.handle, b->handle);
+  EXPECT_EQ(got[10].second.status().code(), absl::StatusCode::kInvalidArgument);
+  // A spent handle among them: NotFound, and the slow one is not taken.
+  EXPECT_EQ(
+      (*c)->AwaitSome({*s, quick[0]}, 1, absl::ZeroDuration()).status().code(),
+      absl::StatusCode::kNotFound);
+  // Nothing finished yet: an empty answer at the deadline.
+  auto none = (*c)->AwaitSome({*s}, 1, absl::Milliseconds(50));
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+  ASSERT_TRUE((*c)->Cancel(*s).ok());
+  auto cancelled = (*c)->AwaitSome({*s}, 0, absl::Seconds(30));
+  ASSERT_TRUE(cancelled.ok() && cancelled->size() == 1) << cancelled.status();
+}
+
 }  // namespace
 }  // namespace shoal::remote
