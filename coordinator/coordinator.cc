@@ -139,6 +139,11 @@ absl::Status Coordinator::Impl::StartTaskTable() {
     direct_wake_ = false;
     gather_mode_.store(3);
   }
+  if (const char* us = std::getenv("SHOAL_COORDINATOR_SPIN_US");
+      us != nullptr) {
+    int64_t n = 0;
+    if (absl::SimpleAtoi(us, &n) && n >= 0) spin_for_ = absl::Microseconds(n);
+  }
   watcher_ = std::thread([this] { RunWatcher(); });
   return absl::OkStatus();
 }
@@ -382,11 +387,11 @@ absl::Status Coordinator::Impl::Run() {
     // A pushed task was just submitted with few others watched (a sync
     // client): look at the ring count for a moment before sleeping, which
     // saves the watcher's futex and eventfd wake-ups when it finishes soon.
-    // Bounded (kSpinFor), and it yields the CPU to the worker running it.
+    // Bounded (spin_for_), and it yields the CPU to the worker running it.
     bool completed = false;
     if (spin_for_push_) {
       spin_for_push_ = false;
-      const absl::Time until = absl::Now() + kSpinFor;
+      const absl::Time until = absl::Now() + spin_for_;
       while (!completed && absl::Now() < until) {
         completed = table_->ClientRings(own_client_) != rings_seen_;
         if (!completed) sched_yield();

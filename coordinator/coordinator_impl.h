@@ -325,10 +325,11 @@ class Coordinator::Impl {
   static constexpr size_t kGatherAbove = 16;
   static constexpr absl::Duration kGatherFor = absl::Microseconds(50);
   // Set by a pushed submit while at most kSpinWatchedAtMost tasks are
-  // watched: the event loop spins up to kSpinFor on the ring count.
+  // watched: the event loop spins up to spin_for_ on the ring count.
   bool spin_for_push_ = false;
   static constexpr size_t kSpinWatchedAtMost = 4;
-  static constexpr absl::Duration kSpinFor = absl::Microseconds(30);
+  // Default 30 µs; SHOAL_COORDINATOR_SPIN_US sets it (0: no spin; A/B runs).
+  absl::Duration spin_for_ = absl::Microseconds(30);
 
   std::unique_ptr<Supervisor> supervisor_;
   std::vector<int32_t> worker_slot_;  // task-table slot per worker, -1 if none
