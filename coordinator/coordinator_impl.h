@@ -1,10 +1,11 @@
 // Internal to coordinator/: the coordinator's state, split across
-// coordinator.cc (start-up, event loop, shutdown) and frontend.cc (the
-// requests clients and workers send).
+// coordinator.cc (start-up, exits, timeouts), event_loop.cc (the event loop)
+// and frontend*.cc (the requests clients and workers send).
 #ifndef SHOAL_COORDINATOR_COORDINATOR_IMPL_H_
 #define SHOAL_COORDINATOR_COORDINATOR_IMPL_H_
 
 #include <sys/types.h>
+#include <zmq.h>
 
 #include <atomic>
 #include <deque>
@@ -18,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/event_fd.h"
@@ -163,6 +165,23 @@ class Coordinator::Impl {
   absl::Status StartTaskTable();
   absl::Status StartSockets();
   absl::Status StartWorkers();
+
+  // The event loop's parts (event_loop.cc), all on the loop's thread.
+  struct PollSet {
+    std::vector<zmq_pollitem_t> items;  // fixed sockets/fds first, see Fill
+    std::vector<int> fds;               // workers' pidfds
+    std::vector<uint32_t> who;          // the worker of each of fds
+    std::vector<uint32_t> client_ids;   // local clients, from clients_at on
+    size_t workers_at = 0;
+    size_t clients_at = 0;
+  };
+  void FillPollSet(PollSet* ps);
+  // When the loop must wake at the latest with nothing ready.
+  absl::Time NextWake(absl::Time now, absl::Time next_tick, bool parked) const;
+  // Spins briefly after a pushed submit, arms the completion eventfd and
+  // polls until `wake`. Returns whether a completion was seen before polling.
+  absl::StatusOr<bool> PollOnce(PollSet* ps, absl::Time now, absl::Time wake);
+  void ServeReady(const PollSet& ps, bool completed, absl::Time* next_tick);
   // The watcher thread's body (gather_mode_).
   void RunWatcher();
   // Hands completions to the watcher (`gather`) or takes them back.
