@@ -130,6 +130,8 @@ py::dict StatsDict() {
   d["refused"] = s.refused;
   d["reused"] = s.reused;
   d["written"] = s.written;
+  d["spares"] = s.spares;
+  d["spares_reused"] = s.spares_reused;
   return d;
 }
 

@@ -89,15 +89,45 @@ absl::StatusOr<bool> PagesWrittenPrivately(const uint8_t* addr,
 void ZeroCopyArrays::SetStore(std::shared_ptr<ArrayStore> store,
                               uint64_t threshold_bytes) {
   std::shared_ptr<ArrayStore> old;
-  MutexLock lock(&mu_);
-  old = std::exchange(store_, std::move(store));
-  threshold_ = std::max<uint64_t>(threshold_bytes, 1);
+  std::vector<Allocation> spares;
+  {
+    MutexLock lock(&mu_);
+    old = std::exchange(store_, std::move(store));
+    threshold_ = std::max<uint64_t>(threshold_bytes, 1);
+    spares = TakeSparesLocked();
+  }
+  for (Allocation& a : spares) Release(std::move(a));
 }
 
 void ZeroCopyArrays::ClearStore(const ArrayStore* store) {
   std::shared_ptr<ArrayStore> old;
-  MutexLock lock(&mu_);
-  if (store_.get() == store) old = std::move(store_);
+  std::vector<Allocation> spares;
+  {
+    MutexLock lock(&mu_);
+    if (store_.get() != store) return;
+    old = std::move(store_);
+    spares = TakeSparesLocked();
+  }
+  for (Allocation& a : spares) Release(std::move(a));
+}
+
+bool ZeroCopyArrays::KeepSpareLocked(Allocation& a) {
+  if (a.sealed || a.forked || a.store != store_ || !a.store->Reachable() ||
+      spares_.size() >= kMaxSpares ||
+      spare_bytes_ + a.object_bytes > kMaxSpareBytes) {
+    return false;
+  }
+  spare_bytes_ += a.object_bytes;
+  spares_.emplace(a.span, std::move(a));
+  return true;
+}
+
+std::vector<ZeroCopyArrays::Allocation> ZeroCopyArrays::TakeSparesLocked() {
+  std::vector<Allocation> out;
+  for (auto& [span, a] : spares_) out.push_back(std::move(a));
+  spares_.clear();
+  spare_bytes_ = 0;
+  return out;
 }
 
 void* ZeroCopyArrays::Allocate(size_t bytes) {
@@ -106,6 +136,17 @@ void* ZeroCopyArrays::Allocate(size_t bytes) {
     MutexLock lock(&mu_);
     if (!store_ || bytes < threshold_) return nullptr;
     store = store_;
+    auto spare = spares_.find(RoundUpToPage(bytes));
+    if (spare != spares_.end() && store_->Reachable()) {
+      Allocation a = std::move(spare->second);
+      spares_.erase(spare);
+      spare_bytes_ -= a.object_bytes;
+      a.requested = bytes;
+      ++stats_.spares_reused;
+      uint8_t* addr = a.addr;
+      allocations_.emplace(reinterpret_cast<uintptr_t>(addr), std::move(a));
+      return addr;
+    }
   }
   Allocation a;
   a.requested = bytes;
@@ -150,6 +191,7 @@ bool ZeroCopyArrays::Free(void* p) {
     if (it == allocations_.end()) return false;
     a = std::move(it->second);
     allocations_.erase(it);
+    if (KeepSpareLocked(a)) return true;
   }
   Release(std::move(a));
   return true;
@@ -234,6 +276,7 @@ ZeroCopyArrays::Stats ZeroCopyArrays::stats() const {
     s.live_bytes += a.requested;
     if (a.sealed) ++s.sealed;
   }
+  s.spares = spares_.size();
   return s;
 }
 
@@ -245,6 +288,13 @@ void ZeroCopyArrays::ChildAfterFork() {
   // Only this thread runs in the child. The parent's store connection is
   // not ours: drop nothing through it (leak the handles), request nothing.
   if (store_) new std::shared_ptr<ArrayStore>(std::move(store_));
+  // Spares are the parent's objects (shared pages): never the child's to
+  // reuse or abort. Their store handles are leaked with the rest.
+  for (auto& [span, a] : spares_) {
+    new std::shared_ptr<ArrayStore>(std::move(a.store));
+  }
+  spares_.clear();
+  spare_bytes_ = 0;
   for (auto& [at, a] : allocations_) {
     if (a.forked) continue;
     void* copy = mmap(nullptr, a.span, PROT_READ | PROT_WRITE,

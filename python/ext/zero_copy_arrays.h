@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "base/mutex.h"
@@ -91,10 +92,13 @@ class ZeroCopyArrays {
   // of this object's (the caller's malloc made it).
   size_t RequestedSize(const void* p) const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Frees the allocation at `p`: an unsealed object is aborted; a sealed
-  // one's range is shared again and the allocation's hold dropped (the
-  // object lives on while tasks hold it). Returns false when `p` is not one
-  // of this object's (the caller then frees it).
+  // Frees the allocation at `p`: an unsealed object is kept as a spare for
+  // the next allocation of the same span (up to kMaxSpares objects and
+  // kMaxSpareBytes: numpy's temporaries, e.g. `a + b` in a loop, then cost no
+  // store request and find their pages already mapped) or else aborted; a
+  // sealed one's range is shared again and the allocation's hold dropped
+  // (the object lives on while tasks hold it). Returns false when `p` is not
+  // one of this object's (the caller then frees it).
   bool Free(void* p) ABSL_LOCKS_EXCLUDED(mu_);
 
   // A task takes [data, data + bytes): where its bytes are in the store.
@@ -115,14 +119,19 @@ class ZeroCopyArrays {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   struct Stats {
-    uint64_t live = 0;        // allocations in the store now
-    uint64_t live_bytes = 0;  // their requested bytes
-    uint64_t sealed = 0;      // of them, sealed (taken by a task)
-    uint64_t placed = 0;      // allocations ever placed in the store
-    uint64_t refused = 0;     // above the threshold but left to malloc
-    uint64_t reused = 0;      // snapshots that reused a sealed object
-    uint64_t written = 0;     // snapshots refused: written since sealing
+    uint64_t live = 0;           // allocations in the store now
+    uint64_t live_bytes = 0;     // their requested bytes
+    uint64_t sealed = 0;         // of them, sealed (taken by a task)
+    uint64_t placed = 0;         // allocations ever placed in the store
+    uint64_t refused = 0;        // above the threshold but left to malloc
+    uint64_t reused = 0;         // snapshots that reused a sealed object
+    uint64_t written = 0;        // snapshots refused: written since sealing
+    uint64_t spares = 0;         // freed unsealed objects kept for reuse now
+    uint64_t spares_reused = 0;  // allocations served by a spare
   };
+
+  static constexpr size_t kMaxSpares = 8;
+  static constexpr uint64_t kMaxSpareBytes = uint64_t{64} << 20;
   Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // fork(): around the fork, the registry is locked (Prepare) and unlocked
@@ -152,12 +161,20 @@ class ZeroCopyArrays {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SealLocked(Allocation& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void Release(Allocation a);
+  // Keeps `a` (unsealed, of the current store) as a spare if there is room;
+  // returns whether it did (else the caller releases it).
+  bool KeepSpareLocked(Allocation& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes every spare out (to abort outside the lock).
+  std::vector<Allocation> TakeSparesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable Mutex mu_;
   std::shared_ptr<ArrayStore> store_ ABSL_GUARDED_BY(mu_);
   uint64_t threshold_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uintptr_t, Allocation> allocations_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
+  // Freed unsealed objects by span, each still this process's to reuse.
+  std::multimap<uint64_t, Allocation> spares_ ABSL_GUARDED_BY(mu_);
+  uint64_t spare_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Whether any of the whole pages [addr, addr + bytes) of a MAP_PRIVATE file

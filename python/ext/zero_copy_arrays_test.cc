@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -115,10 +116,49 @@ TEST_F(ZeroCopyArraysTest, ObjectLivesUntilAllocationAndSnapshotsLetGo) {
   held.reset();
   EXPECT_EQ(UsedBytes(), before);
 
-  // An unsealed allocation freed: aborted at once.
+  // An unsealed allocation freed: kept as a spare (numpy's temporaries),
+  // reused by the next allocation of the same span without a store request,
+  // and aborted when the store is cleared.
   void* q = arrays_.Allocate(n);
   ASSERT_NE(q, nullptr);
   EXPECT_TRUE(arrays_.Free(q));
+  EXPECT_EQ(arrays_.stats().spares, 1u);
+  const uint64_t with_spare = UsedBytes();
+  EXPECT_GE(with_spare, before + n);
+  void* r = arrays_.Allocate(n - 10);  // the same whole pages
+  EXPECT_EQ(r, q);
+  EXPECT_EQ(arrays_.stats().spares_reused, 1u);
+  EXPECT_EQ(arrays_.stats().spares, 0u);
+  EXPECT_EQ(UsedBytes(), with_spare);
+  EXPECT_EQ(arrays_.RequestedSize(r), n - 10);
+  EXPECT_TRUE(arrays_.Free(r));
+  arrays_.ClearStore(store_.get());
+  EXPECT_EQ(arrays_.stats().spares, 0u);
+  EXPECT_EQ(UsedBytes(), before);
+}
+
+TEST_F(ZeroCopyArraysTest, SparesAreBoundedAndSealedObjectsAreNeverSpares) {
+  const uint64_t before = UsedBytes();
+  // A sealed allocation freed is not a spare (the object is immutable).
+  void* s = arrays_.Allocate(2 * kMiB);
+  ASSERT_NE(s, nullptr);
+  auto snap = arrays_.SnapshotOf(s, 2 * kMiB);
+  ASSERT_TRUE(snap.ok() && snap->has_value());
+  snap->reset();
+  EXPECT_TRUE(arrays_.Free(s));
+  EXPECT_EQ(arrays_.stats().spares, 0u);
+  // At most kMaxSpares objects are kept; the others are aborted.
+  std::vector<void*> live;
+  for (size_t i = 0; i < ZeroCopyArrays::kMaxSpares + 2; ++i) {
+    void* p = arrays_.Allocate(kMiB);
+    ASSERT_NE(p, nullptr);
+    live.push_back(p);
+  }
+  for (void* p : live) EXPECT_TRUE(arrays_.Free(p));
+  EXPECT_EQ(arrays_.stats().spares, ZeroCopyArrays::kMaxSpares);
+  EXPECT_LT(UsedBytes(), before + (ZeroCopyArrays::kMaxSpares + 2) * kMiB);
+  arrays_.SetStore(store_, kMiB);  // a new store setting drops the spares
+  EXPECT_EQ(arrays_.stats().spares, 0u);
   EXPECT_EQ(UsedBytes(), before);
 }
 
