@@ -142,6 +142,15 @@ void DefineZeroCopy(py::module_& m) {
         py::arg("threshold_bytes"));
   m.def("_zero_copy_disable", [] { Arrays().SetStore(nullptr, 0); });
   m.def("_zero_copy_snapshot", &Snapshot, py::arg("buffer"));
+  m.def(
+      "_zero_copy_contains",
+      [](py::handle buffer) {
+        const void* data = nullptr;
+        size_t bytes = 0;
+        return AddressOf(buffer, &data, &bytes) &&
+               Arrays().Contains(data, bytes);
+      },
+      py::arg("buffer"));
   m.def("_zero_copy_stats", &StatsDict);
 }
 

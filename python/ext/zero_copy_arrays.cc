@@ -177,6 +177,11 @@ void* ZeroCopyArrays::Allocate(size_t bytes) {
   return addr;
 }
 
+bool ZeroCopyArrays::Contains(const void* p, size_t bytes) const {
+  MutexLock lock(&mu_);
+  return FindLocked(p, bytes) != nullptr;
+}
+
 size_t ZeroCopyArrays::RequestedSize(const void* p) const {
   MutexLock lock(&mu_);
   auto it = allocations_.find(reinterpret_cast<uintptr_t>(p));

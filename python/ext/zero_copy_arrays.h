@@ -88,6 +88,10 @@ class ZeroCopyArrays {
   // caller then uses malloc.
   void* Allocate(size_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Whether [p, p + bytes) lies wholly inside one live allocation of this
+  // process (what SnapshotOf would pass by reference, unless written since).
+  bool Contains(const void* p, size_t bytes) const ABSL_LOCKS_EXCLUDED(mu_);
+
   // The requested size of the allocation at `p`, or 0 when `p` is not one
   // of this object's (the caller's malloc made it).
   size_t RequestedSize(const void* p) const ABSL_LOCKS_EXCLUDED(mu_);
@@ -159,6 +163,10 @@ class ZeroCopyArrays {
   // The allocation whose requested range holds [p, p + bytes), or nullptr.
   Allocation* FindLocked(const void* p, size_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const Allocation* FindLocked(const void* p, size_t bytes) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return const_cast<ZeroCopyArrays*>(this)->FindLocked(p, bytes);
+  }
   absl::Status SealLocked(Allocation& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void Release(Allocation a);
   // Keeps `a` (unsealed, of the current store) as a spare if there is room;

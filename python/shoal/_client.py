@@ -12,7 +12,7 @@ import weakref
 
 import numpy as np
 
-from . import _errors, _ext, _serialize, _store
+from . import _errors, _ext, _serialize, _store, _zero_copy
 from ._naming import _fingerprint, client_search_path, task_name
 from ._collector import _MIN_SWEEP, Collector
 from ._future import _DONE_STATES, Future, ValueByReference, _finished
@@ -281,6 +281,9 @@ class Client(Collector):
                 if isinstance(a, Future) or not name.startswith("py:"):
                     return None
                 plain = False
+            elif (type(a) is np.ndarray and _zero_copy.active and
+                  name.startswith("py:") and _zero_copy.by_reference(a)):
+                plain = False  # in store memory already: by reference
         if len(self._forgotten) >= self._sweep_at:
             self._release_forgotten()
         timeout, retries, cpus, gpus = opts
@@ -314,7 +317,10 @@ class Client(Collector):
         path = self._python_path() if name.startswith("py:") else ""
         timeout, retries, cpus, gpus = opts
         if (not kwargs and fn_bytes is None and
-                all(type(a) in _PLAIN_TYPES for a in args)):
+                all(type(a) in _PLAIN_TYPES for a in args) and
+                not (_zero_copy.active and name.startswith("py:") and any(
+                    type(a) is np.ndarray and _zero_copy.by_reference(a)
+                    for a in args))):
             try:
                 task_id, keep = self._handle.submit(
                     name, args, path, timeout, retries, cpus, gpus)

@@ -26,6 +26,7 @@ DEFAULT_MIN_BYTES = 1 << 20
 # a buffer looked up (a cheap dict-free call otherwise skipped).
 active = False
 _store = None  # the Store new allocations go to
+_min_bytes = DEFAULT_MIN_BYTES  # the threshold given to the handler
 
 
 def enabled_by_environment():
@@ -56,7 +57,9 @@ def enable(store):
     ext = _ext.ext()
     if not hasattr(ext, "_zero_copy_enable"):
         return False
-    ext._zero_copy_enable(store, min_bytes())
+    global _min_bytes
+    _min_bytes = min_bytes()
+    ext._zero_copy_enable(store, _min_bytes)
     _store = store
     active = True
     return True
@@ -91,6 +94,15 @@ def snapshot(raw):
     if not active:
         return None
     return _ext.ext()._zero_copy_snapshot(raw)
+
+
+def by_reference(array):
+    """Whether a numpy array given as a task's top-level argument should take
+    the pickled call (which passes it by reference) instead of the plain-value
+    path (which copies it into a new object): its buffer lies wholly in a
+    store-placed allocation of this process."""
+    return (active and array.nbytes >= _min_bytes and
+            _ext.ext()._zero_copy_contains(array))
 
 
 def stats():

@@ -72,6 +72,29 @@ def test_a_dict_of_arrays_goes_by_reference(client):
         assert seen[k][1] == pytest.approx(float(a.sum()), rel=1e-5)
 
 
+def test_bare_array_arguments_go_by_reference(client):
+    """A store-placed array as a top-level positional argument takes the
+    pickled call (by reference), not the plain-value path (a copy); a
+    malloc'd one still goes by value."""
+    rng = np.random.default_rng(2)
+    a = rng.random(N, dtype=np.float32)
+    b = rng.random(N // 4, dtype=np.float32)
+    mine = store_offset(a), store_offset(b)
+    assert None not in mine
+    before = used(client)
+    for _ in range(2):  # twice: the second submit reuses the sealed objects
+        seen = client.submit(zctasks.where_bare, a, b).result(60)
+        assert (seen["a"][0], seen["b"][0]) == mine  # the same bytes
+        assert seen["a"][1] == pytest.approx(float(a.sum()), rel=1e-5)
+        assert seen["b"][1] == pytest.approx(float(b.sum()), rel=1e-5)
+    assert used(client) < before + (1 << 20)  # no copy was stored
+    with _zero_copy.paused():
+        c = np.ones(N // 4, np.float32)  # malloc: copied, as before
+    assert store_offset(c) is None
+    seen = client.submit(zctasks.where_bare, c, c).result(60)
+    assert seen["a"][0] is not None and seen["a"][1] == N // 4
+
+
 def test_writes_after_submit_are_not_seen_by_the_task(client, tmp_path):
     a = np.full(N, 1.0, np.float32)
     go = tmp_path / "written"

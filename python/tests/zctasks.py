@@ -11,6 +11,11 @@ def where(d):
     return {k: (store_offset(a), float(a.sum())) for k, a in d.items()}
 
 
+def where_bare(a, b):
+    """where() for two arrays passed as top-level arguments."""
+    return where({"a": a, "b": b})
+
+
 def where_after(path, d, timeout=60):
     """where(d) once `path` exists (the client's signal that it has written
     its arrays since submitting)."""
