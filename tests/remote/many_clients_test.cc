@@ -1,7 +1,6 @@
 // 64 concurrent remote clients, each its own peer on the node's tcp+CURVE
 // frontend, each submitting tasks one call at a time and taking all their
 // results: no result lost, duplicated or given to the wrong client.
-#include <signal.h>
 
 #include <memory>
 #include <set>
@@ -10,11 +9,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/subprocess.h"
 #include "coordinator/client.h"
 #include "coordinator/discovery.h"
 #include "gtest/gtest.h"
-#include "tests/testing/test_env.h"
+#include "tests/remote/remote_node.h"
 
 namespace shoal::remote {
 namespace {
@@ -74,19 +72,10 @@ ClientOutcome RunClient(const std::string& job, const std::string& tcp,
 }
 
 TEST(ManyClientsTest, SixtyFourClientsGetEachOfTheirResultsOnce) {
-  const std::string job = testing::UniqueJobId();
-  SubprocessOptions so;
-  so.pipe_stdout = true;
-  so.parent_death_signal = SIGKILL;
-  absl::StatusOr<Subprocess> node =
-      Subprocess::Start({testing::RunfilePath("tools/shoal"), "start", "-n",
-                         "2", "--job-id", job, "--store-bytes", "64M"},
-                        so);
+  absl::StatusOr<std::unique_ptr<RemoteNode>> node = RemoteNode::Start();
   ASSERT_TRUE(node.ok()) << node.status();
-  ASSERT_TRUE(node->ReadLine(absl::Seconds(30)).ok());  // ready
-  absl::StatusOr<coordinator::Discovery> d = coordinator::ReadDiscovery(job);
-  ASSERT_TRUE(d.ok()) << d.status();
-  ASSERT_FALSE(d->server_key.empty()) << "the TCP frontend should use CURVE";
+  const std::string& job = (*node)->job();
+  const coordinator::Discovery* d = &(*node)->discovery();
 
   std::vector<ClientOutcome> outcomes(kClients);
   std::vector<std::thread> threads;
@@ -104,8 +93,7 @@ TEST(ManyClientsTest, SixtyFourClientsGetEachOfTheirResultsOnce) {
   }
   EXPECT_EQ(all_ids.size(), size_t{kClients} * kTasksPerClient)
       << "a task id was given to two submissions";
-  node->Signal(SIGTERM);
-  absl::StatusOr<int> rc = node->Wait(absl::Seconds(30));
+  absl::StatusOr<int> rc = (*node)->Stop();
   EXPECT_TRUE(rc.ok() && *rc == 0) << (rc.ok() ? absl::StrCat(*rc) : "");
 }
 

@@ -8,8 +8,6 @@
 // - protocol 1.2: SubmitAsync calls are coalesced into batched requests
 //   (push_ids: the ids come first), a refused task fails only itself, and a
 //   pushed task can be cancelled by its handle before its result.
-#include <signal.h>
-#include <zmq.h>
 
 #include <memory>
 #include <set>
@@ -18,7 +16,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/subprocess.h"
 #include "coordinator/client.h"
 #include "coordinator/client_pipeline.h"
 #include "coordinator/discovery.h"
@@ -26,7 +23,7 @@
 #include "ipc/curve.h"
 #include "ipc/protocol.h"
 #include "ipc/socket.h"
-#include "tests/testing/test_env.h"
+#include "tests/remote/remote_node.h"
 
 namespace shoal::remote {
 namespace {
@@ -37,26 +34,15 @@ constexpr int kTasksPerClient = 200;
 class PipelinedClientsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    job_ = testing::UniqueJobId();
-    SubprocessOptions so;
-    so.pipe_stdout = true;
-    so.parent_death_signal = SIGKILL;
-    absl::StatusOr<Subprocess> node =
-        Subprocess::Start({testing::RunfilePath("tools/shoal"), "start", "-n",
-                           "2", "--job-id", job_, "--store-bytes", "64M"},
-                          so);
+    absl::StatusOr<std::unique_ptr<RemoteNode>> node = RemoteNode::Start();
     ASSERT_TRUE(node.ok()) << node.status();
-    node_ = std::make_unique<Subprocess>(*std::move(node));
-    ASSERT_TRUE(node_->ReadLine(absl::Seconds(30)).ok());  // ready
-    absl::StatusOr<coordinator::Discovery> d = coordinator::ReadDiscovery(job_);
-    ASSERT_TRUE(d.ok()) << d.status();
-    discovery_ = *d;
-    ASSERT_FALSE(discovery_.server_key.empty()) << "CURVE expected";
+    node_ = *std::move(node);
+    job_ = node_->job();
+    discovery_ = node_->discovery();
   }
   void TearDown() override {
     if (node_ == nullptr) return;
-    node_->Signal(SIGTERM);
-    absl::StatusOr<int> rc = node_->Wait(absl::Seconds(30));
+    absl::StatusOr<int> rc = node_->Stop();
     EXPECT_TRUE(rc.ok() && *rc == 0) << (rc.ok() ? absl::StrCat(*rc) : "");
   }
 
@@ -71,23 +57,11 @@ class PipelinedClientsTest : public ::testing::Test {
   }
 
   // A raw DEALER on the TCP frontend with the owner's CURVE keys.
-  absl::StatusOr<ipc::Socket> RawDealer() {
-    absl::StatusOr<ipc::Socket> s = ipc::Socket::Create(ZMQ_DEALER);
-    if (!s.ok()) return s.status();
-    absl::StatusOr<ipc::CurveKeyPair> keys =
-        ipc::ReadKeyPair(discovery_.client_key_file);
-    if (!keys.ok()) return keys.status();
-    if (absl::Status c =
-            ipc::ConfigureCurveClient(*s, discovery_.server_key, *keys);
-        !c.ok())
-      return c;
-    if (absl::Status c = s->Connect(discovery_.tcp); !c.ok()) return c;
-    return s;
-  }
+  absl::StatusOr<ipc::Socket> RawDealer() { return node_->RawDealer(); }
 
   std::string job_;
   coordinator::Discovery discovery_;
-  std::unique_ptr<Subprocess> node_;
+  std::unique_ptr<RemoteNode> node_;
 };
 
 ipc::TaskSpec Echo(int64_t value) {

@@ -4,8 +4,6 @@
 // far more tasks in flight than the queues between it and the node hold,
 // still gets every result exactly once. The node's send queue per peer is
 // lowered (SHOAL_FRONTEND_SEND_HWM=20) so the overflow happens early.
-#include <signal.h>
-#include <zmq.h>
 
 #include <memory>
 #include <set>
@@ -13,14 +11,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/subprocess.h"
 #include "coordinator/client.h"
 #include "coordinator/discovery.h"
 #include "gtest/gtest.h"
-#include "ipc/curve.h"
 #include "ipc/protocol.h"
 #include "ipc/socket.h"
-#include "tests/testing/test_env.h"
+#include "tests/remote/remote_node.h"
 
 namespace shoal::remote {
 namespace {
@@ -35,33 +31,17 @@ ipc::TaskSpec Echo(int64_t value) {
 }
 
 TEST(SlowReaderTest, EveryPushedResultArrivesOnceThoughItsQueueWasFull) {
-  const std::string job = testing::UniqueJobId();
-  SubprocessOptions so;
-  so.pipe_stdout = true;
-  so.parent_death_signal = SIGKILL;
-  so.env["SHOAL_FRONTEND_SEND_HWM"] = "20";
-  absl::StatusOr<Subprocess> node =
-      Subprocess::Start({testing::RunfilePath("tools/shoal"), "start", "-n",
-                         "2", "--job-id", job, "--store-bytes", "64M"},
-                        so);
+  absl::StatusOr<std::unique_ptr<RemoteNode>> node =
+      RemoteNode::Start({{"SHOAL_FRONTEND_SEND_HWM", "20"}});
   ASSERT_TRUE(node.ok()) << node.status();
-  ASSERT_TRUE(node->ReadLine(absl::Seconds(30)).ok());  // ready
-  absl::StatusOr<coordinator::Discovery> d = coordinator::ReadDiscovery(job);
-  ASSERT_TRUE(d.ok()) << d.status();
 
   // The slow reader: a raw DEALER (owner's keys) whose receive side holds
   // 5 messages and a 4 KiB kernel buffer.
   ipc::SocketOptions small;
   small.recv_hwm = 5;
-  absl::StatusOr<ipc::Socket> dealer = ipc::Socket::Create(ZMQ_DEALER, small);
+  absl::StatusOr<ipc::Socket> dealer =
+      (*node)->RawDealer(small, /*kernel_rcvbuf=*/4096);
   ASSERT_TRUE(dealer.ok()) << dealer.status();
-  const int rcvbuf = 4096;
-  ASSERT_EQ(zmq_setsockopt(dealer->raw(), ZMQ_RCVBUF, &rcvbuf, sizeof(rcvbuf)),
-            0);
-  absl::StatusOr<ipc::CurveKeyPair> keys = ipc::ReadKeyPair(d->client_key_file);
-  ASSERT_TRUE(keys.ok()) << keys.status();
-  ASSERT_TRUE(ipc::ConfigureCurveClient(*dealer, d->server_key, *keys).ok());
-  ASSERT_TRUE(dealer->Connect(d->tcp).ok());
 
   // One pushed submit per task: each result is a message of its own.
   for (int i = 0; i < kTasks; ++i) {
@@ -77,8 +57,8 @@ TEST(SlowReaderTest, EveryPushedResultArrivesOnceThoughItsQueueWasFull) {
   // once they were all claimed, and its result was found in the same pass
   // of the frontend as theirs or after it.
   coordinator::ClientOptions o;
-  o.job_id = job;
-  o.endpoint = d->tcp;
+  o.job_id = (*node)->job();
+  o.endpoint = (*node)->discovery().tcp;
   o.force_remote = true;
   o.rpc_timeout = absl::Seconds(120);
   absl::StatusOr<std::unique_ptr<coordinator::Client>> marker =
@@ -114,8 +94,7 @@ TEST(SlowReaderTest, EveryPushedResultArrivesOnceThoughItsQueueWasFull) {
   EXPECT_TRUE(
       absl::IsDeadlineExceeded(dealer->Recv(&extra, absl::Milliseconds(300))))
       << "more results than tasks";
-  node->Signal(SIGTERM);
-  absl::StatusOr<int> rc = node->Wait(absl::Seconds(30));
+  absl::StatusOr<int> rc = (*node)->Stop();
   EXPECT_TRUE(rc.ok() && *rc == 0) << (rc.ok() ? absl::StrCat(*rc) : "");
 }
 
