@@ -64,6 +64,19 @@ gloo::AllreduceOptions::Func ReduceFunc(DType dtype, ReduceOp op) {
   };
 }
 
+// Hands `output` and, unless null, `input` to gloo's options typed by
+// `dtype` (the caller registered both with RunningBuffers first).
+template <typename Options>
+void SetTypedBuffers(Options& opts, DType dtype,
+                     std::unique_ptr<gloo::transport::UnboundBuffer> input,
+                     std::unique_ptr<gloo::transport::UnboundBuffer> output) {
+  WithElementType(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    if (input != nullptr) opts.template setInput<T>(std::move(input));
+    opts.template setOutput<T>(std::move(output));
+  });
+}
+
 // gloo's options whose internal buffer RunningBuffers must see.
 class WatchableBarrierOptions : public gloo::BarrierOptions {
  public:
@@ -119,11 +132,7 @@ absl::Status GlooCommunicator::Broadcast(const void* in, void* out,
       input = context_->createUnboundBuffer(const_cast<void*>(in), bytes);
     }
     RunningBuffers registered(this, {output.get(), input.get()});
-    WithElementType(dtype, [&](auto zero) {
-      using T = decltype(zero);
-      if (input != nullptr) opts.template setInput<T>(std::move(input));
-      opts.template setOutput<T>(std::move(output));
-    });
+    SetTypedBuffers(opts, dtype, std::move(input), std::move(output));
     opts.setRoot(root);
     opts.setTimeout(t);
     gloo::broadcast(opts);
@@ -154,11 +163,7 @@ absl::Status GlooCommunicator::Reduce(const void* in, void* out, int64_t count,
           input = context_->createUnboundBuffer(const_cast<void*>(in), bytes);
         }
         RunningBuffers registered(this, {output.get(), input.get()});
-        WithElementType(dtype, [&](auto zero) {
-          using T = decltype(zero);
-          if (input != nullptr) opts.template setInput<T>(std::move(input));
-          opts.template setOutput<T>(std::move(output));
-        });
+        SetTypedBuffers(opts, dtype, std::move(input), std::move(output));
         opts.setRoot(root);
         opts.setReduceFunction(ReduceFunc(dtype, op));
         opts.setTimeout(t);
@@ -184,11 +189,7 @@ absl::Status GlooCommunicator::AllGather(const void* in, void* out,
       input = context_->createUnboundBuffer(const_cast<void*>(in), block);
     }
     RunningBuffers registered(this, {output.get(), input.get()});
-    WithElementType(dtype, [&](auto zero) {
-      using T = decltype(zero);
-      if (input != nullptr) opts.template setInput<T>(std::move(input));
-      opts.template setOutput<T>(std::move(output));
-    });
+    SetTypedBuffers(opts, dtype, std::move(input), std::move(output));
     opts.setTimeout(t);
     gloo::allgather(opts);
   });
