@@ -164,14 +164,21 @@ def _sliced(header, buffers):
     if bytes(header[:4]) != _SLICES:
         return header, buffers
     header = memoryview(header).cast("B")
-    (n,) = _COUNT.unpack_from(header, 4)
-    at = 4 + _COUNT.size
     buffers = list(buffers)
-    for _ in range(n):
-        i, offset, length = _SLICE.unpack_from(header, at)
-        at += _SLICE.size
-        whole = memoryview(buffers[i]).cast("B")
-        buffers[i] = whole[offset:offset + length]
+    try:
+        (n,) = _COUNT.unpack_from(header, 4)
+        at = 4 + _COUNT.size
+        for _ in range(n):
+            i, offset, length = _SLICE.unpack_from(header, at)
+            at += _SLICE.size
+            whole = memoryview(buffers[i]).cast("B")
+            if offset + length > whole.nbytes:
+                raise IndexError(f"slice {offset}+{length} of a "
+                                 f"{whole.nbytes}-byte object")
+            buffers[i] = whole[offset:offset + length]
+    except (struct.error, IndexError) as e:
+        raise _errors.InvalidArgumentError(
+            f"malformed zero-copy slices in a call: {e}") from None
     return header[at:], buffers
 
 

@@ -216,3 +216,20 @@ def test_the_node_stopping_while_arrays_live_does_not_crash_the_client():
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["ok", "0"]
+
+
+def test_malformed_slices_are_invalid_argument():
+    """A call whose zero-copy slice table names a missing buffer, runs past
+    its object, or is cut short fails with InvalidArgumentError."""
+    from shoal import _serialize
+    obj = bytearray(4096)
+    good = _serialize._with_slices(b"pickle", [(0, 100, 200)])
+    header, bufs = _serialize._sliced(good, [obj])
+    assert bytes(header) == b"pickle" and bufs[0].nbytes == 200
+    for bad, buffers in [
+            (_serialize._with_slices(b"p", [(1, 0, 10)]), [obj]),  # no buffer 1
+            (_serialize._with_slices(b"p", [(0, 4000, 200)]), [obj]),  # past end
+            (good[:12], [obj]),  # cut short
+    ]:
+        with pytest.raises(shoal.InvalidArgumentError):
+            _serialize._sliced(bad, buffers)
