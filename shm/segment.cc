@@ -29,6 +29,14 @@ constexpr char kSuffix[] = "-store";
 constexpr char kTaskSuffix[] = "-tasks";
 constexpr char kCollSuffix[] = "-coll";
 
+// mremap's flag (Linux 5.7; for shared mappings 5.13), absent from older
+// headers. Older kernels refuse it with EINVAL: Remap then falls back.
+#ifdef MREMAP_DONTUNMAP
+constexpr int kMremapDontUnmap = MREMAP_DONTUNMAP;
+#else
+constexpr int kMremapDontUnmap = 4;
+#endif
+
 std::string HumanBytes(uint64_t b) {
   if (b >= (uint64_t{1} << 30))
     return absl::StrFormat("%.1f GiB", b / 1073741824.0);
@@ -272,6 +280,13 @@ std::vector<std::string> Segment::RemoveStale() {
 }
 
 Segment::~Segment() {
+  {
+    // A parked area maps the file too: left mapped, it would keep the
+    // unlinked segment's memory alive.
+    MutexLock lock(&parked_mu_);
+    for (const auto& [offset, p] : parked_) munmap(p.at, p.bytes);
+    parked_.clear();
+  }
   region_ = bip::mapped_region();
   shm_ = bip::shared_memory_object();
   if (owner_) bip::shared_memory_object::remove(name_.c_str());
@@ -299,6 +314,56 @@ void Segment::Populate(uint64_t offset, uint64_t bytes) {
   }
 }
 
+size_t Segment::parked_ranges() const {
+  MutexLock lock(&parked_mu_);
+  return parked_.size();
+}
+
+bool Segment::OverlapsParkedLocked(uint64_t offset, uint64_t bytes) const {
+  auto it = parked_.lower_bound(offset + bytes);
+  if (it == parked_.begin()) return false;
+  --it;  // the last area starting before the range's end
+  return it->first + it->second.bytes > offset;
+}
+
+void Segment::DropParkedLocked(uint64_t offset, uint64_t bytes) {
+  while (OverlapsParkedLocked(offset, bytes)) {
+    auto it = std::prev(parked_.lower_bound(offset + bytes));
+    munmap(it->second.at, it->second.bytes);
+    parked_.erase(it);
+  }
+}
+
+uint8_t* Segment::ParkLocked(uint64_t offset, uint64_t bytes) {
+  // The area is placed at the same offset modulo 2 MiB as the range, so that
+  // mremap moves the range's whole page-table pages (one entry per 2 MiB)
+  // rather than its 4 KiB entries one by one.
+  constexpr uint64_t kAlign = uint64_t{1} << kChunkShift;
+  const uint64_t reserve = bytes + kAlign;
+  void* r = mmap(nullptr, reserve, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (r == MAP_FAILED) return nullptr;
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(r);
+  const uintptr_t phase =
+      reinterpret_cast<uintptr_t>(base() + offset) & (kAlign - 1);
+  uintptr_t at = ((lo + kAlign - 1) & ~(kAlign - 1)) + phase;
+  if (at - lo >= kAlign) at -= kAlign;  // stays inside the reservation
+  void* moved = mremap(base() + offset, bytes, bytes,
+                       MREMAP_MAYMOVE | MREMAP_FIXED | kMremapDontUnmap,
+                       reinterpret_cast<void*>(at));
+  if (moved == MAP_FAILED) {
+    munmap(r, reserve);
+    return nullptr;
+  }
+  // The reservation's ends are ours: unmapped now, so that no later unmap
+  // of the area can hit what another thread mapped there.
+  if (at > lo) munmap(r, at - lo);
+  if (at + bytes < lo + reserve) {
+    munmap(reinterpret_cast<void*>(at + bytes), lo + reserve - (at + bytes));
+  }
+  return static_cast<uint8_t*>(moved);
+}
+
 absl::Status Segment::Remap(uint64_t offset, uint64_t bytes,
                             bool copy_on_write) {
   const uint64_t size_ = size();
@@ -315,13 +380,40 @@ absl::Status Segment::Remap(uint64_t offset, uint64_t bytes,
     populated_[c / 64].fetch_or(uint64_t{1} << (c % 64),
                                 std::memory_order_relaxed);
   }
-  void* p = mmap(base() + offset, bytes, PROT_READ | PROT_WRITE,
+  uint8_t* const addr = base() + offset;
+  MutexLock lock(&parked_mu_);
+  if (!copy_on_write) {
+    auto it = parked_.find(offset);
+    if (it != parked_.end() && it->second.bytes == bytes) {
+      // Replaces the private range (dropping only the entries this process
+      // made there since) with the parked shared one, entries and all.
+      const Parked p = it->second;
+      parked_.erase(it);
+      if (mremap(p.at, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, addr) !=
+          MAP_FAILED) {
+        return absl::OkStatus();
+      }
+      munmap(p.at, bytes);  // refused: left in place; mapped anew below
+    }
+    DropParkedLocked(offset, bytes);
+  }
+  uint8_t* parked = nullptr;
+  if (copy_on_write && parking_.load(std::memory_order_relaxed) &&
+      !OverlapsParkedLocked(offset, bytes)) {
+    parked = ParkLocked(offset, bytes);
+  }
+  void* p = mmap(addr, bytes, PROT_READ | PROT_WRITE,
                  MAP_FIXED | (copy_on_write ? MAP_PRIVATE : MAP_SHARED), fd(),
                  static_cast<off_t>(offset));
   if (p == MAP_FAILED) {
-    return absl::InternalError(absl::StrCat(
-        "mmap of the store segment (", bytes, " bytes): ", strerror(errno)));
+    const int err = errno;
+    // The range is still mapped shared (without entries, if they were
+    // parked: they fault in again).
+    if (parked != nullptr) munmap(parked, bytes);
+    return absl::InternalError(absl::StrCat("mmap of the store segment (",
+                                            bytes, " bytes): ", strerror(err)));
   }
+  if (parked != nullptr) parked_[offset] = Parked{parked, bytes};
   return absl::OkStatus();
 }
 

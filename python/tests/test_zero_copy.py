@@ -3,6 +3,7 @@ made after a local client connected live in the node's store and go to tasks
 by reference, with copy-on-write snapshot semantics. Real nodes."""
 
 import os
+import struct
 import subprocess
 import sys
 import textwrap
@@ -143,6 +144,58 @@ def test_freeing_the_array_and_the_task_ref_frees_the_store_space(client):
     del fut  # ... and the task's refs: the objects go
     freed = with_arrays - 2 * N * 4
     assert wait_used(client, freed) <= freed
+
+
+def _mapped_pages(address, nbytes):
+    """(pages of [address, +nbytes) this process has page-table entries for,
+    how many of those are the segment's own pages, not private copies)
+    (/proc/self/pagemap bits 63 and 61)."""
+    with open("/proc/self/pagemap", "rb") as f:
+        f.seek(address // 4096 * 8)
+        data = f.read(nbytes // 4096 * 8)
+    entries = struct.unpack(f"<{len(data) // 8}Q", data)
+    present = [e for e in entries if e >> 63 & 1]
+    return len(present), sum(e >> 61 & 1 for e in present)
+
+
+def test_a_freed_sealed_array_is_shared_again_with_its_pages_mapped(client):
+    """Sealing moves the range's page-table entries aside instead of
+    dropping them (Segment::Remap); freeing moves them back: the range is
+    the segment's pages again, already mapped, and none of the private
+    pages written after submit is left."""
+    a = np.full(N, 1.0, np.float32)  # every page written: mapped
+    address = a.ctypes.data
+    pages = N * 4 // 4096
+    assert _mapped_pages(address, N * 4) == (pages, pages)
+    client.submit(zctasks.where, {"a": a}).result(60)
+    assert _mapped_pages(address, N * 4) == (0, 0)  # private, none touched
+    a[:N // 2] = 2.0  # private pages
+    assert _mapped_pages(address, N * 4) == (pages // 2, 0)
+    del a
+    assert _mapped_pages(address, N * 4) == (pages, pages)
+
+
+def test_new_arrays_every_rep_each_reach_the_task_as_at_submit(
+        client, tmp_path):
+    """The benchmark's pattern (new arrays each time, dropped after the
+    task), with writes after each submit: every task sees its own arrays'
+    submit-time values, though their store memory and pages are reused."""
+    offsets = set()
+    for i in range(6):
+        go = tmp_path / f"written{i}"
+        d = {"a": np.full(N, float(i), np.float32),
+             "b": np.full(N // 2, float(i + 10), np.float32)}
+        offsets.add(store_offset(d["a"]))
+        fut = client.submit(zctasks.where_after, str(go), d)
+        d["a"][:] = -1.0  # private pages from here
+        d["b"][::1024] = -1.0
+        go.touch()
+        seen = fut.result(60)
+        assert seen["a"][1] == float(i) * N
+        assert seen["b"][1] == float(i + 10) * (N // 2)
+        assert float(d["a"].sum()) == -float(N)
+        del d, fut
+    assert None not in offsets
 
 
 def test_an_array_dropped_right_after_submit_still_reaches_the_task(
