@@ -7,7 +7,8 @@
 // the wire, tasks_bench_pipelined.h), and, in the same run, Python's
 // multiprocessing.Pool with 2 processes (apply_async and apply), and the
 // wire's limit: a raw ZeroMQ DEALER/ROUTER echo on TCP loopback, with CURVE
-// (the frontend's TCP transport) and plain (tasks_bench_zmq.h).
+// (the frontend's TCP transport) and plain (tasks_bench_zmq.h), and the
+// CURVE echo again with its ROUTER in another process.
 #include <signal.h>
 #include <unistd.h>
 
@@ -195,17 +196,53 @@ std::vector<Row> RunPool(int n_async, int n_sync) {
 }
 
 // The raw ZeroMQ echo's two rows (sync round trip, async with a window).
+void AddWireRows(const std::string& name, const ZmqRoundTrip& z, int n_async,
+                 int n_sync, int window, std::vector<Row>* rows) {
+  rows->push_back(Row{name, absl::StrCat("async, window ", window),
+                      z.async_per_s, 0, 0, n_async, 0});
+  rows->push_back(Row{name, "sync round trip", z.sync_per_s, z.sync_p50_us,
+                      z.sync_p99_us, n_sync, 0});
+}
+
 absl::Status MeasureWire(bool curve, int n_async, int n_sync, int window,
                          std::vector<Row>* rows) {
   SHOAL_ASSIGN_OR_RETURN(ZmqRoundTrip z,
                          MeasureZmqRoundTrip(curve, n_async, n_sync, window,
                                              /*payload_bytes=*/64));
-  const std::string name =
-      curve ? "raw ZeroMQ tcp+CURVE" : "raw ZeroMQ tcp plain";
-  rows->push_back(Row{name, absl::StrCat("async, window ", window),
-                      z.async_per_s, 0, 0, n_async, 0});
-  rows->push_back(Row{name, "sync round trip", z.sync_per_s, z.sync_p50_us,
-                      z.sync_p99_us, n_sync, 0});
+  AddWireRows(curve ? "raw ZeroMQ tcp+CURVE" : "raw ZeroMQ tcp plain", z,
+              n_async, n_sync, window, rows);
+  return absl::OkStatus();
+}
+
+// The CURVE echo with its ROUTER in a process of its own (this binary,
+// `bench tasks --zmq-echo-server curve`): two contexts, two I/O threads, as
+// between a remote client and the coordinator. Beside the row above, which
+// stays the wire's limit; this one shows what the process boundary adds.
+absl::Status MeasureWireAcrossProcesses(int n_async, int n_sync, int window,
+                                        std::vector<Row>* rows) {
+  SubprocessOptions so;
+  so.pipe_stdout = true;
+  so.parent_death_signal = SIGTERM;
+  SHOAL_ASSIGN_OR_RETURN(
+      Subprocess echo,
+      Subprocess::Start(
+          {SelfExePath(), "bench", "tasks", "--zmq-echo-server", "curve"}, so));
+  absl::StatusOr<ZmqRoundTrip> z = [&]() -> absl::StatusOr<ZmqRoundTrip> {
+    SHOAL_ASSIGN_OR_RETURN(std::string line, echo.ReadLine(absl::Seconds(30)));
+    std::vector<std::string> w = absl::StrSplit(line, ' ');
+    if (w.size() != 4) {
+      return absl::InternalError(
+          absl::StrCat("the echo process wrote '", line, "'"));
+    }
+    return MeasureZmqRoundTripTo(w[0], w[1], ipc::CurveKeyPair{w[2], w[3]},
+                                 n_async, n_sync, window,
+                                 /*payload_bytes=*/64);
+  }();
+  echo.Signal(SIGTERM);
+  (void)echo.Wait(absl::Seconds(10));
+  if (!z.ok()) return z.status();
+  AddWireRows("raw ZeroMQ tcp+CURVE, echo process", *z, n_async, n_sync, window,
+              rows);
   return absl::OkStatus();
 }
 
@@ -218,6 +255,7 @@ absl::Status MeasureClient(const std::string& job, bool force_remote,
   co.force_remote = force_remote;
   SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<coordinator::Client> c,
                          coordinator::Client::Connect(co));
+
   const std::string name =
       force_remote ? "shoal remote (ZeroMQ)" : "shoal local (shm)";
   SHOAL_ASSIGN_OR_RETURN(Row a, Async(*c, n_async, false, name));
@@ -312,6 +350,9 @@ void PrintRows(const std::vector<Row>& rows, bool json, int64_t workers) {
 }  // namespace
 
 int TasksBench(int argc, char** argv) {
+  // The echo process of MeasureWireAcrossProcesses (not a user flag).
+  if (argc == 3 && std::string(argv[1]) == "--zmq-echo-server")
+    return RunZmqEchoServer(std::string(argv[2]) == "curve");
   cli::ArgParser p(
       "shoal bench tasks [flags]",
       "Workload W2: no-op task throughput and latency with one client and a\n"
@@ -327,7 +368,8 @@ int TasksBench(int argc, char** argv) {
       p.Bool("peers", true, "also measure multiprocessing.Pool (python3)");
   bool& wire = p.Bool("wire", true,
                       "also measure a raw ZeroMQ DEALER/ROUTER echo on tcp "
-                      "loopback (CURVE and plain): the wire's limit");
+                      "loopback (CURVE and plain): the wire's limit; and the "
+                      "CURVE echo in another process");
   int64_t& window = p.Int("window", 1000,
                           "requests in flight in the raw ZeroMQ and the "
                           "pipelined remote async rows");
@@ -353,6 +395,13 @@ int TasksBench(int argc, char** argv) {
         std::fprintf(stderr, "raw ZeroMQ (%s) skipped: %s\n",
                      curve ? "CURVE" : "plain", s.ToString().c_str());
       }
+    }
+    if (absl::Status s = MeasureWireAcrossProcesses(
+            static_cast<int>(n_async), static_cast<int>(n_sync),
+            static_cast<int>(window), &*rows);
+        !s.ok()) {
+      std::fprintf(stderr, "raw ZeroMQ (CURVE, echo process) skipped: %s\n",
+                   s.ToString().c_str());
     }
   }
   if (peers) {

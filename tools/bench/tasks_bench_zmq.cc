@@ -3,6 +3,7 @@
 #include <zmq.h>
 
 #include <atomic>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -118,6 +119,50 @@ absl::StatusOr<ZmqRoundTrip> MeasureZmqRoundTrip(bool curve, int n_async,
   echo.join();
   if (!s.ok()) return s;
   return out;
+}
+
+absl::StatusOr<ZmqRoundTrip> MeasureZmqRoundTripTo(
+    const std::string& endpoint, const std::string& server_key,
+    const ipc::CurveKeyPair& client_keys, int n_async, int n_sync, int window,
+    int payload_bytes) {
+  SHOAL_ASSIGN_OR_RETURN(ipc::Socket dealer, ipc::Socket::Create(ZMQ_DEALER));
+  if (!server_key.empty()) {
+    SHOAL_RETURN_IF_ERROR(
+        ipc::ConfigureCurveClient(dealer, server_key, client_keys));
+  }
+  const int timeout_ms = 10000;
+  zmq_setsockopt(dealer.raw(), ZMQ_RCVTIMEO, &timeout_ms, sizeof(timeout_ms));
+  SHOAL_RETURN_IF_ERROR(dealer.Connect(endpoint));
+  ZmqRoundTrip out;
+  SHOAL_RETURN_IF_ERROR(
+      Measure(dealer.raw(), n_async, n_sync, window, payload_bytes, &out));
+  return out;
+}
+
+int RunZmqEchoServer(bool curve) {
+  absl::Status s = [&]() -> absl::Status {
+    std::unique_ptr<ipc::ZapAuthenticator> zap;
+    SHOAL_ASSIGN_OR_RETURN(ipc::Socket router, ipc::Socket::Create(ZMQ_ROUTER));
+    ipc::CurveKeyPair server_keys{"-", "-"}, client_keys{"-", "-"};
+    if (curve) {
+      SHOAL_ASSIGN_OR_RETURN(server_keys, ipc::GenerateCurveKeyPair());
+      SHOAL_ASSIGN_OR_RETURN(client_keys, ipc::GenerateCurveKeyPair());
+      SHOAL_ASSIGN_OR_RETURN(
+          zap, ipc::ZapAuthenticator::Start({client_keys.public_key}));
+      SHOAL_RETURN_IF_ERROR(ipc::ConfigureCurveServer(router, server_keys));
+    }
+    SHOAL_RETURN_IF_ERROR(router.Bind("tcp://127.0.0.1:*"));
+    SHOAL_ASSIGN_OR_RETURN(std::string endpoint, router.LastEndpoint());
+    std::printf("%s %s %s %s\n", endpoint.c_str(),
+                server_keys.public_key.c_str(), client_keys.public_key.c_str(),
+                client_keys.secret_key.c_str());
+    std::fflush(stdout);
+    const std::atomic<bool> never{false};
+    Echo(router.raw(), &never);  // until the process is killed
+    return absl::OkStatus();
+  }();
+  std::fprintf(stderr, "zmq echo server: %s\n", s.ToString().c_str());
+  return 1;
 }
 
 }  // namespace shoal::bench

@@ -5,7 +5,10 @@
 #ifndef SHOAL_TOOLS_BENCH_TASKS_BENCH_ZMQ_H_
 #define SHOAL_TOOLS_BENCH_TASKS_BENCH_ZMQ_H_
 
+#include <string>
+
 #include "absl/status/statusor.h"
+#include "ipc/curve.h"
 
 namespace shoal::bench {
 
@@ -25,6 +28,26 @@ struct ZmqRoundTrip {
 absl::StatusOr<ZmqRoundTrip> MeasureZmqRoundTrip(bool curve, int n_async,
                                                  int n_sync, int window,
                                                  int payload_bytes);
+
+// The same measurement against an echo in another process, as a remote
+// client meets its server: its own ZeroMQ context and I/O thread on each
+// side (MeasureZmqRoundTrip shares one context, so one I/O thread serves
+// both ends). Connects a DEALER to `endpoint`, with CURVE when `server_key`
+// is not empty (`client_keys` then the pair the server admits).
+// Errors: DeadlineExceeded if an echo does not come back within 10 s (also
+// when the server does not admit the keys); ZmqStatus codes.
+absl::StatusOr<ZmqRoundTrip> MeasureZmqRoundTripTo(
+    const std::string& endpoint, const std::string& server_key,
+    const ipc::CurveKeyPair& client_keys, int n_async, int n_sync, int window,
+    int payload_bytes);
+
+// The other process's side (`shoal bench tasks --zmq-echo-server
+// curve|plain`): binds a ROUTER on tcp://127.0.0.1 (CURVE with fresh keys
+// and a ZAP handler admitting one fresh client key, as MeasureZmqRoundTrip),
+// writes one line to stdout, "<endpoint> <server public key> <client public
+// key> <client secret key>" ("-" for each key when plain), and echoes every
+// message until the process is killed. Returns only on an error (non-zero).
+int RunZmqEchoServer(bool curve);
 
 }  // namespace shoal::bench
 
