@@ -318,7 +318,10 @@ class PythonRunner : public TaskRunner {
           // out-of-band buffers): pickle.loads at once, without
           // load_call's Python frame.
           if (!loads_) loads_ = py::module_::import("pickle").attr("loads");
-          loaded = loads_(py::handle(PyTuple_GET_ITEM(a, 0)));
+          PyObject* l =
+              PyObject_CallOneArg(loads_.ptr(), PyTuple_GET_ITEM(a, 0));
+          if (l == nullptr) throw py::error_already_set();
+          loaded = py::reinterpret_steal<py::object>(l);
         } else {
           if (!load_call_) {
             load_call_ =

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -82,16 +83,8 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
                    const std::string& python_path, double timeout_s,
                    int max_retries, int cpus, int gpus)
       ABSL_LOCKS_EXCLUDED(mu_) {
-    ipc::TaskSpec spec;
-    spec.function = function;
-    spec.python_path = python_path;
-    spec.timeout_ms =
-        timeout_s > 0
-            ? std::max<int64_t>(1, static_cast<int64_t>(timeout_s * 1e3))
-            : 0;
-    spec.max_retries = max_retries;
-    spec.resources.cpus = static_cast<uint32_t>(std::max(1, cpus));
-    spec.resources.gpus = static_cast<uint32_t>(std::max(0, gpus));
+    ipc::TaskSpec spec =
+        Spec(function, python_path, timeout_s, max_retries, cpus, gpus);
     py::list keep;
     const size_t n = py::len(args);
     if (n > 0) {
@@ -101,28 +94,23 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
         spec.args.push_back(ArgToValue(args[i], i, s, keep));
     }
     py::object none_or_keep = keep.empty() ? py::object(py::none()) : keep;
-    if (pipelined_) {
-      // Sent now (not left in a batch: no call may follow it), its result
-      // pushed; its id here is the pipeline's handle, tagged.
-      absl::StatusOr<coordinator::PendingTask> p;
-      {
-        py::gil_scoped_release release;
-        MutexLock lock(&mu_);
-        p = client_->SubmitAsync(std::move(spec));
-        if (p.ok()) {
-          absl::Status f = client_->Flush();
-          if (!f.ok()) p = f;
-        }
-      }
-      return py::make_tuple(Unwrap(p).handle | kPipelinedBit, none_or_keep);
-    }
-    absl::StatusOr<coordinator::TaskRef> ref;
-    {
-      py::gil_scoped_release release;
-      MutexLock lock(&mu_);
-      ref = client_->Submit(std::move(spec));
-    }
-    return py::make_tuple(Unwrap(ref).id, none_or_keep);
+    return SubmitSpec(std::move(spec), std::move(none_or_keep));
+  }
+
+  // The common small call in one step (python/shoal/_client.py
+  // _submit_plain): `function` + "!" with the call envelope's pickle
+  // (PickleSmallCall) as its one argument. Returns as Submit, or None when
+  // the arguments are not that case (the Python pickler is used then).
+  py::object SubmitSmallCall(const std::string& function, py::handle fn_bytes,
+                             py::handle args, const std::string& python_path,
+                             double timeout_s, int max_retries, int cpus,
+                             int gpus) ABSL_LOCKS_EXCLUDED(mu_) {
+    std::optional<std::string> envelope = PickleSmallCall(fn_bytes, args);
+    if (!envelope.has_value()) return py::none();
+    ipc::TaskSpec spec = Spec(absl::StrCat(function, "!"), python_path,
+                              timeout_s, max_retries, cpus, gpus);
+    spec.args.push_back(BytesValue{*std::move(envelope)});
+    return SubmitSpec(std::move(spec), py::none());
   }
 
   // Waits until `min_done` of `ids` finished (0: all) or the timeout, in
@@ -256,6 +244,49 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
   }
 
  private:
+  static ipc::TaskSpec Spec(std::string function,
+                            const std::string& python_path, double timeout_s,
+                            int max_retries, int cpus, int gpus) {
+    ipc::TaskSpec spec;
+    spec.function = std::move(function);
+    spec.python_path = python_path;
+    spec.timeout_ms =
+        timeout_s > 0
+            ? std::max<int64_t>(1, static_cast<int64_t>(timeout_s * 1e3))
+            : 0;
+    spec.max_retries = max_retries;
+    spec.resources.cpus = static_cast<uint32_t>(std::max(1, cpus));
+    spec.resources.gpus = static_cast<uint32_t>(std::max(0, gpus));
+    return spec;
+  }
+
+  // Submits `spec`; returns (task id, keep).
+  py::tuple SubmitSpec(ipc::TaskSpec spec, py::object keep)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    if (pipelined_) {
+      // Sent now (not left in a batch: no call may follow it), its result
+      // pushed; its id here is the pipeline's handle, tagged.
+      absl::StatusOr<coordinator::PendingTask> p;
+      {
+        py::gil_scoped_release release;
+        MutexLock lock(&mu_);
+        p = client_->SubmitAsync(std::move(spec));
+        if (p.ok()) {
+          absl::Status f = client_->Flush();
+          if (!f.ok()) p = f;
+        }
+      }
+      return py::make_tuple(Unwrap(p).handle | kPipelinedBit, keep);
+    }
+    absl::StatusOr<coordinator::TaskRef> ref;
+    {
+      py::gil_scoped_release release;
+      MutexLock lock(&mu_);
+      ref = client_->Submit(std::move(spec));
+    }
+    return py::make_tuple(Unwrap(ref).id, keep);
+  }
+
   // Python ids of a remote client's pipelined tasks: the pipeline's handle
   // with this bit (a node's task ids never have it: generation << 32 | slot).
   static constexpr uint64_t kPipelinedBit = uint64_t{1} << 63;
@@ -365,6 +396,14 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
 }  // namespace
 
 void DefineClient(py::module_& m) {
+  m.def(
+      "_pickle_small_call",
+      [](py::handle fn_bytes, py::handle args) -> py::object {
+        std::optional<std::string> p = PickleSmallCall(fn_bytes, args);
+        if (!p.has_value()) return py::none();
+        return py::bytes(*p);
+      },
+      "The call envelope's pickle submit_small_call sends, or None (tests).");
   py::class_<ClientHandle, std::shared_ptr<ClientHandle>>(
       m, "Client", "A connection to a shoal node (tasks and its store).")
       .def_static("connect", &ClientHandle::Connect, py::arg("endpoint") = "",
@@ -375,6 +414,10 @@ void DefineClient(py::module_& m) {
       .def("submit", &ClientHandle::Submit, py::arg("function"),
            py::arg("args"), py::arg("python_path"), py::arg("timeout_s"),
            py::arg("max_retries"), py::arg("cpus"), py::arg("gpus"))
+      .def("submit_small_call", &ClientHandle::SubmitSmallCall,
+           py::arg("function"), py::arg("fn_bytes"), py::arg("args"),
+           py::arg("python_path"), py::arg("timeout_s"), py::arg("max_retries"),
+           py::arg("cpus"), py::arg("gpus"))
       .def("wait", &ClientHandle::Wait, py::arg("ids"), py::arg("timeout"),
            py::arg("min_done"))
       .def("cancel", &ClientHandle::Cancel)

@@ -297,6 +297,13 @@ class Client(Collector):
                 if not path:
                     return None  # the general path says why
                 # a value the C++ conversion refuses: pickle it
+        # The common small call: its pickle written by the extension, and
+        # submitted, in one step; None when an argument is not a plain
+        # value or an exact dict, list or tuple of them.
+        done = self._handle.submit_small_call(
+            name, fn_bytes, args, path, timeout, retries, cpus, gpus)
+        if done is not None:
+            return Future(self, done[0], _keep_also(done[1], fn_keep))
         values = _small_call(fn_bytes, args)
         if values is None:
             try:

@@ -153,3 +153,61 @@ def test_a_known_function_takes_pickled_calls_on_the_fast_path(client):
     with pytest.raises(shoal.InvalidArgumentError, match="argument 0"):
         client.submit(valtasks.echo, threading.Lock())
     assert client.submit(valtasks.echo, small).result(30) == small
+
+
+def test_small_calls_pickled_by_the_extension_load_as_pickle_would():
+    """submit_small_call writes the call envelope itself for plain values in
+    exact dicts, lists and tuples: pickle.loads reads back equal values of
+    the same types; anything else is left to the Python pickler (None)."""
+    import enum
+    import math
+    import pickle
+    from shoal import _ext
+    pickle_call = _ext._shoal._pickle_small_call
+    for args in [(), (None, True, False), ({"x": 1, "y": "s"},),
+                 (0, 255, 256, 65535, 65536, -1, -2**31, 2**31 - 1, 2**31,
+                  -2**31 - 1, 2**63 - 1, -2**63),
+                 (1.5, -0.0, float("inf")), ("", "é日本", "x" * 256),
+                 (b"", b"\0" * 300), ([1, [2, [3]]], {(1, 2): [None]}),
+                 ((1,), (1, 2), (1, 2, 3), (1, 2, 3, 4)), ([], {})]:
+        for fn_bytes in (None, b"fn"):
+            data = pickle_call(fn_bytes, args)
+            assert data is not None, args
+            back = pickle.loads(data)
+            assert back == (fn_bytes, args, {}), args
+            assert [type(a) for a in back[1]] == [type(a) for a in args]
+    assert math.isnan(pickle.loads(pickle_call(None, (math.nan,)))[1][0])
+
+    class Color(enum.IntEnum):
+        RED = 1
+
+    class Name(str):
+        pass
+
+    shared = [1]
+    looped = []
+    looped.append(looped)
+    deep = 1
+    for _ in range(20):
+        deep = [deep]
+    for args in [(2**63,), (-2**63 - 1,), ([shared, shared],), (looped,),
+                 ("\ud800",), (bytearray(b"x"),), (Color.RED,),
+                 ({"k": Name("n")},), (np.float64(1.0),), (b"x" * 9000,),
+                 (deep,)]:
+        assert pickle_call(None, args) is None, args
+
+
+def test_small_calls_keep_identity_and_types_end_to_end(client):
+    """What the extension's pickler refuses still goes, by pickle: a list
+    shared twice stays one list, an IntEnum stays an IntEnum."""
+    import signal
+    assert client.submit(valtasks.echo, 1).result(30) == 1  # name known
+    shared = [1]
+    assert client.submit(valtasks.pair_is_shared,
+                         {"pair": [shared, shared]}).result(30) is True
+    assert client.submit(valtasks.pair_is_shared,
+                         {"pair": [[1], [1]]}).result(30) is False
+    value = {"k": (1, "a", b"b", 2.5, None, [True])}
+    assert client.submit(valtasks.echo, value).result(30) == value
+    back = client.submit(valtasks.echo, [signal.SIGINT]).result(30)
+    assert type(back[0]) is signal.Signals  # an IntEnum

@@ -140,3 +140,8 @@ def store_offset(a):
 def dict_of_arrays(n):
     return {"a": np.full(n, 1.0, np.float32),
             "b": np.arange(n, dtype=np.float64)}
+
+
+def pair_is_shared(d):
+    """Whether d["pair"] holds one object twice (identity kept by pickle)."""
+    return d["pair"][0] is d["pair"][1]
