@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -125,6 +126,17 @@ absl::Status ShmCommunicator::Impl::PeerFailure(const Call& call) const {
 }
 
 void ShmCommunicator::Impl::Ring(int r) {
+  // The caller has just made a waiter's condition true (a step counter, a
+  // p2p counter, an abort flag: release stores). Without a full fence the
+  // load of `sleepers` below may be ordered before that store (x86 reorders
+  // a store with a later load of another address): it can read 0 while the
+  // waiter, arming at that moment, still reads the old counter and sleeps
+  // — a lost wake-up, the waiter's whole 10 ms sleep slice. The waiter's
+  // side (Doorbell::Arm, then the fence in WaitFor) pairs with this one.
+  // Found by reading the code while looking for the ~10 ms calls of the
+  // hierarchical all_reduce; the fence did not remove those (their cause
+  // is still open), so how often the race struck is not known.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   // Only a sleeper needs the system call.
   if (ctl(r).bell.sleepers.load(std::memory_order_seq_cst) != 0) {
     ctl(r).bell.Ring();

@@ -180,6 +180,10 @@ absl::Status ShmCommunicator::Impl::WaitFor(Ready ready, int peer,
   shm::Doorbell& bell = ctl(rank_).bell;
   while (true) {
     const uint32_t armed = bell.Arm();
+    // Orders the arming before the look at the condition (Ring's fence is
+    // the other half): either this rank sees the condition or the ringer
+    // sees it armed.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     const bool now_ready = ready();
     if (!now_ready) {
       bell.Sleep(armed,
