@@ -130,6 +130,12 @@ class GlooCommunicator : public HostCollectives {
   // the default net.core.wmem_max, plus the peer's receive buffer), so no
   // rank's write waits on a peer that is writing too.
   static constexpr uint64_t kSyncChunkBytes = 128 << 10;
+  // The send and receive buffer sizes the sync-mode sockets ask for (Linux
+  // doubles it, capped by net.core.{w,r}mem_max: under the default caps,
+  // 416 KiB each, still more than two chunks): the two chunks in flight
+  // then never wait for the peer's window (SizeSyncSockets says why that
+  // matters).
+  static constexpr uint64_t kSyncSocketBytes = 2 << 20;
 
   // Starts a thread of this communicator's own that, while calls run, polls
   // CheckConnections every 10 ms: for a communicator used directly (flat
@@ -176,6 +182,9 @@ class GlooCommunicator : public HostCollectives {
                             std::chrono::milliseconds t);
   // Connects the sync-mode context and its buffers (in Create; throws).
   void CreateSyncExchange(gloo::rendezvous::Store& store);
+  // Sets the sync sockets' SO_RCVBUF (`receive`) or SO_SNDBUF to
+  // kSyncSocketBytes.
+  void SizeSyncSockets(bool receive);
   // Sets the sync sockets' SO_RCVTIMEO/SO_SNDTIMEO to about `t`.
   void SetSyncTimeouts(std::chrono::milliseconds t);
   // Shuts the sync sockets down: wakes a read or write blocked on one.
@@ -251,6 +260,8 @@ class GlooCommunicator : public HostCollectives {
   std::vector<uint8_t> sync_send_storage_, sync_recv_storage_;
   std::vector<std::unique_ptr<gloo::transport::Buffer>> sync_send_, sync_recv_;
   std::chrono::milliseconds sync_timeout_{0};
+  // The largest message sent since the send buffers were last enlarged.
+  size_t sync_sized_for_ = 0;
   // ExchangeAllReduce's phases (SHOAL_COLL_TRACE).
   PhaseTimes exchange_times_{
       "exchange", {"copy+send", "wait_recv", "wait_send", "reduce+post"}};

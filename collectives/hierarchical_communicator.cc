@@ -220,6 +220,13 @@ HierarchicalCommunicator::Create(Rendezvous& rendezvous,
   // Only 2 nodes take the exchange for large buffers (with more, each rank
   // would send its slice to every other node).
   if (nodes != 2) o.exchange_bytes = 0;
+  // Without the sync mode (SHOAL_COLL_HIER_SYNC=0, for comparison) the
+  // exchange stages world x its bound in registered buffers: the bound
+  // measured before the sync mode's sockets were sized, 2 MiB.
+  const char* sync = std::getenv("SHOAL_COLL_HIER_SYNC");
+  const bool sync_mode = sync == nullptr || std::string(sync) != "0";
+  if (!sync_mode)
+    o.exchange_bytes = std::min<uint64_t>(o.exchange_bytes, 2 << 20);
   // The columns' exchange: the small buffers, and on 2 nodes large ones.
   o.gloo.exchange_bytes = std::max(o.small_bytes, o.exchange_bytes);
   if (o.job_ranks.size() != options.node_of.size()) {
@@ -259,9 +266,8 @@ HierarchicalCommunicator::Create(Rendezvous& rendezvous,
   // sync mode); SHOAL_COLL_HIER_SYNC=0 keeps them on gloo's event loop, for
   // comparison. Every rank of a column decides alike.
   GlooCommOptions column_options = o.gloo;
-  const char* sync = std::getenv("SHOAL_COLL_HIER_SYNC");
   column_options.sync_exchange =
-      (sync == nullptr || std::string(sync) != "0") &&
+      sync_mode &&
       (!o.small_through_leaders || c->local_ == 0 || o.exchange_bytes > 0);
   SHOAL_ASSIGN_OR_RETURN(c->column_,
                          GlooCommunicator::Create(
@@ -372,9 +378,12 @@ absl::Status HierarchicalCommunicator::AllReduce(const void* in, void* out,
     SHOAL_RETURN_IF_ERROR(
         Shm(shm_->Broadcast(out, out, count, dtype, 0, Left(deadline))));
   } else {
+    column_times_.Start();
     uint8_t* mine = Bytes(out) + local_ * slice * es;
+    column_times_.Lap(0);
     SHOAL_RETURN_IF_ERROR(Shm(
         shm_->ReduceScatter(in, mine, slice, dtype, combine, Left(deadline))));
+    column_times_.Lap(1);
     if (static_cast<uint64_t>(count) * es <= o_.exchange_bytes) {
       SHOAL_RETURN_IF_ERROR(Net(column_->ExchangeAllReduce(
           mine, mine, slice, dtype, combine, Left(deadline))));
@@ -382,8 +391,10 @@ absl::Status HierarchicalCommunicator::AllReduce(const void* in, void* out,
       SHOAL_RETURN_IF_ERROR(Net(column_->AllReduce(mine, mine, slice, dtype,
                                                    combine, Left(deadline))));
     }
+    column_times_.Lap(2);
     SHOAL_RETURN_IF_ERROR(
         Shm(shm_->AllGather(mine, out, slice, dtype, Left(deadline))));
+    column_times_.Lap(3);
     // The last count % L elements: a tiny all_reduce of their own (in place,
     // they are still this rank's input).
     const int64_t done = slice * local_size_;

@@ -8,8 +8,9 @@
 // all_reduce:
 //   1. reduce_scatter within the node (shm): local rank k holds the node's
 //      sum of slice k (1/L of the buffer);
-//   2. all_reduce of slice k within column k (gloo ring between nodes): all L
-//      local ranks use the network at once, each with 1/L of the bytes;
+//   2. all_reduce of slice k within column k (between nodes: on 2 nodes the
+//      sync-mode exchange, else gloo's ring): all L local ranks use the
+//      network at once, each with 1/L of the bytes;
 //   3. all_gather within the node (shm).
 // Small all_reduce (≤ small_bytes): shm reduce to the node leader (local
 // rank 0), one exchange among the leaders (each sends its node's sum to the
@@ -90,11 +91,14 @@ struct HierarchicalOptions {
   // step between nodes as the sync-mode exchange (each column rank sends its
   // slice to its peer and reduces both, a chunk at a time, on its own
   // thread) instead of gloo's ring through gloo's event-loop thread: on 2
-  // nodes both move the same bytes. Default 2 MiB: on the shared 2-core
-  // machine the exchange measured faster than the ring at 256 KiB and
-  // 1 MiB, slower at 16 MiB, either at 4 MiB (docs/BENCHMARKS.md W3).
-  // SHOAL_COLL_HIER_EXCHANGE_BYTES sets it (0: always the ring).
-  uint64_t exchange_bytes = 2 << 20;
+  // nodes both move the same bytes. Default: no bound. Once the sync
+  // sockets' buffers were sized (GlooCommunicator::SizeSyncSockets), the
+  // exchange measured faster than the ring at 4, 16, 64 and 256 MiB too
+  // (docs/BENCHMARKS.md W3; before, the ring was faster from 16 MiB and
+  // the bound was 2 MiB). SHOAL_COLL_HIER_EXCHANGE_BYTES sets it (0: always
+  // the ring); without the sync mode (SHOAL_COLL_HIER_SYNC=0) it is at
+  // most 2 MiB.
+  uint64_t exchange_bytes = ~uint64_t{0};
 };
 
 class HierarchicalCommunicator : public HostCollectives {
@@ -193,6 +197,11 @@ class HierarchicalCommunicator : public HostCollectives {
   PhaseTimes small_times_{
       "small_allreduce",
       {"call_start", "shm_reduce", "exchange", "shm_broadcast"}};
+  // The columns' path (larger all_reduces): the shm reduce_scatter, the
+  // column's step between nodes, the shm all_gather.
+  PhaseTimes column_times_{
+      "column_allreduce",
+      {"call_start", "shm_reduce_scatter", "between_nodes", "shm_all_gather"}};
   std::thread watcher_;  // started last in Create, joined first
 };
 

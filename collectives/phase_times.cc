@@ -27,17 +27,18 @@ PhaseTimes::~PhaseTimes() {
   if (f == nullptr) return;  // a debugging aid: nothing to report to
   std::fprintf(f, "# %s (pid %d): per phase, us\n", label_.c_str(),
                static_cast<int>(getpid()));
-  std::fprintf(f, "%-16s %8s %9s %9s %9s %9s\n", "phase", "count", "p10", "p50",
-               "p90", "mean");
+  std::fprintf(f, "%-16s %8s %9s %9s %9s %9s %9s %9s\n", "phase", "count",
+               "p10", "p50", "p90", "p99", "max", "mean");
   for (size_t p = 0; p < phases_.size(); ++p) {
     std::vector<float> s = samples_[p];
     if (s.empty()) continue;
     std::sort(s.begin(), s.end());
     double sum = 0;
     for (float v : s) sum += v;
-    std::fprintf(f, "%-16s %8zu %9.1f %9.1f %9.1f %9.1f\n", phases_[p].c_str(),
-                 s.size(), s[s.size() / 10], s[s.size() / 2],
-                 s[s.size() * 9 / 10], sum / s.size());
+    std::fprintf(f, "%-16s %8zu %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f\n",
+                 phases_[p].c_str(), s.size(), s[s.size() / 10],
+                 s[s.size() / 2], s[s.size() * 9 / 10], s[s.size() * 99 / 100],
+                 s.back(), sum / s.size());
   }
   std::fclose(f);
 }

@@ -2,9 +2,9 @@
 // phase, for finding what a small call waits on. Off unless the environment
 // names a directory in SHOAL_COLL_TRACE; then every call's phases are
 // timed (clock_gettime(CLOCK_MONOTONIC), ~20 ns each) and the destructor
-// writes `<dir>/<label>.<pid>.txt`: per phase the count and the 10th, 50th
-// and 90th percentiles and the mean in microseconds. Disabled, each call
-// costs one predictable branch.
+// writes `<dir>/<label>.<pid>.txt`: per phase the count, the 10th, 50th, 90th
+// and 99th percentiles, the longest and the mean in microseconds. Disabled,
+// each call costs one predictable branch.
 //
 // Not thread-safe: one call at a time (as a communicator's collectives).
 #ifndef SHOAL_COLLECTIVES_PHASE_TIMES_H_
