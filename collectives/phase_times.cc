@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 
@@ -17,10 +18,23 @@ PhaseTimes::PhaseTimes(std::string label, std::vector<std::string> phases)
   dir_ = dir;
   samples_.resize(phases_.size());
   for (std::vector<float>& s : samples_) s.reserve(4096);
+  const char* raw = std::getenv("SHOAL_COLL_TRACE_RAW");
+  raw_ = raw != nullptr && std::string(raw) == "1";
 }
 
 PhaseTimes::~PhaseTimes() {
   if (!enabled() || samples_.empty() || samples_[0].empty()) return;
+  if (raw_) {
+    const std::string raw_path =
+        absl::StrCat(dir_, "/", label_, ".", getpid(), ".raw");
+    if (FILE* r = std::fopen(raw_path.c_str(), "w"); r != nullptr) {
+      for (const RawEvent& e : raw_events_) {
+        std::fprintf(r, "%lld %d %ld %ld\n", static_cast<long long>(e.ns),
+                     e.phase, e.nvcsw, e.nivcsw);
+      }
+      std::fclose(r);
+    }
+  }
   const std::string path =
       absl::StrCat(dir_, "/", label_, ".", getpid(), ".txt");
   FILE* f = std::fopen(path.c_str(), "w");

@@ -10,6 +10,7 @@
 #ifndef SHOAL_COLLECTIVES_PHASE_TIMES_H_
 #define SHOAL_COLLECTIVES_PHASE_TIMES_H_
 
+#include <sys/resource.h>
 #include <time.h>
 
 #include <cstdint>
@@ -39,11 +40,28 @@ class PhaseTimes {
     if (samples_[phase].size() < kMaxSamples) {
       samples_[phase].push_back(static_cast<float>(now - last_ns_) * 1e-3f);
     }
+    if (raw_ && raw_events_.size() < kMaxSamples) {
+      rusage ru;
+      getrusage(RUSAGE_THREAD, &ru);
+      raw_events_.push_back(RawEvent{now, phase, ru.ru_nvcsw, ru.ru_nivcsw});
+    }
     last_ns_ = now;
   }
 
  private:
   static constexpr size_t kMaxSamples = 1 << 20;
+  // SHOAL_COLL_TRACE_RAW=1 (with SHOAL_COLL_TRACE): every lap's end time
+  // (CLOCK_MONOTONIC, comparable across the processes of one machine, also
+  // across network namespaces) and the thread's voluntary and involuntary
+  // context switches so far, written to `<label>.<pid>.raw`: to line up one
+  // slow call across ranks and tell a preemption from a sleep.
+  struct RawEvent {
+    int64_t ns;
+    int phase;
+    long nvcsw, nivcsw;
+  };
+  bool raw_ = false;
+  std::vector<RawEvent> raw_events_;
   static int64_t NowNs() {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
