@@ -123,6 +123,21 @@ class GlooCommunicator : public HostCollectives {
   absl::Status ExchangeAllReduce(const void* in, void* out, int64_t count,
                                  DType dtype, ReduceOp op,
                                  absl::Duration timeout);
+  // The sync-mode exchange as a pipeline stage (2 nodes' columns, see
+  // HierarchicalCommunicator::AllReduce): `pieces` pieces, piece k of
+  // min(piece, count − k·piece) elements at `base` + k·stride elements.
+  // `ready(k)` runs before piece k is sent (it makes piece k's input), and
+  // `done(k)` after piece k is reduced in place; between them the network
+  // carries the piece while the caller's next ready() works. Their first
+  // error ends the call and is returned as is (no gloo failure: the caller
+  // aborts). REQUIRES: the communicator has the sync exchange
+  // (has_sync_exchange), piece·element ≤ kSyncChunkBytes, `op` not kAvg.
+  absl::Status PipelinedExchange(void* base, int64_t count, int64_t piece,
+                                 int64_t stride, DType dtype, ReduceOp op,
+                                 absl::Duration timeout,
+                                 absl::FunctionRef<absl::Status(int64_t)> ready,
+                                 absl::FunctionRef<absl::Status(int64_t)> done);
+  bool has_sync_exchange() const { return sync_context_ != nullptr; }
   // The chunk the sync-mode exchange moves at a time. A rank writes at
   // most two chunks to a peer ahead of reading the peer's: 256 KiB fits in
   // what the socket holds without the peer reading (gloo sizes a socket's
@@ -180,6 +195,15 @@ class GlooCommunicator : public HostCollectives {
   absl::Status SyncExchange(const void* in, void* out, int64_t count,
                             DType dtype, ReduceOp combine,
                             std::chrono::milliseconds t);
+  // SyncExchange's loop: chunk k of min(piece, count − k·piece) elements
+  // is read at `src` + k·stride and reduced into `dst` + k·stride
+  // (elements); ready(k) runs before chunk k is sent, done(k) after it is
+  // reduced.
+  absl::Status SyncChunks(const uint8_t* src, uint8_t* dst, int64_t count,
+                          int64_t piece, int64_t stride, DType dtype,
+                          ReduceOp combine, std::chrono::milliseconds t,
+                          absl::FunctionRef<absl::Status(int64_t)> ready,
+                          absl::FunctionRef<absl::Status(int64_t)> done);
   // Connects the sync-mode context and its buffers (in Create; throws).
   void CreateSyncExchange(gloo::rendezvous::Store& store);
   // Sets the sync sockets' SO_RCVBUF (`receive`) or SO_SNDBUF to
@@ -265,6 +289,9 @@ class GlooCommunicator : public HostCollectives {
   // ExchangeAllReduce's phases (SHOAL_COLL_TRACE).
   PhaseTimes exchange_times_{
       "exchange", {"copy+send", "wait_recv", "wait_send", "reduce+post"}};
+  // The sync-mode exchange's steps per chunk (SHOAL_COLL_TRACE).
+  PhaseTimes sync_chunk_times_{"sync_chunk",
+                               {"send_next", "wait_recv", "reduce"}};
   // The watcher thread (StartWatching), stopped by the destructor.
   CondVar watch_cv_;
   bool stop_watching_ ABSL_GUARDED_BY(mu_) = false;

@@ -137,21 +137,58 @@ absl::Status GlooCommunicator::SyncExchange(const void* in, void* out,
                                             int64_t count, DType dtype,
                                             ReduceOp combine,
                                             std::chrono::milliseconds t) {
-  const int64_t elem = DTypeSize(dtype);
-  const int64_t chunk = static_cast<int64_t>(kSyncChunkBytes) / elem;
-  const int64_t chunks = (count + chunk - 1) / chunk;
-  const auto* src = static_cast<const uint8_t*>(in);
-  auto* dst = static_cast<uint8_t*>(out);
+  const int64_t chunk =
+      static_cast<int64_t>(kSyncChunkBytes) / DTypeSize(dtype);
+  auto none = [](int64_t) { return absl::OkStatus(); };
   exchange_times_.Start();
-  SetSyncTimeouts(t);
   exchange_times_.Lap(0);
-  // Stages chunk k (`out` may be `in`, and a send must not see the
+  absl::Status s =
+      SyncChunks(static_cast<const uint8_t*>(in), static_cast<uint8_t*>(out),
+                 count, chunk, chunk, dtype, combine, t, none, none);
+  exchange_times_.Lap(1);
+  exchange_times_.Lap(2);
+  exchange_times_.Lap(3);
+  return s;
+}
+
+absl::Status GlooCommunicator::PipelinedExchange(
+    void* base, int64_t count, int64_t piece, int64_t stride, DType dtype,
+    ReduceOp op, absl::Duration timeout,
+    absl::FunctionRef<absl::Status(int64_t)> ready,
+    absl::FunctionRef<absl::Status(int64_t)> done) {
+  SHOAL_RETURN_IF_ERROR(CheckArgs("all_reduce", count, dtype, true));
+  if (sync_context_ == nullptr || op == ReduceOp::kAvg || piece <= 0 ||
+      static_cast<uint64_t>(piece * DTypeSize(dtype)) > kSyncChunkBytes) {
+    return absl::InvalidArgumentError(
+        "pipelined exchange: needs the sync exchange, a piece of at most "
+        "one chunk and a reduction other than avg");
+  }
+  if (count == 0) return Usable();
+  absl::Status reduced;
+  SHOAL_RETURN_IF_ERROR(
+      Guarded("all_reduce", timeout, [&](std::chrono::milliseconds t) {
+        auto* p = static_cast<uint8_t*>(base);
+        reduced =
+            SyncChunks(p, p, count, piece, stride, dtype, op, t, ready, done);
+      }));
+  return reduced;
+}
+
+absl::Status GlooCommunicator::SyncChunks(
+    const uint8_t* src, uint8_t* dst, int64_t count, int64_t piece,
+    int64_t stride, DType dtype, ReduceOp combine, std::chrono::milliseconds t,
+    absl::FunctionRef<absl::Status(int64_t)> ready,
+    absl::FunctionRef<absl::Status(int64_t)> done) {
+  const int64_t elem = DTypeSize(dtype);
+  const int64_t chunks = (count + piece - 1) / piece;
+  SetSyncTimeouts(t);
+  // Stages chunk k (`dst` may be `src`, and a send must not see the
   // reduction) in this rank's staging of parity k % 2 and writes it to
   // every peer.
   auto send_chunk = [&](int64_t k) {
-    const int64_t n = std::min(chunk, count - k * chunk);
+    const int64_t n = std::min(piece, count - k * piece);
     const size_t nbytes = static_cast<size_t>(n * elem);
-    std::memcpy(SyncStaging(k % 2), src + k * chunk * elem, nbytes);
+    std::memcpy(SyncStaging(k % 2), src + k * stride * elem, nbytes);
     for (int peer = 0; peer < world_; ++peer) {
       if (peer == rank_) continue;
       sync_send_[2 * peer + k % 2]->send(0, nbytes, 0);
@@ -173,24 +210,30 @@ absl::Status GlooCommunicator::SyncExchange(const void* in, void* out,
   // socket until this rank reads it. Every rank reduces the same chunks in
   // rank order: the same bits everywhere.
   std::vector<const void*> inputs(world_);
+  SHOAL_RETURN_IF_ERROR(ready(0));
   send_chunk(0);
   for (int64_t k = 0; k < chunks; ++k) {
-    if (k + 1 < chunks) send_chunk(k + 1);
+    sync_chunk_times_.Start();
+    if (k + 1 < chunks) {
+      SHOAL_RETURN_IF_ERROR(ready(k + 1));
+      send_chunk(k + 1);
+    }
+    sync_chunk_times_.Lap(0);
     for (int peer = 0; peer < world_; ++peer) {
       if (peer != rank_) sync_recv_[peer]->waitRecv();
     }
+    sync_chunk_times_.Lap(1);
     for (int r = 0; r < world_; ++r) {
       inputs[r] = r == rank_ ? SyncStaging(k % 2)
                              : sync_recv_storage_.data() +
                                    static_cast<size_t>(r) * kSyncChunkBytes;
     }
-    const int64_t n = std::min(chunk, count - k * chunk);
+    const int64_t n = std::min(piece, count - k * piece);
     SHOAL_RETURN_IF_ERROR(ReduceN(dtype, combine, inputs.data(), world_,
-                                  dst + k * chunk * elem, n, 1));
+                                  dst + k * stride * elem, n, 1));
+    sync_chunk_times_.Lap(2);
+    SHOAL_RETURN_IF_ERROR(done(k));
   }
-  exchange_times_.Lap(1);
-  exchange_times_.Lap(2);
-  exchange_times_.Lap(3);
   return absl::OkStatus();
 }
 

@@ -204,6 +204,12 @@ HierarchicalCommunicator::Create(Rendezvous& rendezvous,
         absl::StrCat("SHOAL_COLL_HIER_EXCHANGE_BYTES=", exchange_bytes,
                      ": expected a number of bytes"));
   }
+  const char* piece = std::getenv("SHOAL_COLL_HIER_PIECE_BYTES");
+  if (piece != nullptr && *piece != '\0' &&
+      !absl::SimpleAtoi(piece, &o.pipeline_piece_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SHOAL_COLL_HIER_PIECE_BYTES=", piece, ": expected a number of bytes"));
+  }
   const char* small_bytes = std::getenv("SHOAL_COLL_HIER_SMALL_BYTES");
   if (small_bytes != nullptr && *small_bytes != '\0' &&
       !absl::SimpleAtoi(small_bytes, &o.small_bytes)) {
@@ -377,6 +383,10 @@ absl::Status HierarchicalCommunicator::AllReduce(const void* in, void* out,
     }
     SHOAL_RETURN_IF_ERROR(
         Shm(shm_->Broadcast(out, out, count, dtype, 0, Left(deadline))));
+  } else if (o_.pipeline_piece_bytes > 0 && column_->has_sync_exchange() &&
+             static_cast<uint64_t>(count) * es <= o_.exchange_bytes) {
+    SHOAL_RETURN_IF_ERROR(
+        PipelinedColumns(in, out, count, dtype, combine, deadline));
   } else {
     column_times_.Start();
     uint8_t* mine = Bytes(out) + local_ * slice * es;

@@ -99,6 +99,13 @@ struct HierarchicalOptions {
   // the ring); without the sync mode (SHOAL_COLL_HIER_SYNC=0) it is at
   // most 2 MiB.
   uint64_t exchange_bytes = ~uint64_t{0};
+  // On 2 nodes with the sync exchange, the columns' path as a pipeline of
+  // pieces (PipelinedColumns): the bytes of one rank's part of a piece, at
+  // most GlooCommunicator::kSyncChunkBytes; 0: the three phases one after
+  // the other over the whole buffer. 32 KiB measured best of 16/32/64/128
+  // KiB at 256 KiB-4 MiB across 2 x 2 ranks (docs/collectives.md).
+  // SHOAL_COLL_HIER_PIECE_BYTES sets it.
+  uint64_t pipeline_piece_bytes = 32 << 10;
 };
 
 class HierarchicalCommunicator : public HostCollectives {
@@ -168,6 +175,10 @@ class HierarchicalCommunicator : public HostCollectives {
   // The rest of a call's time, at least 1 ms.
   static absl::Duration Left(absl::Time deadline);
   absl::Time DeadlineFor(absl::Duration timeout) const;
+  // The columns' path on 2 nodes as a pipeline of pieces (AllReduce).
+  absl::Status PipelinedColumns(const void* in, void* out, int64_t count,
+                                DType dtype, ReduceOp combine,
+                                absl::Time deadline);
   // The reduction every step runs (kAvg: kSum, divided at the end).
   static ReduceOp Combine(ReduceOp op);
 

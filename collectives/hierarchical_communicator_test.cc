@@ -37,7 +37,8 @@ struct RankComms {
 void RunRanks(const std::vector<int>& node_of,
               const std::function<void(int, RankComms&)>& body,
               absl::Duration timeout = absl::Seconds(30),
-              bool small_through_leaders = true) {
+              bool small_through_leaders = true,
+              uint64_t pipeline_piece_bytes = 0) {
   static int serial = 0;
   const std::string name = absl::StrCat("t", getpid(), "-", serial++);
   InMemoryRendezvous rendezvous;
@@ -61,6 +62,7 @@ void RunRanks(const std::vector<int>& node_of,
       ho.gloo = go;
       ho.small_bytes = 256;
       ho.small_through_leaders = small_through_leaders;
+      ho.pipeline_piece_bytes = pipeline_piece_bytes;
       auto hier = HierarchicalCommunicator::Create(rendezvous, name, r,
                                                    comms.flat.get(), ho);
       ASSERT_TRUE(hier.ok()) << hier.status();
@@ -198,6 +200,17 @@ TEST(HierarchicalCommunicatorTest, TwoNodesOfTwoRanksSmallThroughColumns) {
   RunRanks(
       {0, 0, 1, 1}, [](int, RankComms& c) { CheckEveryOp(*c.hier, 4); },
       absl::Seconds(30), /*small_through_leaders=*/false);
+}
+
+// The columns' pipeline in pieces of 1000 bytes per rank: several full
+// pieces and a shorter last one (5003 elements), only a short one (1001),
+// and an odd element left over (count % 2), every op and dtype, in and out
+// of place, against the references.
+TEST(HierarchicalCommunicatorTest, TwoNodesOfTwoRanksPipelined) {
+  RunRanks(
+      {0, 0, 1, 1}, [](int, RankComms& c) { CheckEveryOp(*c.hier, 4); },
+      absl::Seconds(30), /*small_through_leaders=*/true,
+      /*pipeline_piece_bytes=*/1000);
 }
 
 TEST(HierarchicalCommunicatorTest, ThreeNodesOfOneRank) {
@@ -432,7 +445,9 @@ TEST(GlooCommunicatorTest, ALostConnectionUnderARunningCallIsSeen) {
 // A rank that fails makes the others — on its node through shm, on the other
 // node through closed gloo connections — fail at once, not at their 20 s
 // timeout; every later call is refused.
-TEST(HierarchicalCommunicatorTest, AFailureReachesEveryRankAtOnce) {
+class FailureTest : public ::testing::TestWithParam<uint64_t> {};
+
+TEST_P(FailureTest, AFailureReachesEveryRankAtOnce) {
   std::vector<absl::Status> got(4);
   std::vector<absl::Duration> took(4);
   RunRanks(
@@ -452,13 +467,17 @@ TEST(HierarchicalCommunicatorTest, AFailureReachesEveryRankAtOnce) {
         absl::Status again = c.hier->Barrier(absl::ZeroDuration());
         EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition) << again;
       },
-      absl::Seconds(20));
+      absl::Seconds(20), /*small_through_leaders=*/true, GetParam());
   EXPECT_FALSE(got[3].ok());
   for (int r = 0; r < 3; ++r) {
     EXPECT_FALSE(got[r].ok()) << r;
     EXPECT_LT(took[r], absl::Seconds(10)) << r << ": " << got[r];
   }
 }
+
+// Unpipelined, and the pipeline in pieces of 16 KiB per rank.
+INSTANTIATE_TEST_SUITE_P(HierarchicalCommunicatorTest, FailureTest,
+                         ::testing::Values(0, 16 << 10));
 
 }  // namespace
 }  // namespace shoal::collectives
