@@ -144,10 +144,6 @@ absl::Status Coordinator::Impl::StartTaskTable() {
     int64_t n = 0;
     if (absl::SimpleAtoi(us, &n) && n >= 0) spin_for_ = absl::Microseconds(n);
   }
-  if (const char* h = std::getenv("SHOAL_COORDINATOR_HOLD_IDS");
-      h != nullptr && std::string(h) == "0") {
-    hold_ids_ = false;
-  }
   watcher_ = std::thread([this] { RunWatcher(); });
   return absl::OkStatus();
 }

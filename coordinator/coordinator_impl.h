@@ -237,8 +237,6 @@ class Coordinator::Impl {
   // released, an unfinished one is released in the table; then ForgetTask.
   void DropTask(uint64_t id);
   void DrainBackend();
-  // Sends the held task-id replies (held_ids_), in the order they were held.
-  void FlushHeldIds();
   // Finds the watched tasks that finished since the last call (the ring
   // count of our task client says how many to look for) and answers their
   // pushes and waits. REQUIRES: called when completion_ fired.
@@ -351,20 +349,6 @@ class Coordinator::Impl {
   static constexpr size_t kSpinWatchedAtMost = 4;
   // Default 30 µs; SHOAL_COORDINATOR_SPIN_US sets it (0: no spin; A/B runs).
   absl::Duration spin_for_ = absl::Microseconds(30);
-  // The task-id replies (push_ids) of pushed submits made while the loop
-  // spins for them, held through that spin: a task that finishes in it has
-  // its ids and its result sent back to back, so the client's I/O thread
-  // gets both in one read and its caller wakes once, not twice. Sent before
-  // any pushed result and before the loop sleeps (FlushHeldIds), so ids
-  // still come first and at most spin_for_ late. SHOAL_COORDINATOR_HOLD_IDS=0
-  // sends them at once (A/B runs).
-  struct HeldIds {
-    Peer peer;
-    uint64_t request_id = 0;
-    ipc::SubmitReply reply;
-  };
-  std::vector<HeldIds> held_ids_;
-  bool hold_ids_ = true;
 
   std::unique_ptr<Supervisor> supervisor_;
   std::vector<int32_t> worker_slot_;  // task-table slot per worker, -1 if none

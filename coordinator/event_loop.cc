@@ -71,9 +71,6 @@ absl::StatusOr<bool> Coordinator::Impl::PollOnce(PollSet* ps, absl::Time now,
       if (!completed) sched_yield();
     }
   }
-  // Held task ids go now unless a completion (OnCompletions, which sends
-  // them before its results) comes first: the poll below may sleep.
-  if (!completed) FlushHeldIds();
   // Without the watcher (few tasks watched) the loop arms the eventfd:
   // a completion after this either shows in the ring count or is written.
   const bool direct = gather_mode_.load() == 0;

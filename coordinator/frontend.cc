@@ -171,17 +171,12 @@ std::optional<ipc::Message> Coordinator::Impl::OnSubmit(
   }
   // Each result is pushed when its task finishes (OnCompletions), a
   // WaitReply with this request's id; with push_ids (1.2) the ids go first
-  // (this reply, or its held copy, is sent before OnCompletions pushes).
+  // (this reply is sent before OnCompletions can push a result).
   auto push = std::make_shared<const PushTarget>(PushTarget{peer, request_id});
   for (uint64_t id : ids) Watch(id, push, 0);
-  spin_for_push_ =
-      watched_.size() <= kSpinWatchedAtMost && spin_for_ > absl::ZeroDuration();
-  if (!m.push_ids) return std::nullopt;
-  if (spin_for_push_ && hold_ids_) {
-    held_ids_.push_back(HeldIds{peer, request_id, {std::move(ids)}});
-    return std::nullopt;
-  }
-  return ipc::SubmitReply{std::move(ids)};
+  spin_for_push_ = watched_.size() <= kSpinWatchedAtMost;
+  if (m.push_ids) return ipc::SubmitReply{std::move(ids)};
+  return std::nullopt;
 }
 
 absl::Status Coordinator::Impl::CheckOwner(const Peer& peer,

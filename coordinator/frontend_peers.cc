@@ -9,7 +9,6 @@
 // it reads; one that stays over for options_.slow_client_grace is dropped.
 #include <zmq.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <string>
 #include <utility>
@@ -429,11 +428,6 @@ void Coordinator::Impl::EndSession(PeerState& state) {
   state.parked.clear();
   state.over_since.reset();
   const std::string key = state.peer.key();
-  // Its held task ids go nowhere: its tasks are released below.
-  held_ids_.erase(
-      std::remove_if(held_ids_.begin(), held_ids_.end(),
-                     [&](const HeldIds& h) { return h.peer.key() == key; }),
-      held_ids_.end());
   for (auto w = waits_.begin(); w != waits_.end();) {
     if (w->second.peer.key() != key) {
       ++w;

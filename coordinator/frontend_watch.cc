@@ -87,15 +87,7 @@ void Coordinator::Impl::FinishWait(uint64_t serial) {
   if (reply) Reply(wait.peer, wait.request_id, *std::move(reply));
 }
 
-void Coordinator::Impl::FlushHeldIds() {
-  std::vector<HeldIds> held;
-  held.swap(held_ids_);
-  for (HeldIds& h : held) Reply(h.peer, h.request_id, std::move(h.reply));
-}
-
 void Coordinator::Impl::OnCompletions() {
-  // Task ids held for the spin go before any result (the protocol's order).
-  FlushHeldIds();
   const uint32_t rings = table_->ClientRings(own_client_);
   const uint32_t rung = rings - rings_seen_;
   rings_seen_ = rings;

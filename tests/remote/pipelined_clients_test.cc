@@ -7,9 +7,7 @@
 // - a full window makes SubmitAsync give ResourceExhausted, not queue;
 // - protocol 1.2: SubmitAsync calls are coalesced into batched requests
 //   (push_ids: the ids come first), a refused task fails only itself, and a
-//   pushed task can be cancelled by its handle before its result;
-// - a sync client's one-task submit gets its ids first even when the
-//   frontend holds them for its spin, and at once for a slow task.
+//   pushed task can be cancelled by its handle before its result.
 
 #include <memory>
 #include <set>
@@ -18,8 +16,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
-#include "base/status_macros.h"
 #include "coordinator/client.h"
 #include "coordinator/client_pipeline.h"
 #include "coordinator/discovery.h"
@@ -252,80 +248,6 @@ TEST_F(PipelinedClientsTest, WithPushIdsTheIdsComeFirstThenEachResultOnce) {
   }
   EXPECT_EQ(result_ids, std::multiset<uint64_t>(ids.begin(), ids.end()));
   EXPECT_EQ(values, (std::multiset<int64_t>{1, 2, 3, 4, 5}));
-}
-
-// A one-task pushed submit with push_ids, as a sync client sends it: the
-// frontend may hold the ids while it spins for the result (to send both
-// back to back), but the ids still come first, and a task that does not
-// finish in that spin has its ids sent at once, so it can be cancelled.
-TEST_F(PipelinedClientsTest, HeldIdsStillComeFirstAndBeforeASlowResult) {
-  absl::StatusOr<ipc::Socket> dealer = RawDealer();
-  ASSERT_TRUE(dealer.ok()) << dealer.status();
-  auto next = [&](uint64_t request_id) -> absl::StatusOr<ipc::Message> {
-    std::vector<std::string> frames;
-    SHOAL_RETURN_IF_ERROR(dealer->Recv(&frames, absl::Seconds(30)));
-    if (frames.size() != 1) return absl::InternalError("frames");
-    ipc::DecodeResult d = ipc::Decode(frames[0]);
-    SHOAL_RETURN_IF_ERROR(d.envelope.status());
-    if (d.envelope->request_id != request_id)
-      return absl::InternalError(absl::StrCat("reply to ", request_id));
-    return std::move(d.envelope->body);
-  };
-  for (int i = 0; i < 200; ++i) {
-    ipc::SubmitRequest one;
-    one.tasks = {Echo(i)};
-    one.push = true;
-    one.push_ids = true;
-    const uint64_t rid = 100 + i;
-    absl::StatusOr<std::string> frame = ipc::Encode(rid, one);
-    ASSERT_TRUE(frame.ok());
-    ASSERT_TRUE(dealer->Send(*frame).ok());
-    absl::StatusOr<ipc::Message> first = next(rid);
-    ASSERT_TRUE(first.ok()) << first.status();
-    const auto* ids = std::get_if<ipc::SubmitReply>(&*first);
-    ASSERT_NE(ids, nullptr)
-        << "task " << i << ": first came " << ipc::MessageName(*first);
-    ASSERT_EQ(ids->task_ids.size(), 1u);
-    absl::StatusOr<ipc::Message> second = next(rid);
-    ASSERT_TRUE(second.ok()) << second.status();
-    const auto* w = std::get_if<ipc::WaitReply>(&*second);
-    ASSERT_NE(w, nullptr) << "got " << ipc::MessageName(*second);
-    ASSERT_EQ(w->results.size(), 1u);
-    EXPECT_EQ(w->results[0].task_id, ids->task_ids[0]);
-    EXPECT_EQ(std::get<int64_t>(w->results[0].outputs[0]), i);
-  }
-  // A 5 s task: its ids come long before its result, and cancel it.
-  ipc::SubmitRequest slow;
-  ipc::TaskSpec sleep;
-  sleep.function = "sleep";
-  sleep.args = {5.0};
-  slow.tasks = {sleep};
-  slow.push = true;
-  slow.push_ids = true;
-  absl::StatusOr<std::string> frame = ipc::Encode(7, slow);
-  ASSERT_TRUE(frame.ok());
-  const absl::Time sent = absl::Now();
-  ASSERT_TRUE(dealer->Send(*frame).ok());
-  absl::StatusOr<ipc::Message> first = next(7);
-  ASSERT_TRUE(first.ok()) << first.status();
-  const auto* ids = std::get_if<ipc::SubmitReply>(&*first);
-  ASSERT_NE(ids, nullptr) << "first came " << ipc::MessageName(*first);
-  EXPECT_LT(absl::Now() - sent, absl::Seconds(2))
-      << "the ids waited for the task";
-  frame = ipc::Encode(8, ipc::CancelRequest{ids->task_ids});
-  ASSERT_TRUE(frame.ok());
-  ASSERT_TRUE(dealer->Send(*frame).ok());
-  absl::StatusOr<ipc::Message> ok = next(8);
-  ASSERT_TRUE(ok.ok()) << ok.status();
-  ASSERT_TRUE(std::holds_alternative<ipc::OkReply>(*ok))
-      << ipc::MessageName(*ok);
-  absl::StatusOr<ipc::Message> result = next(7);
-  ASSERT_TRUE(result.ok()) << result.status();
-  const auto* w = std::get_if<ipc::WaitReply>(&*result);
-  ASSERT_NE(w, nullptr) << "got " << ipc::MessageName(*result);
-  ASSERT_EQ(w->results.size(), 1u);
-  EXPECT_EQ(w->results[0].status.code(), absl::StatusCode::kCancelled)
-      << w->results[0].status;
 }
 
 TEST_F(PipelinedClientsTest, SubmitAsyncCallsGoOutInBatchedRequests) {
