@@ -98,8 +98,9 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
   }
 
   // The common small call in one step (python/shoal/_client.py
-  // _submit_plain): `function` + "!" with the call envelope's pickle
-  // (PickleSmallCall) as its one argument. Returns as Submit, or None when
+  // _submit_plain): `function` (the caller's name for an envelope call,
+  // ending in "!") with the call envelope's pickle (PickleSmallCall) as its
+  // one argument. Returns as Submit, or None when
   // the arguments are not that case (the Python pickler is used then).
   py::object SubmitSmallCall(const std::string& function, py::handle fn_bytes,
                              py::handle args, const std::string& python_path,
@@ -107,8 +108,8 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
                              int gpus) ABSL_LOCKS_EXCLUDED(mu_) {
     std::optional<std::string> envelope = PickleSmallCall(fn_bytes, args);
     if (!envelope.has_value()) return py::none();
-    ipc::TaskSpec spec = Spec(absl::StrCat(function, "!"), python_path,
-                              timeout_s, max_retries, cpus, gpus);
+    ipc::TaskSpec spec =
+        Spec(function, python_path, timeout_s, max_retries, cpus, gpus);
     spec.args.push_back(BytesValue{*std::move(envelope)});
     return SubmitSpec(std::move(spec), py::none());
   }

@@ -300,8 +300,9 @@ class Client(Collector):
         # The common small call: its pickle written by the extension, and
         # submitted, in one step; None when an argument is not a plain
         # value or an exact dict, list or tuple of them.
+        envelope_name = name + "!"  # the worker's mark of a pickled call
         done = self._handle.submit_small_call(
-            name, fn_bytes, args, path, timeout, retries, cpus, gpus)
+            envelope_name, fn_bytes, args, path, timeout, retries, cpus, gpus)
         if done is not None:
             return Future(self, done[0], _keep_also(done[1], fn_keep))
         values = _small_call(fn_bytes, args)
@@ -312,7 +313,7 @@ class Client(Collector):
             except Exception:  # noqa: BLE001 (the general path names it)
                 return None
         task_id, keep = self._handle.submit(
-            name + "!", values, path, timeout, retries, cpus, gpus)
+            envelope_name, values, path, timeout, retries, cpus, gpus)
         return Future(self, task_id, _keep_also(keep, fn_keep))
 
     def _submit_now(self, fn, args, kwargs, opts):
