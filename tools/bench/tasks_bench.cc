@@ -8,12 +8,15 @@
 // multiprocessing.Pool with 2 processes (apply_async and apply), and the
 // wire's limit: a raw ZeroMQ DEALER/ROUTER echo on TCP loopback, with CURVE
 // (the frontend's TCP transport) and plain (tasks_bench_zmq.h), and the
-// CURVE echo again with its ROUTER in another process.
+// CURVE echo again with its ROUTER in another process; and, while the node is
+// up, the remote pushed sync task and both CURVE echoes timed interleaved
+// (tasks_bench_sync.h), which gives issue 15's goal line.
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <functional>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -25,6 +28,7 @@
 #include "tools/bench/bench_util.h"
 #include "tools/bench/tasks_bench_clients.h"
 #include "tools/bench/tasks_bench_pipelined.h"
+#include "tools/bench/tasks_bench_sync.h"
 #include "tools/bench/tasks_bench_zmq.h"
 #include "tools/cli/args.h"
 
@@ -220,26 +224,11 @@ absl::Status MeasureWire(bool curve, int n_async, int n_sync, int window,
 // stays the wire's limit; this one shows what the process boundary adds.
 absl::Status MeasureWireAcrossProcesses(int n_async, int n_sync, int window,
                                         std::vector<Row>* rows) {
-  SubprocessOptions so;
-  so.pipe_stdout = true;
-  so.parent_death_signal = SIGTERM;
-  SHOAL_ASSIGN_OR_RETURN(
-      Subprocess echo,
-      Subprocess::Start(
-          {SelfExePath(), "bench", "tasks", "--zmq-echo-server", "curve"}, so));
-  absl::StatusOr<ZmqRoundTrip> z = [&]() -> absl::StatusOr<ZmqRoundTrip> {
-    SHOAL_ASSIGN_OR_RETURN(std::string line, echo.ReadLine(absl::Seconds(30)));
-    std::vector<std::string> w = absl::StrSplit(line, ' ');
-    if (w.size() != 4) {
-      return absl::InternalError(
-          absl::StrCat("the echo process wrote '", line, "'"));
-    }
-    return MeasureZmqRoundTripTo(w[0], w[1], ipc::CurveKeyPair{w[2], w[3]},
-                                 n_async, n_sync, window,
-                                 /*payload_bytes=*/64);
-  }();
-  echo.Signal(SIGTERM);
-  (void)echo.Wait(absl::Seconds(10));
+  SHOAL_ASSIGN_OR_RETURN(EchoProcess echo, StartEchoProcess());
+  absl::StatusOr<ZmqRoundTrip> z =
+      MeasureZmqRoundTripTo(echo.endpoint, echo.server_key, echo.client_keys,
+                            n_async, n_sync, window, /*payload_bytes=*/64);
+  StopEchoProcess(echo);
   if (!z.ok()) return z.status();
   AddWireRows("raw ZeroMQ tcp+CURVE, echo process", *z, n_async, n_sync, window,
               rows);
@@ -273,12 +262,37 @@ absl::Status MeasureClient(const std::string& job, bool force_remote,
   return absl::OkStatus();
 }
 
-// Starts a node of `workers` workers, measures the local path (and the remote
-// one, with `remote`) and stops the node.
-absl::StatusOr<std::vector<Row>> MeasureNode(int64_t workers, bool remote,
-                                             int n_async, int n_sync,
-                                             int window, int clients,
-                                             int per_client) {
+struct NodeBench {
+  int64_t workers = 2;
+  bool remote = true;
+  int n_async = 0;
+  int n_sync = 0;
+  int window = 0;
+  int clients = 0;
+  int per_client = 0;
+  int blocks = 0;  // the interleaved sync rows' blocks; 0: none
+};
+
+// The interleaved sync rows (tasks_bench_sync.h), while the node is up.
+void AddInterleavedRows(const InterleavedSync& m, std::vector<Row>* rows) {
+  for (const InterleavedLatency& l : m.systems) {
+    double total = 0;
+    for (double d : l.samples) total += d;
+    rows->push_back(Row{l.name, "sync, interleaved", l.samples.size() / total,
+                        l.p50_us, l.p99_us,
+                        static_cast<int64_t>(l.samples.size()), 0});
+  }
+}
+
+// Starts a node of `o.workers` workers, measures the local path (and the
+// remote one, with `o.remote`) and stops the node. The interleaved sync
+// measurement goes to `interleaved` (an error there is printed, not fatal).
+absl::StatusOr<std::vector<Row>> MeasureNode(
+    const NodeBench& o, std::optional<InterleavedSync>* interleaved) {
+  const int64_t workers = o.workers;
+  const bool remote = o.remote;
+  const int n_async = o.n_async, n_sync = o.n_sync, window = o.window;
+  const int clients = o.clients, per_client = o.per_client;
   const std::string job = absl::StrCat("bench-tasks-", getpid());
   SubprocessOptions so;
   so.pipe_stdout = true;
@@ -293,6 +307,17 @@ absl::StatusOr<std::vector<Row>> MeasureNode(int64_t workers, bool remote,
   std::vector<Row> rows;
   absl::Status s = MeasureClient(job, false, n_async, n_sync, &rows);
   if (s.ok() && remote) s = MeasureClient(job, true, n_async, n_sync, &rows);
+  if (s.ok() && remote && o.blocks > 0) {
+    absl::StatusOr<InterleavedSync> m =
+        MeasureSyncInterleaved(job, n_sync, o.blocks);
+    if (m.ok()) {
+      AddInterleavedRows(*m, &rows);
+      *interleaved = *std::move(m);
+    } else {
+      std::fprintf(stderr, "interleaved sync rows skipped: %s\n",
+                   m.status().ToString().c_str());
+    }
+  }
   if (s.ok() && remote) {
     absl::StatusOr<PipelinedSubmit> p =
         MeasurePipelinedSubmit(job, n_async, window);
@@ -314,6 +339,55 @@ absl::StatusOr<std::vector<Row>> MeasureNode(int64_t workers, bool remote,
   (void)node->Wait(absl::Seconds(20));
   if (!s.ok()) return s;
   return rows;
+}
+
+// "a,b,c" of `r` (each times `scale`), with `digits` decimals.
+std::string Joined(const std::vector<double>& r, double scale = 1,
+                   int digits = 2) {
+  std::string out;
+  for (double x : r) {
+    absl::StrAppend(&out, out.empty() ? "" : ",",
+                    absl::StrFormat("%.*f", digits, x * scale));
+  }
+  return out;
+}
+
+// Issue 15's goal line: shoal's pushed sync p50 over the raw CURVE round
+// trip's, both from the interleaved measurement.
+void PrintGoal(const InterleavedSync& m, bool json) {
+  constexpr double kGoal = 1.3;
+  if (json) {
+    JsonRow j;
+    j.Add("workload", "W2")
+        .Add("system", "goal: shoal pushed sync p50 / raw CURVE p50")
+        .Add("mode", "sync, interleaved")
+        .Add("shoal_p50_us", m.systems[0].p50_us)
+        .Add("raw_in_process_p50_us", m.systems[1].p50_us)
+        .Add("raw_echo_process_p50_us", m.systems[2].p50_us)
+        .Add("ratio_in_process", m.ratio_in_process)
+        .Add("ratio_echo_process", m.ratio_echo_process)
+        .Add("block_ratios_in_process", Joined(m.block_ratios_in_process))
+        .Add("block_ratios_echo_process", Joined(m.block_ratios_echo_process))
+        .Add("shoal_block_p50_us", Joined(m.systems[0].block_p50, 1e6, 1))
+        .Add("raw_in_process_block_p50_us",
+             Joined(m.systems[1].block_p50, 1e6, 1))
+        .Add("raw_echo_process_block_p50_us",
+             Joined(m.systems[2].block_p50, 1e6, 1))
+        .Add("goal_met",
+             static_cast<int64_t>(m.ratio_in_process <= kGoal ? 1 : 0));
+    std::printf("%s\n", j.str().c_str());
+    return;
+  }
+  std::printf(
+      "# goal (issue 15), interleaved in %zu blocks: shoal pushed sync p50 "
+      "%.1f us / raw CURVE p50 %.1f us = %.2fx (goal <= %.1fx: %s); per "
+      "block %s\n"
+      "#   vs the CURVE echo process (p50 %.1f us): %.2fx; per block %s\n",
+      m.block_ratios_in_process.size(), m.systems[0].p50_us,
+      m.systems[1].p50_us, m.ratio_in_process, kGoal,
+      m.ratio_in_process <= kGoal ? "met" : "NOT met",
+      Joined(m.block_ratios_in_process).c_str(), m.systems[2].p50_us,
+      m.ratio_echo_process, Joined(m.block_ratios_echo_process).c_str());
 }
 
 // One JSON object per row, or a table under a header line.
@@ -378,13 +452,25 @@ int TasksBench(int argc, char** argv) {
             "remote clients at once in the many-clients row (0: none)");
   int64_t& per_client =
       p.Int("per-client", 10000, "echo tasks per client in that row");
+  int64_t& blocks =
+      p.Int("blocks", 10,
+            "blocks of the interleaved sync rows (shoal pushed sync and the "
+            "raw CURVE echoes, alternating while the node is up; the goal "
+            "line); 0: none");
   bool& json = p.Bool("json", false, "one JSON object per row");
   if (absl::Status s = p.Parse(argc, argv); !s.ok()) return cli::Fail(s);
 
-  absl::StatusOr<std::vector<Row>> rows =
-      MeasureNode(workers, remote, static_cast<int>(n_async),
-                  static_cast<int>(n_sync), static_cast<int>(window),
-                  static_cast<int>(clients), static_cast<int>(per_client));
+  NodeBench nb;
+  nb.workers = workers;
+  nb.remote = remote;
+  nb.n_async = static_cast<int>(n_async);
+  nb.n_sync = static_cast<int>(n_sync);
+  nb.window = static_cast<int>(window);
+  nb.clients = static_cast<int>(clients);
+  nb.per_client = static_cast<int>(per_client);
+  nb.blocks = wire && n_sync >= blocks ? static_cast<int>(blocks) : 0;
+  std::optional<InterleavedSync> interleaved;
+  absl::StatusOr<std::vector<Row>> rows = MeasureNode(nb, &interleaved);
   if (!rows.ok()) return cli::Fail(rows.status());
   if (wire) {
     for (bool curve : {true, false}) {
@@ -409,6 +495,7 @@ int TasksBench(int argc, char** argv) {
       rows->push_back(r);
   }
   PrintRows(*rows, json, workers);
+  if (interleaved) PrintGoal(*interleaved, json);
   return 0;
 }
 

@@ -88,36 +88,72 @@ absl::Status Measure(void* dealer, int n_async, int n_sync, int window,
 
 }  // namespace
 
-absl::StatusOr<ZmqRoundTrip> MeasureZmqRoundTrip(bool curve, int n_async,
-                                                 int n_sync, int window,
-                                                 int payload_bytes) {
-  std::unique_ptr<ipc::ZapAuthenticator> zap;
-  SHOAL_ASSIGN_OR_RETURN(ipc::Socket router, ipc::Socket::Create(ZMQ_ROUTER));
-  SHOAL_ASSIGN_OR_RETURN(ipc::Socket dealer, ipc::Socket::Create(ZMQ_DEALER));
+absl::StatusOr<std::unique_ptr<ZmqEcho>> ZmqEcho::InProcess(bool curve,
+                                                            int payload_bytes) {
+  std::unique_ptr<ZmqEcho> e(new ZmqEcho);
+  e->payload_.assign(payload_bytes, 'x');
+  SHOAL_ASSIGN_OR_RETURN(e->router_, ipc::Socket::Create(ZMQ_ROUTER));
+  SHOAL_ASSIGN_OR_RETURN(e->dealer_, ipc::Socket::Create(ZMQ_DEALER));
   if (curve) {
     SHOAL_ASSIGN_OR_RETURN(ipc::CurveKeyPair server_keys,
                            ipc::GenerateCurveKeyPair());
     SHOAL_ASSIGN_OR_RETURN(ipc::CurveKeyPair client_keys,
                            ipc::GenerateCurveKeyPair());
     SHOAL_ASSIGN_OR_RETURN(
-        zap, ipc::ZapAuthenticator::Start({client_keys.public_key}));
-    SHOAL_RETURN_IF_ERROR(ipc::ConfigureCurveServer(router, server_keys));
-    SHOAL_RETURN_IF_ERROR(
-        ipc::ConfigureCurveClient(dealer, server_keys.public_key, client_keys));
+        e->zap_, ipc::ZapAuthenticator::Start({client_keys.public_key}));
+    SHOAL_RETURN_IF_ERROR(ipc::ConfigureCurveServer(e->router_, server_keys));
+    SHOAL_RETURN_IF_ERROR(ipc::ConfigureCurveClient(
+        e->dealer_, server_keys.public_key, client_keys));
   }
-  SHOAL_RETURN_IF_ERROR(router.Bind("tcp://127.0.0.1:*"));
-  SHOAL_ASSIGN_OR_RETURN(std::string endpoint, router.LastEndpoint());
+  SHOAL_RETURN_IF_ERROR(e->router_.Bind("tcp://127.0.0.1:*"));
+  SHOAL_ASSIGN_OR_RETURN(std::string endpoint, e->router_.LastEndpoint());
   const int timeout_ms = 10000;
-  zmq_setsockopt(dealer.raw(), ZMQ_RCVTIMEO, &timeout_ms, sizeof(timeout_ms));
-  SHOAL_RETURN_IF_ERROR(dealer.Connect(endpoint));
-  std::atomic<bool> stop{false};
-  std::thread echo(Echo, router.raw(), &stop);
+  zmq_setsockopt(e->dealer_.raw(), ZMQ_RCVTIMEO, &timeout_ms,
+                 sizeof(timeout_ms));
+  SHOAL_RETURN_IF_ERROR(e->dealer_.Connect(endpoint));
+  e->echo_ = std::thread(Echo, e->router_.raw(), &e->stop_);
+  return e;
+}
+
+absl::StatusOr<std::unique_ptr<ZmqEcho>> ZmqEcho::To(
+    const std::string& endpoint, const std::string& server_key,
+    const ipc::CurveKeyPair& client_keys, int payload_bytes) {
+  std::unique_ptr<ZmqEcho> e(new ZmqEcho);
+  e->payload_.assign(payload_bytes, 'x');
+  SHOAL_ASSIGN_OR_RETURN(e->dealer_, ipc::Socket::Create(ZMQ_DEALER));
+  if (!server_key.empty()) {
+    SHOAL_RETURN_IF_ERROR(
+        ipc::ConfigureCurveClient(e->dealer_, server_key, client_keys));
+  }
+  const int timeout_ms = 10000;
+  zmq_setsockopt(e->dealer_.raw(), ZMQ_RCVTIMEO, &timeout_ms,
+                 sizeof(timeout_ms));
+  SHOAL_RETURN_IF_ERROR(e->dealer_.Connect(endpoint));
+  return e;
+}
+
+ZmqEcho::~ZmqEcho() {
+  stop_.store(true);
+  if (echo_.joinable()) echo_.join();
+}
+
+absl::Status ZmqEcho::RoundTrip() {
+  SHOAL_RETURN_IF_ERROR(SendOne(dealer_.raw(), payload_));
+  zmq_msg_t msg;
+  zmq_msg_init(&msg);
+  absl::Status s = RecvOne(dealer_.raw(), &msg);
+  zmq_msg_close(&msg);
+  return s;
+}
+
+absl::StatusOr<ZmqRoundTrip> MeasureZmqRoundTrip(bool curve, int n_async,
+                                                 int n_sync, int window,
+                                                 int payload_bytes) {
+  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<ZmqEcho> echo,
+                         ZmqEcho::InProcess(curve, payload_bytes));
   ZmqRoundTrip out;
-  absl::Status s =
-      Measure(dealer.raw(), n_async, n_sync, window, payload_bytes, &out);
-  stop.store(true);
-  echo.join();
-  if (!s.ok()) return s;
+  SHOAL_RETURN_IF_ERROR(
+      Measure(echo->dealer(), n_async, n_sync, window, payload_bytes, &out));
   return out;
 }
 
@@ -125,17 +161,12 @@ absl::StatusOr<ZmqRoundTrip> MeasureZmqRoundTripTo(
     const std::string& endpoint, const std::string& server_key,
     const ipc::CurveKeyPair& client_keys, int n_async, int n_sync, int window,
     int payload_bytes) {
-  SHOAL_ASSIGN_OR_RETURN(ipc::Socket dealer, ipc::Socket::Create(ZMQ_DEALER));
-  if (!server_key.empty()) {
-    SHOAL_RETURN_IF_ERROR(
-        ipc::ConfigureCurveClient(dealer, server_key, client_keys));
-  }
-  const int timeout_ms = 10000;
-  zmq_setsockopt(dealer.raw(), ZMQ_RCVTIMEO, &timeout_ms, sizeof(timeout_ms));
-  SHOAL_RETURN_IF_ERROR(dealer.Connect(endpoint));
+  SHOAL_ASSIGN_OR_RETURN(
+      std::unique_ptr<ZmqEcho> echo,
+      ZmqEcho::To(endpoint, server_key, client_keys, payload_bytes));
   ZmqRoundTrip out;
   SHOAL_RETURN_IF_ERROR(
-      Measure(dealer.raw(), n_async, n_sync, window, payload_bytes, &out));
+      Measure(echo->dealer(), n_async, n_sync, window, payload_bytes, &out));
   return out;
 }
 

@@ -5,10 +5,14 @@
 #ifndef SHOAL_TOOLS_BENCH_TASKS_BENCH_ZMQ_H_
 #define SHOAL_TOOLS_BENCH_TASKS_BENCH_ZMQ_H_
 
+#include <atomic>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "ipc/curve.h"
+#include "ipc/socket.h"
 
 namespace shoal::bench {
 
@@ -40,6 +44,38 @@ absl::StatusOr<ZmqRoundTrip> MeasureZmqRoundTripTo(
     const std::string& endpoint, const std::string& server_key,
     const ipc::CurveKeyPair& client_keys, int n_async, int n_sync, int window,
     int payload_bytes);
+
+// A connected echo for one round trip at a time (the interleaved rows of
+// `shoal bench tasks`): the in-process echo of MeasureZmqRoundTrip or a
+// DEALER to another process's echo, as MeasureZmqRoundTripTo. Stops its echo
+// thread (if any) when destroyed. Thread-compatible.
+class ZmqEcho {
+ public:
+  // The in-process echo (with CURVE or plain). REQUIRES and errors: as
+  // MeasureZmqRoundTrip.
+  static absl::StatusOr<std::unique_ptr<ZmqEcho>> InProcess(bool curve,
+                                                            int payload_bytes);
+  // To another process's echo; errors as MeasureZmqRoundTripTo.
+  static absl::StatusOr<std::unique_ptr<ZmqEcho>> To(
+      const std::string& endpoint, const std::string& server_key,
+      const ipc::CurveKeyPair& client_keys, int payload_bytes);
+  ~ZmqEcho();
+
+  // One message out and its echo back. Errors: DeadlineExceeded (no echo
+  // within 10 s), ZmqStatus codes.
+  absl::Status RoundTrip();
+  void* dealer() { return dealer_.raw(); }
+
+ private:
+  ZmqEcho() = default;
+
+  std::unique_ptr<ipc::ZapAuthenticator> zap_;
+  ipc::Socket router_;  // in-process only
+  ipc::Socket dealer_;
+  std::string payload_;
+  std::atomic<bool> stop_{false};
+  std::thread echo_;
+};
 
 // The other process's side (`shoal bench tasks --zmq-echo-server
 // curve|plain`): binds a ROUTER on tcp://127.0.0.1 (CURVE with fresh keys

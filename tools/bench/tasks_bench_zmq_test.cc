@@ -92,5 +92,21 @@ TEST(ZmqRoundTripTest, CurveEchoesOfAnotherContextComeBack) {
   ExpectSane(*z);
 }
 
+// The one-at-a-time echo of the interleaved rows: round trips come back, and
+// a second in-process echo (CURVE) refuses while the first holds the ZAP
+// handler; after it is gone, one can start again.
+TEST(ZmqRoundTripTest, EchoRoundTripsOneAtATime) {
+  absl::StatusOr<std::unique_ptr<ZmqEcho>> e =
+      ZmqEcho::InProcess(/*curve=*/true, /*payload_bytes=*/64);
+  ASSERT_TRUE(e.ok()) << e.status();
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE((*e)->RoundTrip().ok()) << i;
+  EXPECT_EQ(ZmqEcho::InProcess(true, 64).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  e->reset();
+  absl::StatusOr<std::unique_ptr<ZmqEcho>> again = ZmqEcho::InProcess(true, 64);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE((*again)->RoundTrip().ok());
+}
+
 }  // namespace
 }  // namespace shoal::bench
