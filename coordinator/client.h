@@ -51,9 +51,15 @@ struct ClientOptions {
   // file (default $SHOAL_CLIENT_KEY_FILE).
   std::string server_key;
   std::string client_key_file;
-  // A local client waiting for results spins (yielding the CPU) this long
-  // before it sleeps. Default 100 µs.
+  // A local client waiting for results spins this long before it sleeps.
+  // Default 100 µs. It yields the CPU between polls, except, for the first
+  // `busy_spin` (default 10 µs), while it waits for one task that a worker
+  // runs on another CPU: on a machine with fewer CPUs than busy threads (an
+  // idle worker spins for work too), a yield hands this CPU to such a worker
+  // for a round of its own, and a result that lands meanwhile waits for it.
+  // $SHOAL_CLIENT_BUSY_SPIN_US overrides `busy_spin` (0: always yield).
   absl::Duration spin = absl::Microseconds(100);
+  absl::Duration busy_spin = absl::Microseconds(10);
   // Remote clients: most SubmitAsync tasks in flight (sent, result not yet
   // arrived). Default 1024.
   size_t window = 1024;

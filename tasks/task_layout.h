@@ -74,7 +74,12 @@ struct alignas(64) TaskWorkerSlot {
   uint64_t done;
   uint64_t failed;
   shm::Doorbell bell;  // rung when work may be available
+  // The CPU + 1 the worker ran on when it last claimed a task (0: unknown):
+  // a hint for a local client deciding whether to busy-wait for the result
+  // (not on its own CPU) or yield. Was padding; not journaled.
+  std::atomic<uint32_t> cpu;
 };
+static_assert(sizeof(TaskWorkerSlot) == 64);
 
 struct alignas(64) TaskClientSlot {
   uint32_t in_use;

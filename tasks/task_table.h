@@ -193,6 +193,10 @@ class TaskTable {
       uint32_t client, absl::Span<const TaskSubmission> tasks);
   // A task's state without the lock. NotFound for a stale id.
   absl::StatusOr<TaskState> Poll(uint64_t id) const;
+  // Whether `id` is running on a worker that claimed it on another CPU than
+  // the caller's now: a hint (lock-free; either may have moved since) that a
+  // busy-wait for it takes no CPU time from it. False when not running.
+  bool RunsOnAnotherCpu(uint64_t id) const;
   // The outcome of a finished task; with `release`, also frees it.
   // Errors: NotFound (stale id), FailedPrecondition (not done, not owner).
   absl::StatusOr<TaskOutcome> Take(uint32_t client, uint64_t id, bool release);

@@ -275,6 +275,25 @@ absl::StatusOr<TaskState> TaskTable::Poll(uint64_t id) const {
   return state;
 }
 
+bool TaskTable::RunsOnAnotherCpu(uint64_t id) const {
+  const uint32_t i = TaskIndex(id);
+  if (i >= header()->max_tasks) return false;
+  const TaskEntry* x = entry(i);
+  if (static_cast<TaskState>(x->state.load(std::memory_order_acquire)) !=
+      TaskState::kRunning) {
+    return false;
+  }
+  const uint32_t w = RelaxedLoad(&x->worker);
+  if (w == 0 || w > kMaxTaskWorkers ||
+      RelaxedLoad(&x->generation) != TaskGeneration(id)) {
+    return false;
+  }
+  const uint32_t cpu =
+      header()->workers[w - 1].cpu.load(std::memory_order_relaxed);
+  const int mine = sched_getcpu();
+  return cpu != 0 && mine >= 0 && cpu != static_cast<uint32_t>(mine) + 1;
+}
+
 absl::StatusOr<TaskOutcome> TaskTable::Take(uint32_t client, uint64_t id,
                                             bool release) {
   SHOAL_ASSIGN_OR_RETURN(Op op, Op::Begin(this));
@@ -398,6 +417,9 @@ absl::StatusOr<std::optional<TaskClaim>> TaskTable::ClaimOnto(uint32_t worker,
   op.W32(&x->below, nested ? s.current : 0);
   FaultPoint("claim:before-assign");
   op.W32(&s.current, i + 1);
+  const int cpu = sched_getcpu();
+  s.cpu.store(cpu < 0 ? 0 : static_cast<uint32_t>(cpu) + 1,
+              std::memory_order_relaxed);
   TaskClaim claim;
   claim.id = MakeTaskId(x->generation, i);
   claim.function = x->function;
