@@ -16,6 +16,7 @@
 #include "ipc/task_payload.h"
 #include "worker/python_task_io.h"
 #include "worker/python_values.h"
+#include "worker/small_call_pickle.h"
 
 namespace shoal::worker {
 namespace py = pybind11;
@@ -315,11 +316,16 @@ class PythonRunner : public TaskRunner {
         PyObject* a = args.ptr();
         if (PyTuple_GET_SIZE(a) == 1 && PyBytes_Check(PyTuple_GET_ITEM(a, 0))) {
           // The common small call: its pickle alone, inline in the task (no
-          // out-of-band buffers): pickle.loads at once, without
-          // load_call's Python frame.
-          if (!loads_) loads_ = py::module_::import("pickle").attr("loads");
-          PyObject* l =
-              PyObject_CallOneArg(loads_.ptr(), PyTuple_GET_ITEM(a, 0));
+          // out-of-band buffers), read without load_call's Python frame:
+          // PickleSmallCall's opcodes here, any other pickle by pickle.loads.
+          PyObject* bytes = PyTuple_GET_ITEM(a, 0);
+          PyObject* l = python::UnpickleSmallCall(
+              absl::string_view(PyBytes_AS_STRING(bytes),
+                                static_cast<size_t>(PyBytes_GET_SIZE(bytes))));
+          if (l == nullptr) {
+            if (!loads_) loads_ = py::module_::import("pickle").attr("loads");
+            l = PyObject_CallOneArg(loads_.ptr(), bytes);
+          }
           if (l == nullptr) throw py::error_already_set();
           loaded = py::reinterpret_steal<py::object>(l);
         } else {

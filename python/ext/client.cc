@@ -17,6 +17,7 @@
 #include "python/ext/module.h"
 #include "python/ext/store.h"
 #include "python/ext/values.h"
+#include "worker/small_call_pickle.h"
 
 namespace shoal::pyext {
 namespace {
@@ -106,7 +107,8 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
                              py::handle args, const std::string& python_path,
                              double timeout_s, int max_retries, int cpus,
                              int gpus) ABSL_LOCKS_EXCLUDED(mu_) {
-    std::optional<std::string> envelope = PickleSmallCall(fn_bytes, args);
+    std::optional<std::string> envelope =
+        python::PickleSmallCall(fn_bytes.ptr(), args.ptr());
     if (!envelope.has_value()) return py::none();
     ipc::TaskSpec spec =
         Spec(function, python_path, timeout_s, max_retries, cpus, gpus);
@@ -400,11 +402,23 @@ void DefineClient(py::module_& m) {
   m.def(
       "_pickle_small_call",
       [](py::handle fn_bytes, py::handle args) -> py::object {
-        std::optional<std::string> p = PickleSmallCall(fn_bytes, args);
+        std::optional<std::string> p =
+            python::PickleSmallCall(fn_bytes.ptr(), args.ptr());
         if (!p.has_value()) return py::none();
         return py::bytes(*p);
       },
       "The call envelope's pickle submit_small_call sends, or None (tests).");
+  m.def(
+      "_unpickle_small_call",
+      [](py::bytes pickle) -> py::object {
+        const std::string_view v(pickle);
+        PyObject* o =
+            python::UnpickleSmallCall(absl::string_view(v.data(), v.size()));
+        if (o == nullptr) return py::none();
+        return py::reinterpret_steal<py::object>(o);
+      },
+      "What a worker reads from a small call's pickle without the pickle "
+      "module, or None when it hands the bytes to pickle.loads (tests).");
   py::class_<ClientHandle, std::shared_ptr<ClientHandle>>(
       m, "Client", "A connection to a shoal node (tasks and its store).")
       .def_static("connect", &ClientHandle::Connect, py::arg("endpoint") = "",

@@ -24,19 +24,6 @@ namespace shoal::pyext {
 Value ArgToValue(py::handle obj, size_t index,
                  const std::shared_ptr<StoreHandle>& store, py::list& keep);
 
-// The call envelope's pickle for a small call (python/shoal/_serialize.py:
-// protocol 5 of (fn_bytes, args, {}), what _client._small_call makes),
-// written here without the pickle module, when every value in `args` is
-// None, a bool, an int of 64 bits, a float, str or bytes, or an exact dict,
-// list or tuple of those (each dict and list met once, nested at most 16
-// deep), and the whole stays within 8 KiB. pickle.loads reads it back as
-// equal values of the same types. nullopt otherwise: the Python pickler
-// decides (subclasses, shared or recursive containers, arrays, ...).
-// `fn_bytes`: None or bytes (a function carried by value). Leaves no Python
-// error pending.
-std::optional<std::string> PickleSmallCall(py::handle fn_bytes,
-                                           py::handle args);
-
 // Copies a remote store object (for clients without the store).
 using FetchFn = std::function<absl::StatusOr<TensorValue>(const ObjectId&)>;
 

@@ -197,6 +197,73 @@ def test_small_calls_pickled_by_the_extension_load_as_pickle_would():
         assert pickle_call(None, args) is None, args
 
 
+def _deep_types(v):
+    """v's types, recursively, for comparing two readings of one pickle."""
+    if isinstance(v, (list, tuple)):
+        return (type(v), [_deep_types(x) for x in v])
+    if isinstance(v, dict):
+        return (type(v), [(_deep_types(k), _deep_types(x))
+                          for k, x in v.items()])
+    return type(v)
+
+
+def test_small_calls_read_by_the_worker_as_pickle_reads_them():
+    """The worker reads submit_small_call's pickles without the pickle
+    module: equal values of the same types (dict order too) as
+    pickle.loads; any other pickle, or a damaged one, it leaves to
+    pickle.loads (None here), never half-read."""
+    import math
+    import pickle
+    import random
+    from shoal import _ext
+    pickle_call = _ext._shoal._pickle_small_call
+    read = _ext._shoal._unpickle_small_call
+    cases = [(), (None, True, False), ({"x": 1, "y": "s"},),
+             (0, 255, 256, 65535, 65536, -1, -255, -256, -2**31, 2**31 - 1,
+              2**31, -2**31 - 1, 2**63 - 1, -2**63, 2**32, -2**40),
+             (1.5, -0.0, float("inf"), -1e300), ("", "é日本", "x" * 256),
+             (b"", b"\0" * 300, b"y" * 255), ([1, [2, [3]]], {(1, 2): [None]}),
+             ((1,), (1, 2), (1, 2, 3), (1, 2, 3, 4)), ([], {}, ((),)),
+             ({"b": 1, "a": 2, 3: [{}], None: (1.0,), b"k": "v"},),
+             ("\U0001f600", [True, False] * 50)]
+    for args in cases:
+        for fn_bytes in (None, b"fn"):
+            data = pickle_call(fn_bytes, args)
+            mine = read(data)
+            theirs = pickle.loads(data)
+            assert mine == theirs == (fn_bytes, args, {}), args
+            assert _deep_types(mine) == _deep_types(theirs), args
+            assert [list(d) for d in mine[1] if type(d) is dict] == \
+                [list(d) for d in args if type(d) is dict]
+    assert math.isnan(read(pickle_call(None, (math.nan,)))[1][0])
+    # Other pickles: the pickle module's own writing of the same call, a
+    # memo, a frame, an object: left to pickle.loads.
+    for other in [pickle.dumps((None, ({"x": 1},), {}), 5),
+                  pickle.dumps((None, ([1], [1]), {}), 2),
+                  pickle.dumps(({1, 2},), 5), b"", b"\x80", b"\x80\x05."]:
+        assert read(other) is None, other
+    # Damaged: every truncation, and bytes changed at random, read as None
+    # or as pickle.loads reads them; an unhashable key is refused, no error
+    # left behind.
+    data = pickle_call(b"fn", ({"k": [1, "two", b"3", 4.0, (5, None)]},
+                               "x" * 300))
+    for n in range(len(data)):
+        assert read(data[:n]) is None
+    assert read(data + b".") is None
+    rng = random.Random(7)
+    for _ in range(3000):
+        bad = bytearray(data)
+        for _ in range(rng.randint(1, 3)):
+            bad[rng.randrange(2, len(bad))] = rng.randrange(256)
+        mine = read(bytes(bad))
+        if mine is not None:
+            assert mine == pickle.loads(bytes(bad))
+    unhashable = b"\x80\x05}(]]u."  # {[]: []}
+    assert read(unhashable) is None
+    with pytest.raises(TypeError):
+        pickle.loads(unhashable)
+
+
 def test_small_calls_keep_identity_and_types_end_to_end(client):
     """What the extension's pickler refuses still goes, by pickle: a list
     shared twice stays one list, an IntEnum stays an IntEnum."""
