@@ -33,7 +33,10 @@ struct TaskArgsBody {
 absl::StatusOr<TaskArgsBody> DecodeTaskArgsBody(absl::string_view bytes);
 
 // A task's message (for errors), outputs, and the Python exception that
-// failed it (if one did) → bytes ("" for none).
+// failed it (if one did) → bytes ("" for none). One scalar output alone (an
+// int, float, bool, text or bytes; the commonest result) takes a compact
+// form outside the schema (task_payload.cc); the outcome stays in the node's
+// task table, and DecodeTaskOutcome reads both.
 std::string EncodeTaskOutcome(
     absl::string_view message, absl::Span<const Value> outputs,
     const std::optional<TaskException>& exception = std::nullopt);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
 #include "ipc/object_id.h"
 #include "ipc/protocol_test_util.h"
@@ -188,6 +189,46 @@ TEST(TaskPayloadTest, OutcomeOutputsOnly) {
   ASSERT_TRUE(back.ok()) << back.status();
   ASSERT_EQ(back->outputs.size(), 1u);
   EXPECT_TRUE(std::holds_alternative<std::monostate>(back->outputs[0]));
+}
+
+// Every kind of value as the one output: scalars take the compact form
+// (a 0x00 byte, no protobuf), the rest the schema's message; all round-trip.
+TEST(TaskPayloadTest, OneOutputOfEveryKindRoundTrips) {
+  for (const Value& v : EveryKindOfValue()) {
+    const std::vector<Value> one = {v};
+    const std::string bytes = EncodeTaskOutcome("", one);
+    const bool scalar = std::holds_alternative<int64_t>(v) ||
+                        std::holds_alternative<double>(v) ||
+                        std::holds_alternative<bool>(v) ||
+                        std::holds_alternative<std::string>(v) ||
+                        std::holds_alternative<BytesValue>(v);
+    ASSERT_FALSE(bytes.empty());
+    EXPECT_EQ(bytes[0] == '\0', scalar) << ValueToString(v);
+    auto got = DecodeTaskOutcome(bytes);
+    ASSERT_TRUE(got.ok()) << got.status() << " " << ValueToString(v);
+    EXPECT_EQ(got->message, "");
+    EXPECT_FALSE(got->exception.has_value());
+    ExpectSameValues(one, got->outputs);
+  }
+  // A message or an exception beside the scalar: the full message.
+  const std::vector<Value> one = {int64_t{7}};
+  EXPECT_NE(EncodeTaskOutcome("m", one)[0], '\0');
+  EXPECT_NE(EncodeTaskOutcome("", one, TaskException{"t", "m", "", ""})[0],
+            '\0');
+}
+
+TEST(TaskPayloadTest, MalformedCompactOutcomesAreInvalidArgument) {
+  const std::string z(1, '\0');
+  for (const std::string& bad :
+       {z, z + "i", z + "i1234567", z + "i123456789", z + "f", z + "b",
+        z + "b\x02", z + std::string("b\x01\x00", 3), z + "q", z + z}) {
+    EXPECT_EQ(DecodeTaskOutcome(bad).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << absl::CHexEscape(bad);
+  }
+  auto empty_text = DecodeTaskOutcome(z + "s");
+  ASSERT_TRUE(empty_text.ok());
+  ExpectSameValues({std::string()}, empty_text->outputs);
 }
 
 TEST(TaskPayloadTest, OutcomeMessageAndOutputs) {

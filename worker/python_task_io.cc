@@ -276,6 +276,19 @@ absl::StatusOr<PyObject*> ArgsTuple(TaskContext& ctx, StoreArgs& store_args) {
 absl::Status AddOutputs(PyObject* result, TaskContext& ctx) {
   if (result == Py_None) return absl::OkStatus();
   try {
+    if (!PyTuple_Check(result)) {
+      // The commonest value, one scalar, converted once (not also by
+      // IsPlainResult).
+      absl::StatusOr<std::optional<Value>> scalar =
+          python::ScalarFromPython(result);
+      if (scalar.ok() && scalar->has_value()) {
+        const auto* bytes = std::get_if<BytesValue>(&**scalar);
+        if (bytes == nullptr || bytes->data.size() <= kInlineValueLimit) {
+          ctx.AddOutput(**std::move(scalar));
+          return absl::OkStatus();
+        }
+      }
+    }
     if (!IsPlainResult(result)) return AddPickledResult(result, ctx);
     if (PyTuple_Check(result)) {
       for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(result); ++i) {
