@@ -16,8 +16,9 @@ same run:
              zero-copy arrays every rep (the worker maps fresh pages)
 
 async: N submitted, then all awaited (tasks/s); sync: submit + result, one
-after the other (p50/p99 µs). Rounds alternate the order of the systems;
-the tables show medians over rounds.
+after the other (p50/p99 µs), a system's workloads interleaved in blocks
+(--values-blocks) so that they meet the same machine. Rounds alternate the
+order of the systems; the tables show medians over rounds.
 
 Ray comes from a virtualenv (default ~/.cache/shoal-bench-venv, made with
 --system-site-packages; --install-ray creates it and pip-installs ray):
@@ -207,6 +208,23 @@ def _sync_round(system, fn, args, n):
     return latencies, failed
 
 
+def _sync_interleaved(system, cases, n_sync, blocks):
+    """Sync round trips of every (workload, fn, args) in `cases`, in
+    `blocks` blocks of n_sync/blocks each, the workloads' order reversed
+    every other block: so a spell of this VM (vCPUs moving between host
+    cores) falls on all of a system's workloads alike, and the goals'
+    ratios (dict / no-op, closure / dict) compare like with like. Returns
+    {workload: (latencies, failed)}."""
+    out = {w: ([], 0) for w, _, _ in cases}
+    per = max(1, n_sync // max(1, blocks))
+    for b in range(max(1, blocks)):
+        for w, fn, args in (cases if b % 2 == 0 else cases[::-1]):
+            lat, failed = _sync_round(system, fn, args, per)
+            old_lat, old_failed = out[w]
+            out[w] = (old_lat + lat, old_failed + failed)
+    return out
+
+
 def _arrays_round(system, arrays, reps):
     """Seconds from submit until the task had read both arrays, per rep."""
     out = []
@@ -255,8 +273,10 @@ def _memcpy_rounds(arrays, reps, warm):
     return out
 
 
-def run(systems, n_async, n_sync, rounds, array_reps):
-    """Rows: one per (system, workload, mode)."""
+def run(systems, n_async, n_sync, rounds, array_reps, blocks=10):
+    """Rows: one per (system, workload, mode). Per round, each system (in
+    an order reversed every other round) runs its async rounds, then its
+    sync round trips with the workloads interleaved (_sync_interleaved)."""
     per = {}
     rng = np.random.default_rng(1)
     # Made after shoal connected: zero-copy arrays (when on) ...
@@ -274,19 +294,22 @@ def run(systems, n_async, n_sync, rounds, array_reps):
         _arrays_round(s, arrays, 1)
     for r in range(rounds):
         order = systems if r % 2 == 0 else systems[::-1]
-        for w in ("noop", "dict", "closure"):
-            for s in order:
-                fn, args = _workload_fn(s, w)
-                if fn is None:
-                    continue
+        for s in order:
+            cases = [(w, *_workload_fn(s, w))
+                     for w in ("noop", "dict", "closure")]
+            cases = [c for c in cases if c[1] is not None]
+            for w, fn, args in cases:
                 row = per.setdefault((s.name, w), {"tps": [], "p50": [],
                                                    "p99": [], "failed": 0})
                 tps, failed = _async_round(s, fn, args, n_async)
                 row["tps"].append(tps)
-                lat, failed2 = _sync_round(s, fn, args, n_sync)
+                row["failed"] += failed
+            for w, (lat, failed) in _sync_interleaved(
+                    s, cases, n_sync, blocks).items():
+                row = per[(s.name, w)]
                 row["p50"].append(_percentile(lat, 0.5) * 1e6)
                 row["p99"].append(_percentile(lat, 0.99) * 1e6)
-                row["failed"] += failed + failed2
+                row["failed"] += failed
         for s in order:
             per.setdefault((s.name, "arrays"), {"s": []})["s"].extend(
                 _arrays_round(s, arrays, array_reps))

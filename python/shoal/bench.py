@@ -340,6 +340,10 @@ def main(argv=None):
     p.add_argument("--values-sync", type=int, default=1000,
                    help="values: sequential submit + result per round "
                    "(default 1000)")
+    p.add_argument("--values-blocks", type=int, default=10,
+                   help="values: blocks a round's sync round trips are "
+                   "split into, a system's workloads alternating (default "
+                   "10)")
     p.add_argument("--values-rounds", type=int, default=3,
                    help="values: rounds (median; default 3)")
     p.add_argument("--array-reps", type=int, default=5,
@@ -392,7 +396,7 @@ def main(argv=None):
                 value_rows = _bench_values.run(
                     [_bench_values._Shoal(client)] + value_peers,
                     args.values_async, args.values_sync, args.values_rounds,
-                    args.array_reps)
+                    args.array_reps, args.values_blocks)
             if "actors" in sections:
                 actor_rows = _bench_actors.run(ray, args.actor_async,
                                                args.actor_sync,
