@@ -5,10 +5,59 @@
 #include "ipc/wire_convert.h"
 
 namespace shoal::ipc {
+namespace {
+
+// Compact payloads beside the schema's messages, for the commonest cases on a
+// sync task's critical path: a 0x00 first byte (protobuf has no field 0, so
+// never the first byte of a TaskArgs or TaskOutcomeBody) and a kind byte.
+// They stay in the node's task table; the decoders read both forms.
+constexpr char kCompact = '\0';
+
+// Arguments: no argument ('n') or one bytes argument ('y': a Python task's
+// pickled call), then the python path's length (4 bytes, little-endian), the
+// path, and the argument's bytes to the end.
+bool EncodeCompactArgs(absl::Span<const Value> args,
+                       absl::string_view python_path, std::string* out) {
+  const BytesValue* arg = nullptr;
+  if (args.size() > 1) return false;
+  if (args.size() == 1) {
+    arg = std::get_if<BytesValue>(&args[0]);
+    if (arg == nullptr) return false;
+  }
+  const uint64_t n = python_path.size();
+  if (n > UINT32_MAX) return false;
+  out->reserve(6 + n + (arg ? arg->data.size() : 0));
+  out->assign({kCompact, arg ? 'y' : 'n'});
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(n >> (8 * i)));
+  out->append(python_path.data(), python_path.size());
+  if (arg) out->append(arg->data);
+  return true;
+}
+
+absl::StatusOr<TaskArgsBody> DecodeCompactArgs(absl::string_view bytes) {
+  auto bad = [] {
+    return absl::InvalidArgumentError("compact task arguments are malformed");
+  };
+  if (bytes.size() < 6 || (bytes[1] != 'n' && bytes[1] != 'y')) return bad();
+  uint64_t n = 0;
+  for (int i = 3; i >= 0; --i)
+    n = (n << 8) | static_cast<uint8_t>(bytes[2 + i]);
+  const absl::string_view rest = bytes.substr(6);
+  if (n > rest.size() || (bytes[1] == 'n' && n != rest.size())) return bad();
+  TaskArgsBody out;
+  out.python_path = std::string(rest.substr(0, n));
+  if (bytes[1] == 'y')
+    out.args.push_back(BytesValue{std::string(rest.substr(n))});
+  return out;
+}
+
+}  // namespace
 
 std::string EncodeTaskArgs(absl::Span<const Value> args,
                            absl::string_view python_path) {
   if (args.empty() && python_path.empty()) return "";
+  std::string compact;
+  if (EncodeCompactArgs(args, python_path, &compact)) return compact;
   wire::TaskArgs w;
   for (const Value& v : args) ToWire(v, w.add_args());
   if (!python_path.empty()) w.set_python_path(std::string(python_path));
@@ -16,6 +65,7 @@ std::string EncodeTaskArgs(absl::Span<const Value> args,
 }
 
 absl::StatusOr<TaskArgsBody> DecodeTaskArgsBody(absl::string_view bytes) {
+  if (!bytes.empty() && bytes[0] == kCompact) return DecodeCompactArgs(bytes);
   TaskArgsBody out;
   if (bytes.empty()) return out;
   wire::TaskArgs w;
@@ -45,24 +95,20 @@ namespace {
 constexpr char kTaskExceptionUrl[] =
     "type.googleapis.com/shoal.wire.TaskException";
 
-// The commonest outcome, one scalar output and nothing else, in a compact
-// form beside the schema's message: a 0x00 byte (never the first byte of a
-// TaskOutcomeBody: protobuf has no field 0), a kind byte, then the value:
-// 'i' an int64 and 'f' a double as 8 little-endian bytes, 'b' one byte 0/1,
-// 's' text and 'y' bytes to the end. It spares a sync task's critical path
-// a protobuf message on each side (the outcome never leaves the node).
-constexpr char kCompactOutcome = '\0';
+// Outcome: one scalar output and nothing else (see kCompact): 'i' an int64
+// and 'f' a double as 8 little-endian bytes, 'b' one byte 0/1, 's' text and
+// 'y' bytes to the end.
 
 bool EncodeCompactOutcome(const Value& v, std::string* out) {
   auto fixed = [out](char kind, uint64_t bits) {
-    out->assign({kCompactOutcome, kind});
+    out->assign({kCompact, kind});
     for (int i = 0; i < 8; ++i)
       out->push_back(static_cast<char>(bits >> (8 * i)));
     return true;
   };
   auto sized = [out](char kind, const std::string& data) {
     out->reserve(2 + data.size());
-    out->assign({kCompactOutcome, kind});
+    out->assign({kCompact, kind});
     out->append(data);
     return true;
   };
@@ -74,7 +120,7 @@ bool EncodeCompactOutcome(const Value& v, std::string* out) {
     return fixed('f', bits);
   }
   if (const auto* b = std::get_if<bool>(&v)) {
-    out->assign({kCompactOutcome, 'b', static_cast<char>(*b ? 1 : 0)});
+    out->assign({kCompact, 'b', static_cast<char>(*b ? 1 : 0)});
     return true;
   }
   if (const auto* s = std::get_if<std::string>(&v)) return sized('s', *s);
@@ -141,7 +187,7 @@ std::string EncodeTaskOutcome(absl::string_view message,
 }
 
 absl::StatusOr<TaskOutcomeBody> DecodeTaskOutcome(absl::string_view bytes) {
-  if (!bytes.empty() && bytes[0] == kCompactOutcome)
+  if (!bytes.empty() && bytes[0] == kCompact)
     return DecodeCompactOutcome(bytes);
   TaskOutcomeBody out;
   if (bytes.empty()) return out;

@@ -18,7 +18,10 @@
 namespace shoal::ipc {
 
 // Arguments (and a Python task's module search path) → bytes ("" for none,
-// so a no-argument task costs nothing).
+// so a no-argument task costs nothing). No argument or one bytes argument (a
+// Python task's pickled call) takes a compact form outside the schema
+// (task_payload.cc); the arguments stay in the node's task table, and
+// DecodeTaskArgs reads both.
 std::string EncodeTaskArgs(absl::Span<const Value> args,
                            absl::string_view python_path = "");
 // Errors: InvalidArgument for bytes that are not TaskArgs.

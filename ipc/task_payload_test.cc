@@ -154,6 +154,50 @@ TEST(TaskPayloadTest, PythonPathRoundTrips) {
   ExpectSameValues(args, *values);
 }
 
+// No argument or one bytes argument (a Python task's pickled call) takes the
+// compact form; with any path, and round-trips.
+TEST(TaskPayloadTest, CompactArgsRoundTrip) {
+  const std::string pickled("\x80\x05\0N}\x87.", 7);
+  for (const std::string& path :
+       {std::string(), std::string("@0123abcd"), std::string(70000, 'p')}) {
+    for (bool one : {false, true}) {
+      std::vector<Value> args;
+      if (one) args.push_back(BytesValue{pickled});
+      const std::string bytes = EncodeTaskArgs(args, path);
+      if (!one && path.empty()) {
+        EXPECT_EQ(bytes, "");
+        continue;
+      }
+      ASSERT_GE(bytes.size(), 6u);
+      EXPECT_EQ(bytes[0], '\0');
+      auto got = DecodeTaskArgsBody(bytes);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(got->python_path, path);
+      ExpectSameValues(args, got->args);
+    }
+  }
+  // Anything else: the schema's message.
+  EXPECT_NE(EncodeTaskArgs({int64_t{1}}, "p")[0], '\0');
+  EXPECT_NE(EncodeTaskArgs({BytesValue{"a"}, BytesValue{"b"}}, "")[0], '\0');
+}
+
+TEST(TaskPayloadTest, MalformedCompactArgsAreInvalidArgument) {
+  const std::string z(1, '\0');
+  const std::string len3("\x03\0\0\0", 4);
+  for (const std::string& bad :
+       {z, z + "n", z + "n\x01\0\0", z + "q" + len3 + "abc",
+        z + "n" + len3 + "ab", z + "n" + len3 + "abcd", z + "y" + len3 + "ab",
+        z + "y" + std::string("\xff\xff\xff\xff", 4) + "x"}) {
+    EXPECT_EQ(DecodeTaskArgsBody(bad).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << absl::CHexEscape(bad);
+  }
+  auto ok = DecodeTaskArgsBody(z + "y" + len3 + "abc");  // an empty argument
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->python_path, "abc");
+  ExpectSameValues({BytesValue{}}, ok->args);
+}
+
 // ---- outcome
 // -----------------------------------------------------------------
 
