@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "base/cpu_relax.h"
 #include "base/status_macros.h"
 #include "coordinator/client_pipeline.h"
 #include "coordinator/discovery.h"
@@ -25,16 +26,6 @@
 
 namespace shoal::coordinator {
 namespace {
-
-// A busy-wait's pause between polls: tells the CPU (and a hypervisor) that
-// this is a spin, without giving the CPU up.
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 std::string BootId() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");

@@ -139,6 +139,10 @@ absl::Status Coordinator::Impl::StartTaskTable() {
     direct_wake_ = false;
     gather_mode_.store(3);
   }
+  if (const char* b = std::getenv("SHOAL_COORDINATOR_BUSY_SPIN");
+      b != nullptr && std::string(b) == "0") {
+    busy_spin_ = false;
+  }
   if (const char* us = std::getenv("SHOAL_COORDINATOR_SPIN_US");
       us != nullptr) {
     int64_t n = 0;

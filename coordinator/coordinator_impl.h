@@ -346,6 +346,11 @@ class Coordinator::Impl {
   // Set by a pushed submit while at most kSpinWatchedAtMost tasks are
   // watched: the event loop spins up to spin_for_ on the ring count.
   bool spin_for_push_ = false;
+  uint64_t spin_task_ = 0;  // that submit's task, when it was one
+  // The spin polls with a pause while that task runs on another CPU
+  // (TaskTable::RunsOnAnotherCpu), else yields; SHOAL_COORDINATOR_BUSY_SPIN=0
+  // always yields (A/B runs).
+  bool busy_spin_ = true;
   static constexpr size_t kSpinWatchedAtMost = 4;
   // Default 30 µs; SHOAL_COORDINATOR_SPIN_US sets it (0: no spin; A/B runs).
   absl::Duration spin_for_ = absl::Microseconds(30);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "base/cpu_relax.h"
 #include "coordinator/coordinator_impl.h"
 #include "ipc/router.h"
 
@@ -61,14 +62,24 @@ absl::StatusOr<bool> Coordinator::Impl::PollOnce(PollSet* ps, absl::Time now,
   // A pushed task was just submitted with few others watched (a sync
   // client): look at the ring count for a moment before sleeping, which
   // saves the watcher's futex and eventfd wake-ups when it finishes soon.
-  // Bounded (spin_for_), and it yields the CPU to the worker running it.
+  // Bounded (spin_for_); it yields the CPU to the worker running it, unless
+  // that worker runs on another CPU (then a yield would hand this one to an
+  // idle worker spinning beside it for a round).
   bool completed = false;
   if (spin_for_push_) {
     spin_for_push_ = false;
     const absl::Time until = absl::Now() + spin_for_;
     while (!completed && absl::Now() < until) {
       completed = table_->ClientRings(own_client_) != rings_seen_;
-      if (!completed) sched_yield();
+      if (completed) break;
+      // As a local client's wait (coordinator/client.cc): poll with a pause
+      // while the task runs on another CPU; else the CPU is the worker's.
+      if (busy_spin_ && spin_task_ != 0 &&
+          table_->RunsOnAnotherCpu(spin_task_)) {
+        for (int k = 0; k < 16; ++k) CpuRelax();
+      } else {
+        sched_yield();
+      }
     }
   }
   // Without the watcher (few tasks watched) the loop arms the eventfd:

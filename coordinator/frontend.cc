@@ -175,6 +175,7 @@ std::optional<ipc::Message> Coordinator::Impl::OnSubmit(
   auto push = std::make_shared<const PushTarget>(PushTarget{peer, request_id});
   for (uint64_t id : ids) Watch(id, push, 0);
   spin_for_push_ = watched_.size() <= kSpinWatchedAtMost;
+  spin_task_ = ids.size() == 1 ? ids[0] : 0;
   if (m.push_ids) return ipc::SubmitReply{std::move(ids)};
   return std::nullopt;
 }
