@@ -5,8 +5,8 @@
 namespace shoal {
 
 // Tells the CPU (and a hypervisor) that the caller spins, without giving the
-// CPU up: cheaper for a sibling hyperthread, and no memory-order mis-speculation
-// when the polled word changes. A few tens of nanoseconds.
+// CPU up: cheaper for a sibling hyperthread, and no memory-order
+// mis-speculation when the polled word changes. A few tens of nanoseconds.
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();

@@ -14,7 +14,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "base/cpu_relax.h"
 #include "base/status_macros.h"
 #include "coordinator/client_pipeline.h"
 #include "coordinator/discovery.h"
@@ -244,12 +243,8 @@ absl::StatusOr<std::vector<ipc::TaskResult>> Client::Impl::WaitLocal(
       // paying for a sleep and a wake-up (~20 µs each way here).
       // Busy-waits only for one task that runs on another CPU: on this CPU
       // (or queued, for a worker here to claim) it needs the CPU given up.
-      if (now - start < o_.busy_spin && tasks.size() == 1 &&
-          table_->RunsOnAnotherCpu(tasks[0].id)) {
-        for (int k = 0; k < 16; ++k) CpuRelax();  // ~0.1-0.6 µs between polls
-      } else {
-        sched_yield();
-      }
+      table_->SpinTurn(
+          now - start < o_.busy_spin && tasks.size() == 1 ? tasks[0].id : 0);
       continue;
     }
     const uint32_t armed = table_->ArmClient(welcome_.task_client);

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 
-#include "base/cpu_relax.h"
 #include "coordinator/coordinator_impl.h"
 #include "ipc/router.h"
 
@@ -71,15 +70,7 @@ absl::StatusOr<bool> Coordinator::Impl::PollOnce(PollSet* ps, absl::Time now,
     const absl::Time until = absl::Now() + spin_for_;
     while (!completed && absl::Now() < until) {
       completed = table_->ClientRings(own_client_) != rings_seen_;
-      if (completed) break;
-      // As a local client's wait (coordinator/client.cc): poll with a pause
-      // while the task runs on another CPU; else the CPU is the worker's.
-      if (busy_spin_ && spin_task_ != 0 &&
-          table_->RunsOnAnotherCpu(spin_task_)) {
-        for (int k = 0; k < 16; ++k) CpuRelax();
-      } else {
-        sched_yield();
-      }
+      if (!completed) table_->SpinTurn(busy_spin_ ? spin_task_ : 0);
     }
   }
   // Without the watcher (few tasks watched) the loop arms the eventfd:

@@ -197,6 +197,10 @@ class TaskTable {
   // the caller's now: a hint (lock-free; either may have moved since) that a
   // busy-wait for it takes no CPU time from it. False when not running.
   bool RunsOnAnotherCpu(uint64_t id) const;
+  // One turn of a spin that waits for task `id`: a short pause (~0.1-0.6
+  // µs) while it runs on another CPU, else sched_yield, so that a worker on
+  // this CPU gets it (`id` 0: yield).
+  void SpinTurn(uint64_t id) const;
   // The outcome of a finished task; with `release`, also frees it.
   // Errors: NotFound (stale id), FailedPrecondition (not done, not owner).
   absl::StatusOr<TaskOutcome> Take(uint32_t client, uint64_t id, bool release);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/cpu_relax.h"
 #include "base/status_macros.h"
 #include "tasks/task_table.h"
 #include "tasks/task_table_op.h"
@@ -292,6 +293,14 @@ bool TaskTable::RunsOnAnotherCpu(uint64_t id) const {
       header()->workers[w - 1].cpu.load(std::memory_order_relaxed);
   const int mine = sched_getcpu();
   return cpu != 0 && mine >= 0 && cpu != static_cast<uint32_t>(mine) + 1;
+}
+
+void TaskTable::SpinTurn(uint64_t id) const {
+  if (id != 0 && RunsOnAnotherCpu(id)) {
+    for (int k = 0; k < 16; ++k) CpuRelax();
+  } else {
+    sched_yield();
+  }
 }
 
 absl::StatusOr<TaskOutcome> TaskTable::Take(uint32_t client, uint64_t id,

@@ -77,24 +77,27 @@ py::object InlineTensorToPython(const TensorValue& t) {
   return a;
 }
 
+// A scalar output: inline, or (bytes over the inline limit) a store object.
+absl::Status AddScalar(Value scalar, TaskContext& ctx) {
+  const auto* bytes = std::get_if<BytesValue>(&scalar);
+  if (bytes == nullptr || bytes->data.size() <= kInlineValueLimit) {
+    ctx.AddOutput(std::move(scalar));
+    return absl::OkStatus();
+  }
+  // A store object: Create waits for the store service, the copy may be
+  // long; neither touches Python.
+  py::gil_scoped_release release;
+  SHOAL_ASSIGN_OR_RETURN(MutableTensorView out,
+                         ctx.NewTensorOutput(TensorMeta::Bytes(
+                             static_cast<int64_t>(bytes->data.size()))));
+  std::memcpy(out.data, bytes->data.data(), bytes->data.size());
+  return absl::OkStatus();
+}
+
 absl::Status AddOne(PyObject* obj, TaskContext& ctx, size_t index) {
   SHOAL_ASSIGN_OR_RETURN(std::optional<Value> scalar,
                          python::ScalarFromPython(obj));
-  if (scalar.has_value()) {
-    auto* bytes = std::get_if<BytesValue>(&*scalar);
-    if (bytes == nullptr || bytes->data.size() <= kInlineValueLimit) {
-      ctx.AddOutput(*std::move(scalar));
-      return absl::OkStatus();
-    }
-    // A store object: Create waits for the store service, the copy may be
-    // long; neither touches Python.
-    py::gil_scoped_release release;
-    SHOAL_ASSIGN_OR_RETURN(MutableTensorView out,
-                           ctx.NewTensorOutput(TensorMeta::Bytes(
-                               static_cast<int64_t>(bytes->data.size()))));
-    std::memcpy(out.data, bytes->data.data(), bytes->data.size());
-    return absl::OkStatus();
-  }
+  if (scalar.has_value()) return AddScalar(*std::move(scalar), ctx);
   absl::StatusOr<std::unique_ptr<python::ArrayView>> view =
       python::ArrayView::FromObject(obj);
   if (!view.ok()) {
@@ -281,13 +284,8 @@ absl::Status AddOutputs(PyObject* result, TaskContext& ctx) {
       // IsPlainResult).
       absl::StatusOr<std::optional<Value>> scalar =
           python::ScalarFromPython(result);
-      if (scalar.ok() && scalar->has_value()) {
-        const auto* bytes = std::get_if<BytesValue>(&**scalar);
-        if (bytes == nullptr || bytes->data.size() <= kInlineValueLimit) {
-          ctx.AddOutput(**std::move(scalar));
-          return absl::OkStatus();
-        }
-      }
+      if (scalar.ok() && scalar->has_value())
+        return AddScalar(**std::move(scalar), ctx);
     }
     if (!IsPlainResult(result)) return AddPickledResult(result, ctx);
     if (PyTuple_Check(result)) {
