@@ -1,7 +1,6 @@
 #include "collectives/shm_communicator.h"
 
 #include <immintrin.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -40,7 +39,6 @@ const char* CallKindName(CallKind k) {
 }
 
 void SpinPause() { _mm_pause(); }
-void YieldCpu() { sched_yield(); }
 
 ShmCommunicator::Impl::Impl(std::unique_ptr<shm::Segment> seg, int rank,
                             int world, const ShmCommOptions& o)

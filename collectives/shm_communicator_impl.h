@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
+#include "base/spin_turn.h"
 #include "base/status_macros.h"
 #include "collectives/reduce_op.h"
 #include "collectives/shm_communicator.h"
@@ -29,7 +30,6 @@
 namespace shoal::collectives {
 
 void SpinPause();  // the CPU's spin-wait hint
-void YieldCpu();   // sched_yield
 
 class ShmCommunicator::Impl {
  public:
@@ -171,10 +171,14 @@ absl::Status ShmCommunicator::Impl::WaitFor(Ready ready, int peer,
     if (ready()) return absl::OkStatus();
     SpinPause();
   }
+  // Then yield, unless the CPU is contended: each yield would then wait out
+  // another thread's time slice, and a sleeping rank, rung, preempts it
+  // (base/spin_turn.h).
   const absl::Time spin_until = absl::Now() + o_.spin;
-  while (absl::Now() < spin_until) {
+  bool spinning = SpinAllowed();
+  while (spinning && absl::Now() < spin_until) {
     if (ready()) return absl::OkStatus();
-    YieldCpu();
+    spinning = YieldTurn();
   }
   absl::Time next_health = absl::Now();
   shm::Doorbell& bell = ctl(rank_).bell;

@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "base/spin_turn.h"
 #include "base/status_macros.h"
 #include "coordinator/client_pipeline.h"
 #include "coordinator/discovery.h"
@@ -233,17 +234,19 @@ absl::StatusOr<std::vector<ipc::TaskResult>> Client::Impl::WaitLocal(
     }
     return done;
   };
+  // Not while this thread finds the CPU contended (base/spin_turn.h).
+  bool spinning = SpinAllowed();
   while (true) {
     SHOAL_ASSIGN_OR_RETURN(size_t done, count_done());
     if (done >= want) break;
     const absl::Time now = absl::Now();
     if (now >= deadline) break;
-    if (now - start < o_.spin) {
+    if (spinning && now - start < o_.spin) {
       // A result usually arrives within microseconds: yield instead of
       // paying for a sleep and a wake-up (~20 µs each way here).
       // Busy-waits only for one task that runs on another CPU: on this CPU
       // (or queued, for a worker here to claim) it needs the CPU given up.
-      table_->SpinTurn(
+      spinning = table_->SpinTurn(
           now - start < o_.busy_spin && tasks.size() == 1 ? tasks[0].id : 0);
       continue;
     }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "base/spin_turn.h"
 #include "coordinator/coordinator_impl.h"
 #include "ipc/router.h"
 
@@ -64,15 +65,18 @@ absl::StatusOr<bool> Coordinator::Impl::PollOnce(PollSet* ps, absl::Time now,
   // Bounded (spin_for_); it yields the CPU to the worker running it, unless
   // that worker runs on another CPU (then a yield would hand this one to an
   // idle worker spinning beside it for a round).
+  // Not while the CPU is contended (base/spin_turn.h): a stolen turn ends
+  // the spin, and the eventfd wakes the loop.
   bool completed = false;
-  if (spin_for_push_) {
-    spin_for_push_ = false;
+  if (spin_for_push_ && SpinAllowed()) {
     const absl::Time until = absl::Now() + spin_for_;
-    while (!completed && absl::Now() < until) {
+    bool spinning = true;
+    while (spinning && !completed && absl::Now() < until) {
       completed = table_->ClientRings(own_client_) != rings_seen_;
-      if (!completed) table_->SpinTurn(busy_spin_ ? spin_task_ : 0);
+      if (!completed) spinning = table_->SpinTurn(busy_spin_ ? spin_task_ : 0);
     }
   }
+  spin_for_push_ = false;
   // Without the watcher (few tasks watched) the loop arms the eventfd:
   // a completion after this either shows in the ring count or is written.
   const bool direct = gather_mode_.load() == 0;

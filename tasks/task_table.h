@@ -199,8 +199,10 @@ class TaskTable {
   bool RunsOnAnotherCpu(uint64_t id) const;
   // One turn of a spin that waits for task `id`: a short pause (~0.1-0.6
   // µs) while it runs on another CPU, else sched_yield, so that a worker on
-  // this CPU gets it (`id` 0: yield).
-  void SpinTurn(uint64_t id) const;
+  // this CPU gets it (`id` 0: yield). Returns false when the turn was stolen
+  // (base/spin_turn.h: the CPU is contended): the caller stops spinning and
+  // sleeps. REQUIRES: the caller spins only while SpinAllowed().
+  bool SpinTurn(uint64_t id) const;
   // The outcome of a finished task; with `release`, also frees it.
   // Errors: NotFound (stale id), FailedPrecondition (not done, not owner).
   absl::StatusOr<TaskOutcome> Take(uint32_t client, uint64_t id, bool release);
@@ -264,7 +266,10 @@ class TaskTable {
   // Whether cancellation was requested for `id` (lock-free).
   bool CancelRequested(uint64_t id) const;
   // Waits for work: spins (yielding the CPU) for up to `spin`, then sleeps
-  // until a submit rings this worker or `timeout` passes.
+  // until a submit rings this worker or `timeout` passes. It does not spin
+  // while the CPU is contended (base/spin_turn.h): a submit's ring wakes a
+  // sleeping worker at once, while a spinning one would wait out another
+  // thread's time slice.
   void WaitForWork(uint32_t worker, absl::Duration spin,
                    absl::Duration timeout);
   // Coordinator (nested tasks): whether a task is queued that worker

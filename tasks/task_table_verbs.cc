@@ -8,7 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "base/cpu_relax.h"
+#include "base/spin_turn.h"
 #include "base/status_macros.h"
 #include "tasks/task_table.h"
 #include "tasks/task_table_op.h"
@@ -295,12 +295,9 @@ bool TaskTable::RunsOnAnotherCpu(uint64_t id) const {
   return cpu != 0 && mine >= 0 && cpu != static_cast<uint32_t>(mine) + 1;
 }
 
-void TaskTable::SpinTurn(uint64_t id) const {
-  if (id != 0 && RunsOnAnotherCpu(id)) {
-    for (int k = 0; k < 16; ++k) CpuRelax();
-  } else {
-    sched_yield();
-  }
+bool TaskTable::SpinTurn(uint64_t id) const {
+  if (id != 0 && RunsOnAnotherCpu(id)) return RelaxTurn(16);
+  return YieldTurn();
 }
 
 absl::StatusOr<TaskOutcome> TaskTable::Take(uint32_t client, uint64_t id,
@@ -515,12 +512,15 @@ void TaskTable::WaitForWork(uint32_t worker, absl::Duration spin,
   // Spin, yielding the CPU: another process on this core runs at once, and a
   // task submitted meanwhile is picked up without a wake-up (a futex wake-up
   // costs ~20 µs here; the yield loop ~3 µs).
+  // Not while the CPU is contended: each yield would then wait out another
+  // thread's time slice (base/spin_turn.h).
   const absl::Time spin_until = absl::Now() + spin;
   const uint64_t seen = h->enqueues.load(std::memory_order_relaxed);
-  while (absl::Now() < spin_until) {
+  bool spinning = spin > absl::ZeroDuration() && SpinAllowed();
+  while (spinning && absl::Now() < spin_until) {
     if (h->enqueues.load(std::memory_order_relaxed) != seen && runnable())
       return;
-    sched_yield();
+    spinning = YieldTurn();
   }
   const uint32_t armed = s.bell.Arm();
   s.armed.store(armed, std::memory_order_seq_cst);  // before runnable()
