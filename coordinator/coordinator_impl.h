@@ -174,12 +174,20 @@ class Coordinator::Impl {
     std::vector<uint32_t> client_ids;   // local clients, from clients_at on
     size_t workers_at = 0;
     size_t clients_at = 0;
+    // The last PollOnce served a completion without polling the sockets;
+    // the next one polls them whatever it finds.
+    bool skipped_poll = false;
   };
   void FillPollSet(PollSet* ps);
   // When the loop must wake at the latest with nothing ready.
   absl::Time NextWake(absl::Time now, absl::Time next_tick, bool parked) const;
   // Spins briefly after a pushed submit, arms the completion eventfd and
   // polls until `wake`. Returns whether a completion was seen before polling.
+  // A completion seen skips the poll (its revents stay 0) unless the last
+  // call skipped it too: a zmq_poll of the loop's ~10 sockets and fds costs
+  // several µs (a syscall for it, and ZeroMQ's per-socket command checks),
+  // a pushed sync task's whole budget is tens, and every other iteration
+  // still polls, so no socket waits behind completions.
   absl::StatusOr<bool> PollOnce(PollSet* ps, absl::Time now, absl::Time wake);
   void ServeReady(const PollSet& ps, bool completed, absl::Time* next_tick);
   // The watcher thread's body (gather_mode_).

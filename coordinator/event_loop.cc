@@ -82,7 +82,14 @@ absl::StatusOr<bool> Coordinator::Impl::PollOnce(PollSet* ps, absl::Time now,
   const bool direct = gather_mode_.load() == 0;
   if (direct && !completed)
     completed = table_->ArmClientWakeFd(own_client_) != rings_seen_;
-  // A completion already seen still polls the sockets, without waiting.
+  // A completion already seen is served first; the sockets are polled
+  // (without waiting) at the latest by the next call.
+  if (completed && !ps->skipped_poll) {
+    if (direct) table_->DisarmClientWakeFd(own_client_);
+    ps->skipped_poll = true;
+    return true;
+  }
+  ps->skipped_poll = false;
   const int rc = zmq_poll(ps->items.data(), static_cast<int>(ps->items.size()),
                           completed ? 0
                                     : ipc::PollTimeoutMs(std::max(
