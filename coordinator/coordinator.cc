@@ -347,6 +347,7 @@ absl::Status Coordinator::Impl::StartWorkers() {
 void Coordinator::Impl::Stop() { stop_.Signal(); }
 
 void Coordinator::Impl::DrainBackend() {
+  MarkTouched(kBackendItem);
   std::vector<std::string> frames;
   for (int i = 0; i < 256; ++i) {
     absl::StatusOr<bool> ready = backend_.Poll(absl::ZeroDuration());

@@ -4,6 +4,7 @@
 #ifndef SHOAL_COORDINATOR_COORDINATOR_IMPL_H_
 #define SHOAL_COORDINATOR_COORDINATOR_IMPL_H_
 
+#include <poll.h>
 #include <sys/types.h>
 #include <zmq.h>
 
@@ -167,8 +168,21 @@ class Coordinator::Impl {
   absl::Status StartWorkers();
 
   // The event loop's parts (event_loop.cc), all on the loop's thread.
+  // PollSet::items' fixed entries, in this order; then workers' and local
+  // clients' pidfds.
+  enum PollItem : size_t {
+    kFrontendItem = 0,  // frontend_ (ZeroMQ)
+    kBackendItem,       // backend_ (ZeroMQ)
+    kStopItem,          // stop_
+    kCompletionItem,    // completion_
+    kTcpFrontendItem,   // tcp_frontend_ (ZeroMQ)
+    kEventsItem,        // frontend_events_ (ZeroMQ)
+    kTcpEventsItem,     // tcp_frontend_events_ (ZeroMQ)
+    kFixedItems,
+  };
   struct PollSet {
     std::vector<zmq_pollitem_t> items;  // fixed sockets/fds first, see Fill
+    std::vector<pollfd> pollfds;        // what Poll passes to poll(2)
     std::vector<int> fds;               // workers' pidfds
     std::vector<uint32_t> who;          // the worker of each of fds
     std::vector<uint32_t> client_ids;   // local clients, from clients_at on
@@ -189,6 +203,19 @@ class Coordinator::Impl {
   // a pushed sync task's whole budget is tens, and every other iteration
   // still polls, so no socket waits behind completions.
   absl::StatusOr<bool> PollOnce(PollSet* ps, absl::Time now, absl::Time wake);
+  // zmq_poll's job for the loop, in one poll(2): each ZeroMQ socket by its
+  // descriptor (ZMQ_FD), whose ZMQ_EVENTS is read only when it signalled or
+  // when the loop touched the socket since the last read (touched_). zmq_poll
+  // reads ZMQ_EVENTS of every socket twice per call (each a getpid and a
+  // poll syscall inside ZeroMQ): ~20 syscalls per wake-up for 5 sockets.
+  // Sets items' revents; returns how many have some, or -1 (errno).
+  int Poll(PollSet* ps, long timeout_ms);
+  // Marks poll item `item` (a ZeroMQ socket) as touched: the loop sent or
+  // received on it. Its descriptor is edge-triggered and may stay quiet
+  // after that while the socket is ready, so Poll reads its ZMQ_EVENTS
+  // before it sleeps. REQUIRES: called after every send or receive on
+  // the loop's sockets (SendReply, the Drain* functions).
+  void MarkTouched(PollItem item) { touched_ |= 1u << item; }
   void ServeReady(const PollSet& ps, bool completed, absl::Time* next_tick);
   // The watcher thread's body (gather_mode_).
   void RunWatcher();
@@ -354,6 +381,9 @@ class Coordinator::Impl {
   // Set by a pushed submit while at most kSpinWatchedAtMost tasks are
   // watched: the event loop spins up to spin_for_ on the ring count.
   bool spin_for_push_ = false;
+  // Poll items (bit per PollItem) touched since their last ZMQ_EVENTS read;
+  // all at first.
+  uint32_t touched_ = ~0u;
   uint64_t spin_task_ = 0;  // that submit's task, when it was one
   // The spin polls with a pause while that task runs on another CPU
   // (TaskTable::RunsOnAnotherCpu), else yields; SHOAL_COORDINATOR_BUSY_SPIN=0

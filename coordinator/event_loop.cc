@@ -2,11 +2,15 @@
 // completion eventfds, the workers' and local clients' pidfds, and serves
 // what became ready. Start-up and exits are in coordinator.cc.
 
+#include <poll.h>
 #include <sched.h>
 #include <zmq.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "base/spin_turn.h"
 #include "coordinator/coordinator_impl.h"
 #include "ipc/router.h"
@@ -18,6 +22,7 @@ void Coordinator::Impl::FillPollSet(PollSet* ps) {
   items.clear();
   // Replies kept for full peer queues go when a socket is writable.
   const short out = unsent_peers_ > 0 && !pollout_stalled_ ? ZMQ_POLLOUT : 0;
+  // In PollItem's order.
   items.push_back(
       {frontend_.raw(), 0, static_cast<short>(ZMQ_POLLIN | out), 0});
   items.push_back({backend_.raw(), 0, ZMQ_POLLIN, 0});
@@ -27,6 +32,7 @@ void Coordinator::Impl::FillPollSet(PollSet* ps) {
       {tcp_frontend_.raw(), 0, static_cast<short>(ZMQ_POLLIN | out), 0});
   items.push_back({frontend_events_.raw(), 0, ZMQ_POLLIN, 0});
   items.push_back({tcp_frontend_events_.raw(), 0, ZMQ_POLLIN, 0});
+  static_assert(kFixedItems == 7);
   ps->fds.clear();
   ps->who.clear();
   supervisor_->PollFds(&ps->fds, &ps->who);
@@ -90,28 +96,83 @@ absl::StatusOr<bool> Coordinator::Impl::PollOnce(PollSet* ps, absl::Time now,
     return true;
   }
   ps->skipped_poll = false;
-  const int rc = zmq_poll(ps->items.data(), static_cast<int>(ps->items.size()),
-                          completed ? 0
+  const int rc = Poll(ps, completed ? 0
                                     : ipc::PollTimeoutMs(std::max(
                                           absl::ZeroDuration(), wake - now)));
   if (direct) table_->DisarmClientWakeFd(own_client_);
-  if (rc < 0 && zmq_errno() != EINTR)
-    return ipc::ZmqStatus("zmq_poll", __FILE__, __LINE__);
+  if (rc < 0) {
+    return absl::InternalError(
+        absl::StrCat("the event loop's poll: ", std::strerror(errno)));
+  }
   return completed;
+}
+
+namespace {
+
+// A ZeroMQ socket's events (ZMQ_EVENTS), or ZMQ_POLLERR if it cannot say.
+short SocketEvents(void* socket) {
+  uint32_t events = 0;
+  size_t size = sizeof(events);
+  if (zmq_getsockopt(socket, ZMQ_EVENTS, &events, &size) != 0)
+    return ZMQ_POLLERR;
+  return static_cast<short>(events);
+}
+
+}  // namespace
+
+int Coordinator::Impl::Poll(PollSet* ps, long timeout_ms) {
+  auto& items = ps->items;
+  auto& fds = ps->pollfds;
+  fds.resize(items.size());
+  bool ready = false;
+  for (size_t i = 0; i < items.size(); ++i) {
+    zmq_pollitem_t& item = items[i];
+    item.revents = 0;
+    fds[i] = {item.fd, POLLIN, 0};
+    if (item.socket == nullptr) continue;
+    size_t size = sizeof(fds[i].fd);
+    if (zmq_getsockopt(item.socket, ZMQ_FD, &fds[i].fd, &size) != 0) return -1;
+    // Touched since its last read: ready now, or its descriptor is exact
+    // once ZMQ_EVENTS has processed the socket's pending commands.
+    if (i < kFixedItems && (touched_ & (1u << i)) != 0) {
+      item.revents = SocketEvents(item.socket) & (item.events | ZMQ_POLLERR);
+      ready |= item.revents != 0;
+    }
+  }
+  touched_ = 0;
+  int rc =
+      poll(fds.data(), fds.size(), ready ? 0 : static_cast<int>(timeout_ms));
+  if (rc < 0 && errno != EINTR) return -1;
+  int n = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    zmq_pollitem_t& item = items[i];
+    const short got = rc > 0 ? fds[i].revents : 0;
+    if (item.socket == nullptr) {
+      if (got & (POLLIN | POLLERR | POLLHUP)) item.revents |= ZMQ_POLLIN;
+    } else if (got != 0) {
+      // The socket's mailbox signalled: read what changed.
+      item.revents = SocketEvents(item.socket) & (item.events | ZMQ_POLLERR);
+    }
+    n += item.revents != 0;
+  }
+  return n;
 }
 
 void Coordinator::Impl::ServeReady(const PollSet& ps, bool completed,
                                    absl::Time* next_tick) {
   const auto& items = ps.items;
   // Disconnects before requests (frontend_sessions.cc).
-  if (items[5].revents & ZMQ_POLLIN) DrainFrontendEvents(/*tcp=*/false);
-  if (items[6].revents & ZMQ_POLLIN) DrainFrontendEvents(/*tcp=*/true);
-  if (items[0].revents & ZMQ_POLLIN) DrainFrontend(/*tcp=*/false);
-  if (items[4].revents & ZMQ_POLLIN) DrainFrontend(/*tcp=*/true);
-  if (items[1].revents & ZMQ_POLLIN) DrainBackend();
+  if (items[kEventsItem].revents & ZMQ_POLLIN)
+    DrainFrontendEvents(/*tcp=*/false);
+  if (items[kTcpEventsItem].revents & ZMQ_POLLIN)
+    DrainFrontendEvents(/*tcp=*/true);
+  if (items[kFrontendItem].revents & ZMQ_POLLIN) DrainFrontend(/*tcp=*/false);
+  if (items[kTcpFrontendItem].revents & ZMQ_POLLIN) DrainFrontend(/*tcp=*/true);
+  if (items[kBackendItem].revents & ZMQ_POLLIN) DrainBackend();
   if (unsent_peers_ > 0) {
     const bool writable =
-        ((items[0].revents | items[4].revents) & ZMQ_POLLOUT) != 0;
+        ((items[kFrontendItem].revents | items[kTcpFrontendItem].revents) &
+         ZMQ_POLLOUT) != 0;
     const bool progress = FlushUnsent(absl::Now());
     if (progress) {
       pollout_stalled_ = false;
@@ -119,7 +180,7 @@ void Coordinator::Impl::ServeReady(const PollSet& ps, bool completed,
       pollout_stalled_ = true;
     }
   }
-  if (completed || (items[3].revents & ZMQ_POLLIN)) {
+  if (completed || (items[kCompletionItem].revents & ZMQ_POLLIN)) {
     completion_.Drain();
     OnCompletions();
     CheckActorInits();
@@ -148,7 +209,7 @@ absl::Status Coordinator::Impl::Run() {
     absl::StatusOr<bool> completed =
         PollOnce(&ps, now, NextWake(now, next_tick, parked));
     if (!completed.ok()) return completed.status();
-    if (ps.items[2].revents & ZMQ_POLLIN) break;  // stop_
+    if (ps.items[kStopItem].revents & ZMQ_POLLIN) break;  // stop_
     ServeReady(ps, *completed, &next_tick);
     now = absl::Now();
     CheckTimeouts(now);

@@ -214,6 +214,7 @@ void Coordinator::Impl::ExpireOutputs(absl::Time now) {
 
 void Coordinator::Impl::DrainFrontend(bool tcp) {
   ipc::Socket& socket = tcp ? tcp_frontend_ : frontend_;
+  MarkTouched(tcp ? kTcpFrontendItem : kFrontendItem);
   ipc::DecodeLimits limits;
   limits.max_frame_bytes = 64 << 20;
   std::string routing_id, body, user_id;
@@ -308,6 +309,7 @@ void Coordinator::Impl::Reply(const Peer& peer, uint64_t request_id,
 bool Coordinator::Impl::SendReply(PeerState& state, std::string& payload) {
   const Peer& peer = state.peer;
   void* socket = (peer.tcp ? tcp_frontend_ : frontend_).raw();
+  MarkTouched(peer.tcp ? kTcpFrontendItem : kFrontendItem);
   const auto uncount = [&] {
     state.replies->queued.fetch_sub(static_cast<int64_t>(payload.size()),
                                     std::memory_order_relaxed);

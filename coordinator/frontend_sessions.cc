@@ -54,6 +54,7 @@ absl::Status Coordinator::Impl::MonitorFrontend(bool tcp) {
 
 void Coordinator::Impl::DrainFrontendEvents(bool tcp) {
   ipc::Socket& events = tcp ? tcp_frontend_events_ : frontend_events_;
+  MarkTouched(tcp ? kTcpEventsItem : kEventsItem);
   std::vector<std::string> frames;
   while (events.Recv(&frames, absl::ZeroDuration()).ok()) {
     // Frame 1: a 16-bit event and a 32-bit value (the descriptor); frame 2:
