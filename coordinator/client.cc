@@ -325,6 +325,7 @@ absl::StatusOr<PendingTask> Client::SubmitAsync(ipc::TaskSpec task) {
     // 1.2 nodes send a batch's task ids first; older ones get one task per
     // message, matched by request id.
     p.batch = impl_->welcome_.protocol_minor >= 2 && impl_->o_.max_batch > 1;
+    p.ids_with_result = impl_->welcome_.protocol_minor >= 3;
     p.max_batch = std::max<size_t>(1, impl_->o_.max_batch);
     p.flush_after = impl_->o_.flush_after;
     SHOAL_ASSIGN_OR_RETURN(impl_->pipeline_,

@@ -122,6 +122,7 @@ absl::Status RemotePipeline::Send(std::vector<uint64_t> handles,
   req.tasks = std::move(tasks);
   req.push = true;
   req.push_ids = request.ids;
+  req.ids_with_result = request.ids && options_.ids_with_result;
   for (uint64_t h : request.handles) submits_[h].request = id;
   requests_.emplace(id, std::move(request));
   absl::StatusOr<std::string> frame = ipc::Encode(id, std::move(req));
@@ -322,7 +323,11 @@ void RemotePipeline::File(uint64_t request_id,
     uint64_t handle = only;
     if (ids) {
       auto t = by_task_.find(result.task_id);
-      handle = t == by_task_.end() ? 0 : t->second;
+      auto s = submits_.find(only);
+      // A one-task request's result without its SubmitReply (1.3,
+      // ids_with_result): the result names the id.
+      const bool no_ids_came = s != submits_.end() && !s->second.task_id;
+      handle = t != by_task_.end() ? t->second : no_ids_came ? only : 0;
     }
     if (handle != 0) Deliver(handle, std::move(result));
   }

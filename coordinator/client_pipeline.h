@@ -14,7 +14,10 @@
 // With a node of protocol 1.2 each batch asks for its task ids first
 // (SubmitRequest.push_ids): the frontend answers with a SubmitReply, then
 // pushes results, which are matched to handles by task id; a handle's task id
-// is then known before its result (TaskId, Cancel). With a 1.1 node (batch
+// is then known before its result (TaskId, Cancel). With a 1.3 node a
+// one-task request also sets ids_with_result: a task that finishes within the
+// frontend's hold has only its result sent, which names its id (TaskId and
+// Cancel wait for either). With a 1.1 node (batch
 // false) every task is a request of its own and its result is matched by the
 // request id, as before; TaskId and Cancel are then FailedPrecondition.
 //
@@ -53,6 +56,9 @@ struct PipelineOptions {
   // Coalescing (only with batch): most tasks and spec bytes per request, and
   // the age at which a Submit sends the batch it finds.
   bool batch = true;  // the node speaks 1.2 (push_ids)
+  // The node speaks 1.3: a one-task request asks for its ids with its result
+  // (SubmitRequest.ids_with_result), one reply when the task is quick.
+  bool ids_with_result = true;
   size_t max_batch = 64;
   size_t max_batch_bytes = 256 << 10;
   absl::Duration flush_after = absl::Microseconds(50);

@@ -276,6 +276,9 @@ class Coordinator::Impl {
   // count of our task client says how many to look for) and answers their
   // pushes and waits. REQUIRES: called when completion_ fired.
   void OnCompletions();
+  // Sends the held SubmitReplies (held_ids_), but for the tasks in
+  // `answered`, whose pushed results (naming their ids) go next instead.
+  void SendHeldIds(const std::set<uint64_t>& answered);
   // Answers waits whose deadline passed; returns the next deadline.
   std::optional<absl::Time> ExpireWaits(absl::Time now);
   // Registers a wait for its unfinished tasks; answers nothing.
@@ -390,6 +393,20 @@ class Coordinator::Impl {
   // always yields (A/B runs).
   bool busy_spin_ = true;
   static constexpr size_t kSpinWatchedAtMost = 4;
+  // The SubmitReplies of one-task pushed submits with ids_with_result (1.3),
+  // held until the next round of completions or held_until_: a task that
+  // finishes meanwhile is answered by its result alone (which names its id),
+  // one message instead of two, the other ids go before any result
+  // (OnCompletions). Held at most kHoldIdsFor, rounded up to the poll's
+  // millisecond.
+  struct HeldIds {
+    Peer peer;
+    uint64_t request_id = 0;
+    uint64_t task_id = 0;
+  };
+  std::vector<HeldIds> held_ids_;
+  absl::Time held_until_ = absl::InfiniteFuture();
+  static constexpr absl::Duration kHoldIdsFor = absl::Microseconds(50);
   // Default 30 µs; SHOAL_COORDINATOR_SPIN_US sets it (0: no spin; A/B runs).
   absl::Duration spin_for_ = absl::Microseconds(30);
 

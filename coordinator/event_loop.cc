@@ -60,6 +60,7 @@ absl::Time Coordinator::Impl::NextWake(absl::Time now, absl::Time next_tick,
     wake = std::min(wake, now + absl::Milliseconds(10));
   if (unsent_peers_ > 0 && pollout_stalled_)
     wake = std::min(wake, now + absl::Milliseconds(1));
+  if (!held_ids_.empty()) wake = std::min(wake, held_until_);
   return wake;
 }
 
@@ -212,6 +213,7 @@ absl::Status Coordinator::Impl::Run() {
     if (ps.items[kStopItem].revents & ZMQ_POLLIN) break;  // stop_
     ServeReady(ps, *completed, &next_tick);
     now = absl::Now();
+    if (!held_ids_.empty() && now >= held_until_) SendHeldIds({});
     CheckTimeouts(now);
     ExpireWaits(now);
     AnswerOrphanedWaits();

@@ -171,11 +171,17 @@ std::optional<ipc::Message> Coordinator::Impl::OnSubmit(
   }
   // Each result is pushed when its task finishes (OnCompletions), a
   // WaitReply with this request's id; with push_ids (1.2) the ids go first
-  // (this reply is sent before OnCompletions can push a result).
+  // (this reply is sent before OnCompletions can push a result), unless the
+  // one task's result can carry its id (1.3, ids_with_result: held_ids_).
   auto push = std::make_shared<const PushTarget>(PushTarget{peer, request_id});
   for (uint64_t id : ids) Watch(id, push, 0);
   spin_for_push_ = watched_.size() <= kSpinWatchedAtMost;
   spin_task_ = ids.size() == 1 ? ids[0] : 0;
+  if (m.push_ids && m.ids_with_result && ids.size() == 1) {
+    if (held_ids_.empty()) held_until_ = absl::Now() + kHoldIdsFor;
+    held_ids_.push_back(HeldIds{peer, request_id, ids[0]});
+    return std::nullopt;
+  }
   if (m.push_ids) return ipc::SubmitReply{std::move(ids)};
   return std::nullopt;
 }

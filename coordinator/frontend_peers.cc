@@ -430,6 +430,9 @@ void Coordinator::Impl::EndSession(PeerState& state) {
   state.parked.clear();
   state.over_since.reset();
   const std::string key = state.peer.key();
+  // Its held task ids go nowhere: its tasks are released below.
+  std::erase_if(held_ids_,
+                [&](const HeldIds& h) { return h.peer.key() == key; });
   for (auto w = waits_.begin(); w != waits_.end();) {
     if (w->second.peer.key() != key) {
       ++w;

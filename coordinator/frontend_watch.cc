@@ -87,6 +87,16 @@ void Coordinator::Impl::FinishWait(uint64_t serial) {
   if (reply) Reply(wait.peer, wait.request_id, *std::move(reply));
 }
 
+void Coordinator::Impl::SendHeldIds(const std::set<uint64_t>& answered) {
+  std::vector<HeldIds> held;
+  held.swap(held_ids_);
+  held_until_ = absl::InfiniteFuture();
+  for (const HeldIds& h : held) {
+    if (answered.count(h.task_id) != 0) continue;
+    Reply(h.peer, h.request_id, ipc::SubmitReply{{h.task_id}});
+  }
+}
+
 void Coordinator::Impl::OnCompletions() {
   const uint32_t rings = table_->ClientRings(own_client_);
   const uint32_t rung = rings - rings_seen_;
@@ -107,6 +117,7 @@ void Coordinator::Impl::OnCompletions() {
            std::pair<std::shared_ptr<const PushTarget>, ipc::WaitReply>>
       pushes;
   std::vector<uint64_t> due;
+  std::set<uint64_t> pushed;  // tasks whose results go below
   for (uint64_t id : finished) {
     auto it = watched_.find(id);
     if (it == watched_.end()) continue;
@@ -126,8 +137,11 @@ void Coordinator::Impl::OnCompletions() {
       auto& [target, reply] = pushes[{to.peer.key(), to.request_id}];
       target = watch.push;
       reply.results.push_back(TakeFor(StateOf(to.peer), id, true));
+      pushed.insert(id);
     }
   }
+  // Held ids before any result; a held task pushed now needs none.
+  if (!held_ids_.empty()) SendHeldIds(pushed);
   for (auto& [key, push] : pushes) {
     Reply(push.first->peer, push.first->request_id, std::move(push.second));
   }

@@ -29,8 +29,9 @@ namespace shoal::ipc {
 // The protocol version this build speaks. A peer with another major version
 // gets a FailedPrecondition error reply.
 inline constexpr uint32_t kProtocolMajor = 1;
-// 1: SubmitRequest.push; 2: SubmitRequest.push_ids.
-inline constexpr uint32_t kProtocolMinor = 2;
+// 1: SubmitRequest.push; 2: SubmitRequest.push_ids;
+// 3: SubmitRequest.ids_with_result.
+inline constexpr uint32_t kProtocolMinor = 3;
 
 struct ErrorReply {
   absl::Status status;  // never OK
@@ -195,6 +196,9 @@ struct SubmitRequest {
   bool push = false;
   // With push (1.2): a SubmitReply with the task ids first, then the results.
   bool push_ids = false;
+  // With push_ids, one task (1.3): no SubmitReply if the result comes within
+  // the frontend's hold; its TaskResult.task_id is the id (shoal.proto).
+  bool ids_with_result = false;
 };
 
 struct SubmitReply {

@@ -35,6 +35,7 @@ absl::Status EncodeBody(const SubmitRequest& m, wire::Envelope* w) {
   for (const TaskSpec& t : m.tasks) ToWire(t, r->add_tasks());
   r->set_push(m.push);
   r->set_push_ids(m.push_ids);
+  r->set_ids_with_result(m.ids_with_result);
   return absl::OkStatus();
 }
 
@@ -178,6 +179,7 @@ absl::StatusOr<Message> SubmitFromWire(const wire::SubmitRequest& r,
   }
   m.push = r.push();
   m.push_ids = r.push_ids();
+  m.ids_with_result = r.ids_with_result();
   return m;
 }
 

@@ -105,11 +105,14 @@ TEST(ProtocolTaskTest, SubmitRoundTripWithEveryValueKind) {
   SubmitRequest got = RoundTrip(m, "submit");
   EXPECT_FALSE(got.push);
   EXPECT_FALSE(got.push_ids);
+  EXPECT_FALSE(got.ids_with_result);
   m.push = true;
   m.push_ids = true;
+  m.ids_with_result = true;
   SubmitRequest pushed = RoundTrip(m, "submit");
   EXPECT_TRUE(pushed.push);
   EXPECT_TRUE(pushed.push_ids);
+  EXPECT_TRUE(pushed.ids_with_result);
   ASSERT_EQ(got.tasks.size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
     SCOPED_TRACE(i);

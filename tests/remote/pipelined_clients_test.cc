@@ -7,15 +7,20 @@
 // - a full window makes SubmitAsync give ResourceExhausted, not queue;
 // - protocol 1.2: SubmitAsync calls are coalesced into batched requests
 //   (push_ids: the ids come first), a refused task fails only itself, and a
-//   pushed task can be cancelled by its handle before its result.
+//   pushed task can be cancelled by its handle before its result;
+// - protocol 1.3: a quick one-task pushed submit with ids_with_result is
+//   answered by its result alone, a slow one gets its ids first.
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "coordinator/client.h"
 #include "coordinator/client_pipeline.h"
 #include "coordinator/discovery.h"
@@ -248,6 +253,96 @@ TEST_F(PipelinedClientsTest, WithPushIdsTheIdsComeFirstThenEachResultOnce) {
   }
   EXPECT_EQ(result_ids, std::multiset<uint64_t>(ids.begin(), ids.end()));
   EXPECT_EQ(values, (std::multiset<int64_t>{1, 2, 3, 4, 5}));
+}
+
+// Protocol 1.3: a one-task pushed submit with ids_with_result. A task that
+// finishes within the frontend's hold is answered by its result alone, which
+// names its id; otherwise the ids come first, and never after the result.
+// A slow task gets its ids at the hold's end and can be cancelled by them.
+TEST_F(PipelinedClientsTest, IdsWithResultAnswerAQuickTaskOnce) {
+  absl::StatusOr<ipc::Socket> dealer = RawDealer();
+  ASSERT_TRUE(dealer.ok()) << dealer.status();
+  auto next = [&]() -> absl::StatusOr<ipc::Envelope> {
+    std::vector<std::string> frames;
+    SHOAL_RETURN_IF_ERROR(dealer->Recv(&frames, absl::Seconds(30)));
+    if (frames.size() != 1) return absl::InternalError("frames");
+    ipc::DecodeResult d = ipc::Decode(frames[0]);
+    SHOAL_RETURN_IF_ERROR(d.envelope.status());
+    return *std::move(d.envelope);
+  };
+  auto one = [](ipc::TaskSpec t) {
+    ipc::SubmitRequest r;
+    r.tasks = {std::move(t)};
+    r.push = true;
+    r.push_ids = true;
+    r.ids_with_result = true;
+    return r;
+  };
+  int alone = 0;
+  for (int i = 0; i < 200; ++i) {
+    const uint64_t rid = 1000 + i;
+    absl::StatusOr<std::string> frame = ipc::Encode(rid, one(Echo(i)));
+    ASSERT_TRUE(frame.ok());
+    ASSERT_TRUE(dealer->Send(*frame).ok());
+    // Sequential requests: a reply to an earlier request arriving here
+    // (ids after their result) fails the request id check.
+    absl::StatusOr<ipc::Envelope> first = next();
+    ASSERT_TRUE(first.ok()) << first.status();
+    ASSERT_EQ(first->request_id, rid);
+    std::optional<uint64_t> id;
+    ipc::Envelope result = *std::move(first);
+    if (const auto* ids = std::get_if<ipc::SubmitReply>(&result.body)) {
+      ASSERT_EQ(ids->task_ids.size(), 1u);
+      id = ids->task_ids[0];
+      absl::StatusOr<ipc::Envelope> second = next();
+      ASSERT_TRUE(second.ok()) << second.status();
+      ASSERT_EQ(second->request_id, rid);
+      result = *std::move(second);
+    } else {
+      ++alone;
+    }
+    const auto* w = std::get_if<ipc::WaitReply>(&result.body);
+    ASSERT_NE(w, nullptr) << "got " << ipc::MessageName(result.body);
+    ASSERT_EQ(w->results.size(), 1u);
+    ASSERT_TRUE(w->results[0].status.ok()) << w->results[0].status;
+    EXPECT_NE(w->results[0].task_id, 0u);
+    if (id) EXPECT_EQ(w->results[0].task_id, *id);
+    EXPECT_EQ(std::get<int64_t>(w->results[0].outputs[0]), i);
+  }
+  // Echo tasks finish in microseconds: most are answered once (at least one,
+  // however loaded the machine).
+  EXPECT_GT(alone, 0) << "every quick task got a submit_reply too";
+
+  // A 5 s task: its ids come at the hold's end, long before its result.
+  ipc::TaskSpec sleep;
+  sleep.function = "sleep";
+  sleep.args = {5.0};
+  absl::StatusOr<std::string> frame = ipc::Encode(7, one(sleep));
+  ASSERT_TRUE(frame.ok());
+  const absl::Time sent = absl::Now();
+  ASSERT_TRUE(dealer->Send(*frame).ok());
+  absl::StatusOr<ipc::Envelope> first = next();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->request_id, 7u);
+  const auto* ids = std::get_if<ipc::SubmitReply>(&first->body);
+  ASSERT_NE(ids, nullptr) << "first came " << ipc::MessageName(first->body);
+  EXPECT_LT(absl::Now() - sent, absl::Seconds(2)) << "the ids waited";
+  frame = ipc::Encode(8, ipc::CancelRequest{ids->task_ids});
+  ASSERT_TRUE(frame.ok());
+  ASSERT_TRUE(dealer->Send(*frame).ok());
+  absl::StatusOr<ipc::Envelope> ok = next();
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  ASSERT_EQ(ok->request_id, 8u);
+  ASSERT_TRUE(std::holds_alternative<ipc::OkReply>(ok->body))
+      << ipc::MessageName(ok->body);
+  absl::StatusOr<ipc::Envelope> cancelled = next();
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  ASSERT_EQ(cancelled->request_id, 7u);
+  const auto* w = std::get_if<ipc::WaitReply>(&cancelled->body);
+  ASSERT_NE(w, nullptr) << "got " << ipc::MessageName(cancelled->body);
+  ASSERT_EQ(w->results.size(), 1u);
+  EXPECT_EQ(w->results[0].status.code(), absl::StatusCode::kCancelled)
+      << w->results[0].status;
 }
 
 TEST_F(PipelinedClientsTest, SubmitAsyncCallsGoOutInBatchedRequests) {
