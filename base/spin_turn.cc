@@ -1,22 +1,13 @@
 #include "base/spin_turn.h"
 
 #include <sched.h>
-#include <time.h>
 
 #include <algorithm>
 
 #include "base/cpu_relax.h"
+#include "base/monotonic_clock.h"
 
 namespace shoal {
-namespace {
-
-int64_t MonotonicNs() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
-}
-
-}  // namespace
 
 bool SpinContention::Record(int64_t start_ns, int64_t end_ns) {
   if (end_ns - start_ns <= kStolenTurnNs) return true;

@@ -19,6 +19,7 @@
 #include "absl/strings/strip.h"
 #include "base/event_fd.h"
 #include "base/log.h"
+#include "base/monotonic_clock.h"
 #include "base/process_info.h"
 #include "base/python_env.h"
 #include "base/runtime_dir.h"
@@ -32,15 +33,6 @@
 #include "shm/segment.h"
 
 namespace shoal::coordinator {
-namespace {
-
-int64_t MonotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
-
-}  // namespace
 
 // ---- start-up
 // ------------------------------------------------------------------

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/monotonic_clock.h"
 #include "base/process_info.h"
 #include "base/status_macros.h"
 #include "tasks/task_table_op.h"
@@ -14,7 +15,6 @@
 namespace shoal::tasks {
 
 using task_table_internal::FaultPoint;
-using task_table_internal::MonotonicNs;
 using task_table_internal::RelaxedLoad;
 
 namespace task_table_internal {

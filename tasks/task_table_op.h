@@ -21,12 +21,6 @@ namespace task_table_internal {
 
 constexpr uint32_t kMaxPayloadChunks = 8;  // ≤ ~512 KiB per task payload
 
-inline int64_t MonotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
-
 inline uint32_t RelaxedLoad(const uint32_t* p) {
   return __atomic_load_n(p, __ATOMIC_RELAXED);
 }

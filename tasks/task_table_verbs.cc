@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/monotonic_clock.h"
 #include "base/spin_turn.h"
 #include "base/status_macros.h"
 #include "tasks/task_table.h"
@@ -16,7 +17,6 @@
 namespace shoal::tasks {
 
 using task_table_internal::FaultPoint;
-using task_table_internal::MonotonicNs;
 using task_table_internal::RelaxedLoad;
 
 namespace {
