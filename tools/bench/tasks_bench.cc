@@ -373,6 +373,9 @@ void PrintGoal(const InterleavedSync& m, bool json) {
              Joined(m.systems[1].block_p50, 1e6, 1))
         .Add("raw_echo_process_block_p50_us",
              Joined(m.systems[2].block_p50, 1e6, 1))
+        .Add("shoal_switches_per_op", m.systems[0].switches_per_op)
+        .Add("raw_in_process_switches_per_op", m.systems[1].switches_per_op)
+        .Add("raw_echo_process_switches_per_op", m.systems[2].switches_per_op)
         .Add("goal_met",
              static_cast<int64_t>(m.ratio_in_process <= kGoal ? 1 : 0));
     std::printf("%s\n", j.str().c_str());
@@ -382,12 +385,16 @@ void PrintGoal(const InterleavedSync& m, bool json) {
       "# goal (issue 15), interleaved in %zu blocks: shoal pushed sync p50 "
       "%.1f us / raw CURVE p50 %.1f us = %.2fx (goal <= %.1fx: %s); per "
       "block %s\n"
-      "#   vs the CURVE echo process (p50 %.1f us): %.2fx; per block %s\n",
+      "#   vs the CURVE echo process (p50 %.1f us): %.2fx; per block %s\n"
+      "#   context switches per round trip (machine-wide): shoal %.1f, raw "
+      "%.1f, echo process %.1f\n",
       m.block_ratios_in_process.size(), m.systems[0].p50_us,
       m.systems[1].p50_us, m.ratio_in_process, kGoal,
       m.ratio_in_process <= kGoal ? "met" : "NOT met",
       Joined(m.block_ratios_in_process).c_str(), m.systems[2].p50_us,
-      m.ratio_echo_process, Joined(m.block_ratios_echo_process).c_str());
+      m.ratio_echo_process, Joined(m.block_ratios_echo_process).c_str(),
+      m.systems[0].switches_per_op, m.systems[1].switches_per_op,
+      m.systems[2].switches_per_op);
 }
 
 // One JSON object per row, or a table under a header line.

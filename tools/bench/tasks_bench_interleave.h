@@ -6,6 +6,7 @@
 #ifndef SHOAL_TOOLS_BENCH_TASKS_BENCH_INTERLEAVE_H_
 #define SHOAL_TOOLS_BENCH_TASKS_BENCH_INTERLEAVE_H_
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -25,6 +26,11 @@ struct InterleavedLatency {
   std::vector<double> block_p50;  // seconds, the p50 of each block's samples
   double p50_us = 0;              // over all samples
   double p99_us = 0;
+  // Context switches on the whole machine per timed round trip (/proc/stat
+  // "ctxt", read around each block): how many hand-offs between threads a
+  // round trip takes, which on one shared vCPU is what its latency is made
+  // of. -1 when not counted.
+  double switches_per_op = -1;
 };
 
 struct InterleaveOptions {
@@ -32,7 +38,14 @@ struct InterleaveOptions {
   int per_block = 200;          // timed round trips per system per block, ≥ 1
   int warmup = 200;             // untimed round trips per system before block 0
   std::function<double()> now;  // seconds; NowSeconds when empty (tests)
+  // The machine's context switches so far; MachineContextSwitches when
+  // empty (tests). A negative value means unknown: not counted.
+  std::function<int64_t()> switches;
 };
+
+// The machine's context switches since boot (/proc/stat "ctxt"), or -1 when
+// it cannot be read.
+int64_t MachineContextSwitches();
 
 // Warms up each system (`warmup` round trips, in the given order), then runs
 // `blocks` blocks; in each, every system runs `per_block` timed round trips

@@ -1,7 +1,11 @@
 #include "tools/bench/tasks_bench_interleave.h"
 
+#include <condition_variable>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -81,6 +85,66 @@ TEST(InterleaveTest, TimesEachSystemAndItsBlocks) {
   EXPECT_NEAR(ratios[0], 0.5, 1e-9);
   EXPECT_NEAR(ratios[1], 0.5, 1e-9);
   EXPECT_NEAR(ratios[2], 2.0, 1e-9);
+}
+
+TEST(InterleaveTest, CountsSwitchesPerTimedRoundTrip) {
+  Fake f;
+  int64_t switches = 0;
+  // a hands off 4 times per round trip, b 6 times; warm-ups count too, but
+  // only timed blocks are counted.
+  std::vector<InterleavedSystem> systems = {{"a",
+                                             [&] {
+                                               switches += 4;
+                                               return absl::OkStatus();
+                                             }},
+                                            {"b", [&] {
+                                               switches += 6;
+                                               return absl::OkStatus();
+                                             }}};
+  InterleaveOptions o = f.Options(/*blocks=*/3, /*per_block=*/5,
+                                  /*warmup=*/7);
+  o.switches = [&] { return switches; };
+  absl::StatusOr<std::vector<InterleavedLatency>> r =
+      MeasureInterleaved(systems, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_DOUBLE_EQ((*r)[0].switches_per_op, 4);
+  EXPECT_DOUBLE_EQ((*r)[1].switches_per_op, 6);
+}
+
+TEST(InterleaveTest, AnUnreadableCounterIsNotCounted) {
+  Fake f;
+  InterleaveOptions o = f.Options(2, 3, 0);
+  o.switches = [] { return int64_t{-1}; };
+  absl::StatusOr<std::vector<InterleavedLatency>> r =
+      MeasureInterleaved({f.System("a", [](int) { return 1e-6; })}, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[0].switches_per_op, -1);
+}
+
+// The real counter: a thread that blocks until another wakes it is switched
+// out and in, so 200 hand-offs add at least 200 switches.
+TEST(InterleaveTest, MachineContextSwitchesCountsRealHandOffs) {
+  const int64_t before = MachineContextSwitches();
+  ASSERT_GE(before, 0) << "/proc/stat has no ctxt line";
+  std::mutex mu;
+  std::condition_variable cv;
+  int turn = 0;  // even: the main thread's, odd: the other's
+  std::thread other([&] {
+    for (int i = 0; i < 100; ++i) {
+      std::unique_lock<std::mutex> l(mu);
+      cv.wait(l, [&] { return turn % 2 == 1; });
+      ++turn;
+      cv.notify_all();
+    }
+  });
+  for (int i = 0; i < 100; ++i) {
+    std::unique_lock<std::mutex> l(mu);
+    ++turn;
+    cv.notify_all();
+    cv.wait(l, [&] { return turn % 2 == 0; });
+  }
+  other.join();
+  EXPECT_GE(MachineContextSwitches() - before, 200);
 }
 
 TEST(InterleaveTest, StopsAtTheFirstError) {
