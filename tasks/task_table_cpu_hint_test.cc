@@ -85,7 +85,9 @@ TEST_F(CpuHintTest, OnlyARunningTaskClaimedOnAnotherCpu) {
   ASSERT_TRUE(table_->Claim(worker_)->has_value());
   ASSERT_TRUE(PinTo(b));
   EXPECT_TRUE(table_->RunsOnAnotherCpu(next));
-  if (next != id) EXPECT_FALSE(table_->RunsOnAnotherCpu(id)) << "stale id";
+  if (next != id) {
+    EXPECT_FALSE(table_->RunsOnAnotherCpu(id)) << "stale id";
+  }
   EXPECT_FALSE(table_->RunsOnAnotherCpu(~uint64_t{0})) << "no such entry";
 }
 

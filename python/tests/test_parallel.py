@@ -60,6 +60,12 @@ def test_two_tasks_on_two_workers_take_about_the_time_of_one(client):
             pytest.skip(f"the cores are busy: two plain processes took "
                         f"{p_two / p_one:.2f}x one ({t_two / t_one:.2f}x "
                         f"for two shoal tasks)")
+        # The cores are free now; a load that held them during shoal's
+        # rounds may have gone since (a CI host's other job), so shoal is
+        # measured again beside the control that just passed.
+        t_one, t_two = _ratio(one, two, lambda r: r < 1.5, tries=3)
+        print(f"again: one task {t_one:.3f}s, two tasks {t_two:.3f}s "
+              f"(plain processes {p_two / p_one:.2f}x)")
     assert t_two < 1.5 * t_one, (t_one, t_two)
 
 
