@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/descriptor_limit.h"
 #include "base/event_fd.h"
 #include "base/log.h"
 #include "base/monotonic_clock.h"
@@ -47,6 +48,9 @@ absl::Status Coordinator::Impl::Init() {
         "--cpus-per-worker must be ≥ 1 and --gpus-per-worker ≥ 0");
   }
   if (options_.job_id.empty()) options_.job_id = NewJobId();
+  // Clients' connections cost descriptors: use all the hard limit allows.
+  if (absl::StatusOr<uint64_t> limit = RaiseDescriptorLimit(); !limit.ok())
+    SHOAL_LOG(WARNING, "%s", limit.status().ToString());
   for (const std::string& job : RemoveStaleJobDirs()) {
     SHOAL_LOG(INFO, "removed the runtime folder of dead job %s", job);
   }
@@ -477,6 +481,10 @@ Coordinator::Impl::~Impl() {
   store_.reset();
   table_.reset();
   zap_.reset();
+  // Monitors stopped first: libzmq blocks the thread that emits an event
+  // while the monitor has no reader.
+  if (frontend_) zmq_socket_monitor(frontend_.raw(), nullptr, 0);
+  if (tcp_frontend_) zmq_socket_monitor(tcp_frontend_.raw(), nullptr, 0);
   frontend_.Close();
   tcp_frontend_.Close();
   backend_.Close();

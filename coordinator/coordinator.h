@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "ipc/connection_guard.h"
 
 namespace shoal::coordinator {
 
@@ -73,6 +74,11 @@ struct CoordinatorOptions {
   // `slow_client_grace` is dropped (its tasks released). Default 16 MiB, 10 s.
   uint64_t max_reply_bytes_per_client = 16 << 20;
   absl::Duration slow_client_grace = absl::Seconds(10);
+  // The TCP frontend's connections: at most max_connections at once (new
+  // ones are held off meanwhile), max_per_client per client key, and those
+  // that send no request (a handshake in progress, or silent) capped per
+  // address and closed after first_request_within (ipc/connection_guard.h).
+  ipc::ConnectionLimits connection_limits;
 };
 
 class Coordinator {

@@ -27,6 +27,7 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/janitor.h"
 #include "coordinator/supervisor.h"
+#include "ipc/connection_guard.h"
 #include "ipc/curve.h"
 #include "ipc/messages.h"
 #include "ipc/socket.h"
@@ -422,6 +423,8 @@ class Coordinator::Impl {
   ipc::Socket frontend_events_;
   ipc::Socket tcp_frontend_events_;
   std::map<std::pair<bool, int>, std::set<std::string>> peers_by_fd_;
+  // Bounds tcp_frontend_'s connections (caps, hold-off, silent ones closed).
+  ipc::ConnectionGuard connections_{options_.connection_limits};
   std::string frontend_endpoint_;
   std::string tcp_endpoint_;
   std::string owner_public_key_;  // the owner's CURVE client key

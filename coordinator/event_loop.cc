@@ -222,6 +222,7 @@ absl::Status Coordinator::Impl::Run() {
       next_tick = std::min(supervisor_->Tick(now), now + absl::Seconds(1));
       ExpireRemoteResults(now);
       ExpireOutputs(now);
+      connections_.Tick(now);
       ServeParked(now);
     }
   }

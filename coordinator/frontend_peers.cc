@@ -234,6 +234,12 @@ void Coordinator::Impl::DrainFrontend(bool tcp) {
     peer.fd = fd;
     peer.owner =
         !tcp || (!owner_public_key_.empty() && user_id == owner_public_key_);
+    if (tcp && !user_id.empty()) {
+      if (absl::Status s = connections_.OnRequest(fd, user_id); !s.ok()) {
+        Reply(peer, 0, ipc::ErrorReply{s});
+        continue;
+      }
+    }
     if (frames != 2) {
       if (frames > 0) {
         Reply(peer, 0,

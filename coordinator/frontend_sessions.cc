@@ -8,9 +8,9 @@
 // other. After reading each request the frontend reads the events queued so
 // far: ZeroMQ queues a disconnect before it closes the descriptor, so the
 // disconnect of a descriptor the kernel reused for the request's connection
-// is always handled before that request. TCP peers are probed with ZMTP
-// heartbeats: a host that vanishes without closing is noticed within
-// kHeartbeatTimeoutMs.
+// is always handled before that request. TCP peers are probed with TCP
+// keepalive: a host that vanishes without closing is noticed within about
+// 16 s of silence.
 #include <zmq.h>
 
 #include <cstring>
@@ -25,29 +25,41 @@
 namespace shoal::coordinator {
 namespace {
 
-constexpr int kHeartbeatIntervalMs = 2000;
-constexpr int kHeartbeatTimeoutMs = 10000;
+constexpr int kKeepaliveIdleS = 10;
+constexpr int kKeepaliveIntervalS = 2;
+constexpr int kKeepaliveProbes = 3;
+constexpr int kHandshakeMs = 5000;
 
 }  // namespace
 
 absl::Status Coordinator::Impl::MonitorFrontend(bool tcp) {
   ipc::Socket& socket = tcp ? tcp_frontend_ : frontend_;
   ipc::Socket& events = tcp ? tcp_frontend_events_ : frontend_events_;
+  int mask = ZMQ_EVENT_DISCONNECTED;
   if (tcp) {
-    SHOAL_ZMQ_CHECK(zmq_setsockopt(socket.raw(), ZMQ_HEARTBEAT_IVL,
-                                   &kHeartbeatIntervalMs,
-                                   sizeof kHeartbeatIntervalMs));
-    SHOAL_ZMQ_CHECK(zmq_setsockopt(socket.raw(), ZMQ_HEARTBEAT_TIMEOUT,
-                                   &kHeartbeatTimeoutMs,
-                                   sizeof kHeartbeatTimeoutMs));
+    // A host that vanishes is noticed by TCP keepalive, not by ZMTP
+    // heartbeats: libzmq 4.3.4 runs a connection's heartbeat timer after it
+    // has stopped reading the connection (its queue to us full) and seen it
+    // reset, and aborts the process (stream_engine_base.cpp:331).
+    SHOAL_ZMQ_CHECK(zmq_setsockopt(socket.raw(), ZMQ_TCP_KEEPALIVE_IDLE,
+                                   &kKeepaliveIdleS, sizeof kKeepaliveIdleS));
+    SHOAL_ZMQ_CHECK(zmq_setsockopt(socket.raw(), ZMQ_TCP_KEEPALIVE_INTVL,
+                                   &kKeepaliveIntervalS,
+                                   sizeof kKeepaliveIntervalS));
+    SHOAL_ZMQ_CHECK(zmq_setsockopt(socket.raw(), ZMQ_TCP_KEEPALIVE_CNT,
+                                   &kKeepaliveProbes, sizeof kKeepaliveProbes));
+    // A connection that has not completed its CURVE handshake in this long
+    // is closed (libzmq's default is 30 s).
+    SHOAL_ZMQ_CHECK(zmq_setsockopt(socket.raw(), ZMQ_HANDSHAKE_IVL,
+                                   &kHandshakeMs, sizeof kHandshakeMs));
+    mask |= ipc::ConnectionGuard::MonitorEvents();
   }
   // inproc names are per context: this object's address keeps two
   // coordinators of one process (tests) apart.
   const std::string name =
       absl::StrCat("inproc://shoal-frontend-events-", tcp ? "tcp-" : "ipc-",
                    reinterpret_cast<uintptr_t>(this));
-  SHOAL_ZMQ_CHECK(
-      zmq_socket_monitor(socket.raw(), name.c_str(), ZMQ_EVENT_DISCONNECTED));
+  SHOAL_ZMQ_CHECK(zmq_socket_monitor(socket.raw(), name.c_str(), mask));
   SHOAL_ASSIGN_OR_RETURN(events, ipc::Socket::Create(ZMQ_PAIR));
   return events.Connect(name);
 }
@@ -57,14 +69,11 @@ void Coordinator::Impl::DrainFrontendEvents(bool tcp) {
   MarkTouched(tcp ? kTcpEventsItem : kEventsItem);
   std::vector<std::string> frames;
   while (events.Recv(&frames, absl::ZeroDuration()).ok()) {
-    // Frame 1: a 16-bit event and a 32-bit value (the descriptor); frame 2:
-    // the endpoint.
-    if (frames.empty() || frames[0].size() != 6) continue;
-    uint16_t event = 0;
-    uint32_t value = 0;
-    std::memcpy(&event, frames[0].data(), sizeof event);
-    std::memcpy(&value, frames[0].data() + 2, sizeof value);
-    if (event != ZMQ_EVENT_DISCONNECTED) continue;
+    std::optional<ipc::MonitorEvent> e = ipc::ParseMonitorEvent(frames);
+    if (!e) continue;
+    if (tcp) connections_.OnEvent(e->event, e->value, absl::Now());
+    if (e->event != ZMQ_EVENT_DISCONNECTED) continue;
+    const int32_t value = e->value;
     auto it = peers_by_fd_.find({tcp, static_cast<int>(value)});
     if (it == peers_by_fd_.end()) continue;
     const std::set<std::string> keys = std::move(it->second);

@@ -22,6 +22,7 @@
 #include "ipc/protocol.h"
 #include "ipc/socket.h"
 #include "tests/coordinator/node_fixture.h"
+#include "tests/security/raw_client.h"
 #include "tests/testing/test_env.h"
 
 namespace shoal {
@@ -29,6 +30,7 @@ namespace {
 
 using coordinator::Client;
 using shoal::testing::NodeProcess;
+using shoal::testing::RawClient;
 
 ipc::TaskSpec Task(std::string fn, std::vector<Value> args = {}) {
   ipc::TaskSpec t;
@@ -36,54 +38,6 @@ ipc::TaskSpec Task(std::string fn, std::vector<Value> args = {}) {
   t.args = std::move(args);
   return t;
 }
-
-// A client speaking raw frames to a frontend endpoint, optionally with CURVE.
-class RawClient {
- public:
-  explicit RawClient(const std::string& endpoint, int rcvhwm = 1000,
-                     const ipc::CurveKeyPair* keys = nullptr,
-                     const std::string& server_key = "") {
-    ipc::SocketOptions o;
-    o.max_msg_bytes = 128 << 20;
-    socket_ = *ipc::Socket::Create(ZMQ_DEALER, o);
-    zmq_setsockopt(socket_.raw(), ZMQ_RCVHWM, &rcvhwm, sizeof(rcvhwm));
-    if (rcvhwm < 10) {
-      const int small = 4096;
-      zmq_setsockopt(socket_.raw(), ZMQ_RCVBUF, &small, sizeof(small));
-    }
-    if (keys != nullptr) {
-      EXPECT_TRUE(ipc::ConfigureCurveClient(socket_, server_key, *keys).ok());
-    }
-    EXPECT_TRUE(socket_.Connect(endpoint).ok());
-  }
-  // Without blocking: a DEALER with no admitted connection has nowhere to
-  // queue (Unavailable).
-  absl::Status Send(uint64_t id, ipc::Message m) {
-    return socket_.Send(*ipc::Encode(id, std::move(m)), /*dontwait=*/true);
-  }
-  // The next reply's body, or the status of why there is none.
-  absl::StatusOr<ipc::Message> Next(absl::Duration timeout) {
-    std::vector<std::string> frames;
-    absl::Status s = socket_.Recv(&frames, timeout);
-    if (!s.ok()) return s;
-    ipc::DecodeLimits limits;
-    limits.max_frame_bytes = 128 << 20;
-    ipc::DecodeResult d = ipc::Decode(frames.at(0), limits);
-    if (!d.envelope.ok()) return d.envelope.status();
-    if (auto* e = std::get_if<ipc::ErrorReply>(&d.envelope->body))
-      return e->status;
-    return d.envelope->body;
-  }
-  absl::StatusOr<ipc::Message> Call(
-      ipc::Message m, absl::Duration timeout = absl::Seconds(20)) {
-    if (absl::Status s = Send(++next_id_, std::move(m)); !s.ok()) return s;
-    return Next(timeout);
-  }
-
- private:
-  ipc::Socket socket_;
-  uint64_t next_id_ = 0;
-};
 
 class FrontendAttackTest : public ::testing::Test {
  protected:
