@@ -2,6 +2,15 @@
 //
 //   $SHOAL_RUNTIME_DIR, else $XDG_RUNTIME_DIR/shoal, else /tmp/shoal-<uid>;
 //   one folder per job inside it, mode 0700.
+//
+// A name in /tmp can be taken first by another user (a folder, file or link
+// of theirs at /tmp/shoal-<uid>). shoal never uses such a root; a node then
+// makes a private fallback beside it, <root>-XXXXXX (mkdtemp, mode 0700), and
+// records it in $HOME/.shoal/runtime-<host>-<hash of the root's path>, a file
+// in a folder that only this user may write. Clients that find the root held
+// by another user follow that record, and accept only a folder of the form
+// <root>-XXXXXX that is this user's and that no one else may write to: no one
+// else can point them at a folder of their own.
 #ifndef SHOAL_BASE_RUNTIME_DIR_H_
 #define SHOAL_BASE_RUNTIME_DIR_H_
 
@@ -13,20 +22,35 @@
 
 namespace shoal {
 
-// The runtime root (not created).
+// The runtime root by the rule above, whoever holds it (not created).
+std::string PreferredRuntimeRoot();
+
+// The runtime root this user's nodes and clients use (not created): the
+// preferred root, unless another user holds that name (lstat: its owner is
+// not this user) and a valid fallback is recorded for it; then that fallback.
 std::string RuntimeRoot();
+
+// The file that records the fallback of runtime root `preferred`:
+// $HOME/.shoal/runtime-<host>-<16 hex digits of the path's FNV-1a hash>.
+// "" when HOME is not an absolute path.
+std::string FallbackRecordPath(absl::string_view preferred);
 
 // Whether `job_id` may name a job: it becomes part of folder, socket and
 // /dev/shm names, so 1-48 letters, digits, '_', '-' and '.'.
 // Errors: InvalidArgument saying which rule the id breaks.
 absl::Status CheckJobId(absl::string_view job_id);
 
-// RuntimeRoot()/<job_id>, created with mode 0700 if missing. Both folders are
-// checked (CheckRuntimeFolder): the root may not be writable by others, the
-// job's folder not even enterable by others.
+// <root>/<job_id>, created with mode 0700 if missing. The root is the
+// preferred one, or, when another user holds that name, its fallback: the
+// recorded one if valid, else a fresh one (mkdtemp) recorded for clients; a
+// warning (once per process) names the held path, its owner and the fallback.
+// Both folders are checked (CheckRuntimeFolder): the root may not be writable
+// by others, the job's folder not even enterable by others.
 // Errors: InvalidArgument (bad job id), PermissionDenied / Internal from mkdir,
 // FailedPrecondition if the path would exceed the 107-byte limit of ipc://
-// socket paths or a folder fails its check (the message names it).
+// socket paths, a folder fails its check, or the root is another user's and
+// no fallback can be made or recorded (no HOME, say; the message names the
+// root, its owner and why).
 absl::StatusOr<std::string> JobDir(absl::string_view job_id);
 
 // Whether `path` is a folder (not a link) owned by this user that no one else

@@ -257,7 +257,7 @@ absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Create(
     h->data_offset = data;
     h->p2p_offset = p2p;
     seg->Publish(kCollMagic);
-    SHOAL_RETURN_IF_ERROR(rendezvous.Set(key, seg_name));
+    SHOAL_RETURN_IF_ERROR(rendezvous.Set(key, seg->name()));
   } else {
     SHOAL_ASSIGN_OR_RETURN(std::string seg_name,
                            rendezvous.Get(key, o.timeout));

@@ -100,6 +100,8 @@ absl::Status Coordinator::Impl::StartStore() {
   so.job_id = options_.job_id;
   so.store_bytes = options_.store_bytes;
   SHOAL_ASSIGN_OR_RETURN(store_, shm::StoreService::Create(so));
+  // The name taken: a fallback when another user held the usual one.
+  SHOAL_RETURN_IF_ERROR(janitor_->Watch(store_->segment_name()));
   store_endpoint_ = store_->endpoint();
   shm::StoreService* store = store_.get();
   store_thread_ = std::thread([store] {
@@ -117,6 +119,7 @@ absl::Status Coordinator::Impl::StartTaskTable() {
   SHOAL_ASSIGN_OR_RETURN(
       table_,
       tasks::TaskTable::Create(options_.job_id, tasks::TaskTableOptions()));
+  SHOAL_RETURN_IF_ERROR(janitor_->Watch(table_->segment_name()));
   SHOAL_ASSIGN_OR_RETURN(
       own_client_,
       table_->AddClient(getpid(),

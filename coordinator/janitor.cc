@@ -2,9 +2,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +26,19 @@ struct Plan {
   std::string coll_prefix;         // "shoal-<job>-"
   std::string coll_suffix = "-coll";
 };
+
+// Names the coordinator sends after Start ("name\n" each), read into a
+// buffer that needs no allocation in the forked child.
+char g_watched[8192];
+size_t g_watched_bytes = 0;
+
+// Unlinks `path` if it is this user's: a name another user took first (the
+// reason a fallback name exists) is never removed. /dev/shm is sticky, so a
+// file of ours cannot be swapped for another user's between the two calls.
+void UnlinkIfMine(const char* path) {
+  struct stat st;
+  if (lstat(path, &st) == 0 && st.st_uid == geteuid()) unlink(path);
+}
 
 bool HasPrefix(const char* s, const std::string& prefix) {
   return strncmp(s, prefix.c_str(), prefix.size()) == 0;
@@ -79,7 +94,7 @@ int SweepCollSegments(const Plan& plan) {
       }
       memcpy(path, "/dev/shm/", 9);
       memcpy(path + 9, name, len + 1);
-      unlink(path);
+      UnlinkIfMine(path);
     }
   }
   close(dir);
@@ -105,12 +120,30 @@ int SweepCollSegments(const Plan& plan) {
   if (read_fd > 3) syscall(SYS_close_range, 3u, read_fd - 1u, 0u);
   syscall(SYS_close_range, read_fd + 1u, ~0u, 0u);
 
-  char c;
+  char overflow[256];
   for (;;) {
-    ssize_t r = read(read_fd, &c, 1);
+    const bool room = g_watched_bytes < sizeof(g_watched);
+    ssize_t r = room ? read(read_fd, g_watched + g_watched_bytes,
+                            sizeof(g_watched) - g_watched_bytes)
+                     : read(read_fd, overflow, sizeof(overflow));
     if (r == 0 || (r < 0 && errno != EINTR)) break;
+    if (r > 0 && room) g_watched_bytes += static_cast<size_t>(r);
   }
-  for (const std::string& path : plan.paths) unlink(path.c_str());
+  for (const std::string& path : plan.paths) UnlinkIfMine(path.c_str());
+  char path[300];
+  size_t start = 0;
+  for (size_t i = 0; i < g_watched_bytes; ++i) {
+    if (g_watched[i] != '\n') continue;
+    const size_t len = i - start;
+    if (len > 0 && len + 10 < sizeof(path) &&
+        memchr(g_watched + start, '/', len) == nullptr) {
+      memcpy(path, "/dev/shm/", 9);
+      memcpy(path + 9, g_watched + start, len);
+      path[9 + len] = '\0';
+      UnlinkIfMine(path);
+    }
+    start = i + 1;
+  }
   // Workers die with the coordinator (PR_SET_PDEATHSIG) a moment later: give
   // their collective segments up to 10 s to lose their creators.
   const struct timespec step = {0, 50 * 1000 * 1000};
@@ -148,6 +181,40 @@ absl::StatusOr<std::unique_ptr<Janitor>> Janitor::Start(
   }
   close(fds[0]);
   return std::unique_ptr<Janitor>(new Janitor(fds[1], pid));
+}
+
+absl::Status Janitor::Watch(absl::string_view segment) {
+  if (segment.empty() || segment.find('/') != absl::string_view::npos ||
+      segment.find('\n') != absl::string_view::npos || segment.size() > 255) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a /dev/shm segment name: '", segment, "'"));
+  }
+  const std::string line = absl::StrCat(segment, "\n");
+  // A janitor that is gone (SIGKILLed) must not take the coordinator with it
+  // through SIGPIPE: blocked here, and a SIGPIPE this write raised is taken.
+  sigset_t pipe_only, old_mask;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &old_mask);
+  absl::Status s;
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = write(write_fd_, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      if (err == EPIPE) {
+        const struct timespec zero = {0, 0};
+        sigtimedwait(&pipe_only, nullptr, &zero);
+      }
+      s = absl::InternalError(absl::StrCat("telling the node's janitor about ",
+                                           segment, ": ", strerror(err)));
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  return s;
 }
 
 Janitor::~Janitor() { close(write_fd_); }

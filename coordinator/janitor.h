@@ -5,12 +5,15 @@
 //
 // It waits on a pipe whose only write end the coordinator holds (close-on-
 // exec, so workers do not inherit it): end of file means the coordinator has
-// exited. It then unlinks the node's store and task-table segments by name,
-// and the workers' collective segments of this job ("shoal-<job>-...-<pid>
+// exited. It then unlinks the node's store and task-table segments by name
+// (the names it was started with, and those the coordinator sent it through
+// the pipe: a fallback name taken when another user held the usual one), and
+// the workers' collective segments of this job ("shoal-<job>-...-<pid>
 // -coll") once the process named in each is gone (workers die with the
-// coordinator, a moment later). It runs in a session of its own with its
-// standard streams on /dev/null, so a signal to the node's process group or a
-// reader waiting for the node's output is not held up by it.
+// coordinator, a moment later). It unlinks only segments of its own user: a
+// name that another user took first is left alone. It runs in a session of its
+// own with its standard streams on /dev/null, so a signal to the node's process
+// group or a reader waiting for the node's output is not held up by it.
 #ifndef SHOAL_COORDINATOR_JANITOR_H_
 #define SHOAL_COORDINATOR_JANITOR_H_
 
@@ -20,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -34,6 +38,11 @@ class Janitor {
   // Errors: Internal if pipe2 or fork fails.
   static absl::StatusOr<std::unique_ptr<Janitor>> Start(
       absl::string_view job_id, std::vector<std::string> segments);
+
+  // Adds `segment` (a name under /dev/shm, made after Start) to those the
+  // janitor removes. REQUIRES: `segment` holds no '/' and no newline.
+  // Errors: InvalidArgument (a bad name), Internal (the pipe write failed).
+  absl::Status Watch(absl::string_view segment);
 
   // Closes the pipe: the janitor wakes, finds the segments already removed
   // by their owners (a clean exit), and exits. It is not waited for.

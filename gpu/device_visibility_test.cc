@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "base/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -183,14 +185,20 @@ class ScopedCudaVisibleDevices {
 class DriverGpuCountTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // A fresh private folder (mkdtemp), under $TEST_TMPDIR when set.
     const char* tmp = std::getenv("TEST_TMPDIR");
-    root_ = std::filesystem::path(tmp != nullptr ? tmp : "/tmp") /
-            ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::filesystem::remove_all(root_);
+    absl::StatusOr<TempDir> made = TempDir::Create(
+        absl::StrCat(
+            ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+            "."),
+        tmp != nullptr ? tmp : "");
+    ASSERT_TRUE(made.ok()) << made.status();
+    dir_ = *std::move(made);
+    root_ = dir_.path();
     std::filesystem::create_directories(proc() + "/driver");
     std::filesystem::create_directories(dev());
   }
-  void TearDown() override { std::filesystem::remove_all(root_); }
+  void TearDown() override { dir_ = TempDir(); }
 
   std::string proc() const { return (root_ / "proc").string(); }
   std::string dev() const { return (root_ / "dev").string(); }
@@ -203,6 +211,7 @@ class DriverGpuCountTest : public ::testing::Test {
   }
   int Count() { return DriverGpuCountAt(proc(), dev()); }
 
+  TempDir dir_;
   std::filesystem::path root_;
 };
 

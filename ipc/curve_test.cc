@@ -6,10 +6,12 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/temp_dir.h"
 #include "gtest/gtest.h"
 #include "ipc/socket.h"
 
@@ -19,11 +21,21 @@ namespace {
 // How long a denied client waits to be sure no reply comes.
 constexpr absl::Duration kDenyWait = absl::Milliseconds(300);
 
+// A path in this process's own folder (mkdtemp, under $TEST_TMPDIR when
+// set), removed at exit.
 std::string TempPath(const std::string& name) {
   static std::atomic<int> counter{0};
-  const char* dir = getenv("TEST_TMPDIR");
-  return absl::StrCat(dir ? dir : "/tmp", "/curve_test.", getpid(), ".",
-                      counter.fetch_add(1), ".", name);
+  static const TempDir dir = [] {
+    const char* parent = getenv("TEST_TMPDIR");
+    absl::StatusOr<TempDir> made =
+        TempDir::Create("curve_test.", parent != nullptr ? parent : "");
+    if (!made.ok()) {
+      std::fprintf(stderr, "%s\n", made.status().ToString().c_str());
+      std::abort();
+    }
+    return *std::move(made);
+  }();
+  return dir.File(absl::StrCat(counter.fetch_add(1), ".", name));
 }
 
 void WriteRaw(const std::string& path, const std::string& content,

@@ -23,6 +23,7 @@
 #include "base/runtime_dir.h"
 #include "base/status_macros.h"
 #include "base/subprocess.h"
+#include "base/temp_dir.h"
 #include "gpu/device_visibility.h"
 #include "ipc/socket.h"
 #include "launch/kv_client.h"
@@ -199,9 +200,13 @@ absl::Status Launcher::Setup() {
     return absl::InvalidArgumentError("--max-restarts must be ≥ 0");
   SHOAL_RETURN_IF_ERROR(ResolveProcesses());
   if (o_.job_id.empty()) o_.job_id = NewJobId();
-  if (!o_.log_dir.empty() && mkdir(o_.log_dir.c_str(), 0755) != 0 &&
-      errno != EEXIST) {
-    return SHOAL_ERRNO(absl::StrCat("mkdir ", o_.log_dir));
+  if (!o_.log_dir.empty()) {
+    // Made 0700 when missing; refused when it is a link, another user's, or
+    // others may write to it (LocalGroup opens the rank files in it).
+    SHOAL_ASSIGN_OR_RETURN(
+        const int dir_fd,
+        OpenPrivateFolder(o_.log_dir, /*create=*/true, "--log-dir"));
+    close(dir_fd);
   }
   // This node's store.
   shm::StoreOptions so;

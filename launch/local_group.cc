@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/process_info.h"
 #include "base/status_macros.h"
+#include "base/temp_dir.h"
 
 namespace shoal::launch {
 namespace {
@@ -39,7 +40,40 @@ absl::Status LocalGroup::Start(const std::vector<RankSpec>& specs) {
   first_failure_.reset();
   kill_at_.reset();
   procs_.reserve(specs.size());
+  // The rank files: opened through the folder's descriptor, never through a
+  // link, mode 0600 (OpenPrivateFileAt), before the rank starts.
+  int log_dir_fd = -1;
+  if (!o_.log_dir.empty()) {
+    absl::StatusOr<int> dir =
+        OpenPrivateFolder(o_.log_dir, /*create=*/true, "--log-dir");
+    if (!dir.ok()) return dir.status();
+    log_dir_fd = *dir;
+  }
+  absl::Status status = StartEach(specs, log_dir_fd);
+  if (log_dir_fd >= 0) close(log_dir_fd);
+  return status;
+}
+
+absl::Status LocalGroup::StartEach(const std::vector<RankSpec>& specs,
+                                   int log_dir_fd) {
   for (const RankSpec& spec : specs) {
+    int log_fds[2] = {-1, -1};
+    if (log_dir_fd >= 0) {
+      for (int k = 0; k < 2; ++k) {
+        absl::StatusOr<int> fd = OpenPrivateFileAt(
+            log_dir_fd, o_.log_dir,
+            absl::StrCat("rank", spec.rank, k == 0 ? ".stdout" : ".stderr"),
+            O_APPEND);
+        if (!fd.ok()) {
+          if (k == 1) close(log_fds[0]);
+          StopAll();
+          return absl::Status(fd.status().code(),
+                              absl::StrCat("rank ", spec.rank,
+                                           "'s log: ", fd.status().message()));
+        }
+        log_fds[k] = *fd;
+      }
+    }
     SubprocessOptions so;
     for (const auto& [k, v] : spec.env) so.env[k] = v;
     so.pipe_stdout = true;
@@ -50,6 +84,9 @@ absl::Status LocalGroup::Start(const std::vector<RankSpec>& specs) {
     so.parent_death_signal = SIGKILL;
     absl::StatusOr<Subprocess> proc = Subprocess::Start(o_.command, so);
     if (!proc.ok()) {
+      for (int fd : log_fds) {
+        if (fd >= 0) close(fd);
+      }
       StopAll();
       return absl::Status(proc.status().code(),
                           absl::StrCat("starting rank ", spec.rank, ": ",
@@ -65,13 +102,8 @@ absl::Status LocalGroup::Start(const std::vector<RankSpec>& specs) {
     p.err.out_fd = STDERR_FILENO;
     SetNonBlocking(p.out.fd);
     SetNonBlocking(p.err.fd);
-    if (!o_.log_dir.empty()) {
-      const std::string base = absl::StrCat(o_.log_dir, "/rank", spec.rank);
-      p.out.log_fd = open((base + ".stdout").c_str(),
-                          O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-      p.err.log_fd = open((base + ".stderr").c_str(),
-                          O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    }
+    p.out.log_fd = log_fds[0];
+    p.err.log_fd = log_fds[1];
     procs_.push_back(std::move(p));
   }
   return absl::OkStatus();

@@ -30,7 +30,10 @@ struct LocalGroupOptions {
   std::vector<std::string> command;
   // Prefix every output line with "[rank] ".
   bool tee = false;
-  // Also write <log_dir>/rank<R>.stdout and .stderr. Default "": none.
+  // Also write <log_dir>/rank<R>.stdout and .stderr (appended to; mode 0600;
+  // the folder made 0700 if missing). The folder must be this user's and
+  // not writable by others, the files no links: see OpenPrivateFolder and
+  // OpenPrivateFileAt (base/temp_dir.h). Default "": none.
   std::string log_dir;
   // Lines of each process's stderr kept for the root-cause summary.
   int tail_lines = 20;
@@ -51,8 +54,9 @@ class LocalGroup {
   explicit LocalGroup(LocalGroupOptions options) : o_(std::move(options)) {}
   ~LocalGroup();  // kills what still runs
 
-  // Starts one process per spec. Errors: exec failures (the ones started are
-  // stopped).
+  // Starts one process per spec. Errors: exec failures; with log_dir,
+  // FailedPrecondition when the folder or a rank's file is refused (a link,
+  // another user's), naming it. The ones started are stopped.
   absl::Status Start(const std::vector<RankSpec>& specs);
 
   // Adds the items to poll (exits and output) ...
@@ -91,6 +95,9 @@ class LocalGroup {
     std::deque<std::string> tail;
   };
 
+  // Start's loop: opens each rank's log files in `log_dir_fd` (-1: none),
+  // then starts it.
+  absl::Status StartEach(const std::vector<RankSpec>& specs, int log_dir_fd);
   void Pump(Proc& p, Stream& s, bool is_stderr, bool final);
   void Emit(Proc& p, Stream& s, bool is_stderr, const char* data, size_t n);
   void OnExit(Proc& p);

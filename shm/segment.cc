@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysinfo.h>
@@ -15,6 +16,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/log.h"
 #include "base/process_info.h"
 #include "base/runtime_dir.h"
 #include "base/status_macros.h"
@@ -122,12 +126,60 @@ Segment::Segment(std::string name, bip::shared_memory_object shm,
   populated_ = std::make_unique<std::atomic<uint64_t>[]>((chunks + 63) / 64);
 }
 
+std::string FallbackSegmentName(absl::string_view name) {
+  uint64_t r = 0;
+  if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+    r = static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
+  const std::string token = absl::StrFormat("%012x", r & 0xffffffffffffULL);
+  size_t cut = name.rfind('-');
+  if (cut == absl::string_view::npos || cut == 0)
+    return absl::StrCat(name, "-", token);
+  const size_t before = name.rfind('-', cut - 1);
+  if (before != absl::string_view::npos && before + 1 < cut &&
+      std::all_of(name.begin() + before + 1, name.begin() + cut,
+                  [](char c) { return c >= '0' && c <= '9'; })) {
+    cut = before;
+  }
+  return absl::StrCat(name.substr(0, cut), "-", token, name.substr(cut));
+}
+
 absl::StatusOr<std::unique_ptr<Segment>> Segment::Create(
     const std::string& name, uint64_t bytes) {
   if (bytes < kPageSize) {
     return absl::InvalidArgumentError(
         absl::StrCat("store size ", bytes, " is too small"));
   }
+  std::string actual = name;
+  for (int attempt = 0;; ++attempt) {
+    const std::string file = absl::StrCat(kShmDir, "/", actual);
+    struct stat st;
+    const bool held = lstat(file.c_str(), &st) == 0 && st.st_uid != geteuid();
+    if (!held) {
+      absl::StatusOr<std::unique_ptr<Segment>> made =
+          CreateNamed(actual, bytes);
+      // Another user may take the name between the check and the creation.
+      if (!absl::IsAlreadyExists(made.status()) ||
+          lstat(file.c_str(), &st) != 0 || st.st_uid == geteuid()) {
+        return made;
+      }
+    }
+    if (attempt >= 3) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          file, " belongs to uid ", st.st_uid,
+          ", not to this user, and so did the names tried instead"));
+    }
+    const std::string next = FallbackSegmentName(name);
+    SHOAL_LOG(WARNING,
+              "%s belongs to uid %d, not to this user (uid %d): someone else "
+              "made it, so it is not used; this segment is /dev/shm/%s "
+              "instead",
+              file, st.st_uid, geteuid(), next);
+    actual = next;
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Segment>> Segment::CreateNamed(
+    const std::string& name, uint64_t bytes) {
   const std::string path = absl::StrCat("/", name);
   // A segment left by a dead owner is removed; a live owner's is an error.
   if (int old = shm_open(path.c_str(), O_RDONLY, 0); old >= 0) {

@@ -25,6 +25,14 @@ namespace shoal::shm {
 // characters other than [A-Za-z0-9_.-].
 absl::StatusOr<std::string> SegmentNameForJob(absl::string_view job_id);
 
+// The name a segment takes when another user holds `name`: `name` with
+// "-<12 random hex digits>" put before its last "-<word>", or before the
+// "-<digits>" that precedes it (a collective segment's creator pid, which the
+// janitor reads), e.g. shoal-j1-store -> shoal-j1-3fa9c0d2e1b4-store,
+// shoal-j1-grp-42-coll -> shoal-j1-grp-0c1d2e3f4a5b-42-coll. Fresh randomness
+// at each call, so no one can take it first.
+std::string FallbackSegmentName(absl::string_view name);
+
 // Bytes free in /dev/shm (statvfs), or the error.
 absl::StatusOr<uint64_t> ShmFreeBytes();
 
@@ -34,8 +42,13 @@ absl::StatusOr<uint64_t> DefaultStoreBytes();
 class Segment {
  public:
   // Creates and maps /dev/shm/<name> with `bytes` bytes, mode 0600. A segment
-  // of the same name whose owner is dead is removed first.
-  // Errors: AlreadyExists (a live process owns it), ResourceExhausted
+  // of the same name of this user whose owner is dead is removed first. A
+  // name held by another user (a file or link of theirs) is never opened,
+  // removed or used: the segment is made under FallbackSegmentName(name)
+  // instead, with a warning naming the held path and its owner; name() tells
+  // the name made.
+  // Errors: AlreadyExists (a live process of this user owns it, or other
+  // users took three names in a row), ResourceExhausted
   // (/dev/shm has less free space than `bytes`; the message says how to give
   // it more), InvalidArgument, Internal.
   static absl::StatusOr<std::unique_ptr<Segment>> Create(
@@ -113,6 +126,10 @@ class Segment {
  private:
   Segment(std::string name, boost::interprocess::shared_memory_object shm,
           boost::interprocess::mapped_region region, bool owner);
+
+  // Create under exactly `name` (no fallback).
+  static absl::StatusOr<std::unique_ptr<Segment>> CreateNamed(
+      const std::string& name, uint64_t bytes);
 
   static constexpr uint64_t kChunkShift = 21;  // 2 MiB populate granularity
 

@@ -86,7 +86,11 @@ fi
 NODES=$(ls -d /dev/nvidia[0-9]* 2>/dev/null | wc -l)
 summary PASS gpu "$NODES /dev/nvidia<N> node(s); nvidia-smi in the log" "$OUT/nvidia-smi.txt"
 
-export TEST_SRCDIR="$HERE" TEST_WORKSPACE=shoal TEST_TMPDIR=${TMPDIR:-/tmp}
+# The tests' temporary folder: a fresh private one (mktemp -d, mode 0700),
+# never the shared /tmp itself, where their file names could be made first.
+TEST_TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/shoal-gpu-tests.XXXXXX")
+trap 'rm -rf "$TEST_TMPDIR"' EXIT
+export TEST_SRCDIR="$HERE" TEST_WORKSPACE=shoal TEST_TMPDIR
 export NCCL_DEBUG=INFO
 S=$HERE/shoal/tools/shoal
 DP=$HERE/shoal/examples/data_parallel

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/temp_dir.h"
 #include "gtest/gtest.h"
 #include "ipc/task_payload.h"
 #include "ipc/value.h"
@@ -55,10 +56,13 @@ class MemoryContext : public TaskContext {
 class PythonRunnerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(absl::StrCat(
-        std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp",
-        "/pyrunner-", getpid()));
-    ASSERT_EQ(system(absl::StrCat("mkdir -p ", *dir_).c_str()), 0);
+    // A fresh private folder (mkdtemp): Python imports from it.
+    const char* parent = std::getenv("TEST_TMPDIR");
+    absl::StatusOr<TempDir> tmp =
+        TempDir::Create("pyrunner-", parent != nullptr ? parent : "");
+    ASSERT_TRUE(tmp.ok()) << tmp.status();
+    tmp_ = new TempDir(*std::move(tmp));
+    dir_ = new std::string(tmp_->path());
     std::ofstream(*dir_ + "/runner_tasks.py") << R"PY(
 import numpy as np
 import _shoal_task
@@ -101,16 +105,23 @@ class Holder:
 )PY";
   }
 
+  static void TearDownTestSuite() {
+    delete tmp_;
+    tmp_ = nullptr;
+  }
+
   absl::Status Run(const std::string& fn, std::vector<Value> args) {
     ctx_ = std::make_unique<MemoryContext>(std::move(args), *dir_);
     return runner_->Run(fn, *ctx_);
   }
 
+  static TempDir* tmp_;
   static std::string* dir_;
   std::unique_ptr<TaskRunner> runner_ = MakePythonRunner();
   std::unique_ptr<MemoryContext> ctx_;
 };
 
+TempDir* PythonRunnerTest::tmp_ = nullptr;
 std::string* PythonRunnerTest::dir_ = nullptr;
 
 TEST_F(PythonRunnerTest, HandlesOnlyPyNames) {

@@ -40,6 +40,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/subprocess.h"
+#include "base/temp_dir.h"
 #include "examples/data_parallel/model.h"
 #include "tools/bench/bench_util.h"
 #include "tools/cli/args.h"
@@ -327,8 +328,13 @@ int Main(int argc, char** argv) {
   if (!parsed->has_value()) return 0;  // --help
   const Flags& f = **parsed;
   const ModelSpec spec{.hidden = static_cast<int>(f.hidden)};
-  const std::string out_dir = absl::StrCat(
-      std::filesystem::temp_directory_path().string(), "/dp_bench_", getpid());
+  // A private folder (mkdtemp, 0700) for the runs' files, removed at the end.
+  absl::StatusOr<TempDir> tmp = TempDir::Create("dp_bench_");
+  if (!tmp.ok()) {
+    std::fprintf(stderr, "dp_bench: %s\n", tmp.status().ToString().c_str());
+    return 1;
+  }
+  const std::string out_dir = tmp->path();
   std::vector<std::string> common = {"--steps",     absl::StrCat(f.steps),
                                      "--warmup",    absl::StrCat(f.warmup),
                                      "--hidden",    absl::StrCat(f.hidden),

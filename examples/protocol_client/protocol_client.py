@@ -15,6 +15,8 @@ cancels a task, reads the node's status, and checks every answer.
 import argparse
 import importlib
 import os
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -38,10 +40,55 @@ def load_wire_module(proto_dir):
 def runtime_root():
     """Where nodes keep their job folders (docs/protocol.md, "Finding a node")."""
     if os.environ.get("SHOAL_RUNTIME_DIR"):
-        return os.environ["SHOAL_RUNTIME_DIR"]
-    if os.environ.get("XDG_RUNTIME_DIR"):
-        return os.path.join(os.environ["XDG_RUNTIME_DIR"], "shoal")
-    return f"/tmp/shoal-{os.getuid()}"
+        root = os.environ["SHOAL_RUNTIME_DIR"].rstrip("/") or "/"
+    elif os.environ.get("XDG_RUNTIME_DIR"):
+        root = os.path.join(os.environ["XDG_RUNTIME_DIR"], "shoal")
+    else:
+        root = f"/tmp/shoal-{os.getuid()}"
+    try:
+        held = os.lstat(root).st_uid != os.geteuid()
+    except OSError:
+        held = False
+    return (held and recorded_fallback(root)) or root
+
+
+def _private(path, kind):
+    """Whether `path` is a `kind` (stat.S_ISDIR/S_ISREG) of this user, not a
+    link, that no one else may write to."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return (kind(st.st_mode) and st.st_uid == os.geteuid()
+            and st.st_mode & 0o022 == 0)
+
+
+def recorded_fallback(root):
+    """The private fallback a node recorded for a root another user holds, or
+    None: base/runtime_dir.cc's record, $HOME/.shoal/runtime-<host>-<FNV-1a
+    of the root>, followed only if it and the folder it names are this
+    user's alone."""
+    home = os.environ.get("HOME", "")
+    if not home.startswith("/"):
+        return None
+    h = 0xcbf29ce484222325
+    for b in root.encode():
+        h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+    host = (socket.gethostname() or "localhost").replace("/", "_")
+    folder = (home.rstrip("/") or "") + "/.shoal"
+    record = f"{folder}/runtime-{host}-{h:016x}"
+    if not (_private(folder, stat.S_ISDIR) and _private(record, stat.S_ISREG)):
+        return None
+    with open(record) as f:
+        lines = [line for line in f.read().split("\n") if line]
+    if len(lines) != 2 or lines[0] != root:
+        return None
+    fallback = lines[1]
+    tail = fallback[len(root) + 1:]
+    if (not fallback.startswith(root + "-") or len(tail) != 6 or "/" in tail
+            or not _private(fallback, stat.S_ISDIR)):
+        return None
+    return fallback
 
 
 def read_discovery(job_id):

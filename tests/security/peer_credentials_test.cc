@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/temp_dir.h"
 #include "gtest/gtest.h"
 #include "ipc/messages.h"
 #include "ipc/protocol.h"
@@ -68,15 +69,12 @@ int WaitForDisconnect(Socket& monitor) {
 // got A's old descriptor number, where asking the kernel about the
 // descriptor (the old way) names B for A's request.
 TEST(PeerCredentials, AQueuedRequestKeepsItsSendersIdentity) {
-  // In /tmp: a socket path must fit 107 bytes, which bazel's TempDir
-  // often does not.
-  const std::string path =
-      absl::StrCat("/tmp/shoal-peer-test-", getpid(), ".sock");
+  // In a private folder in /tmp (mkdtemp): a socket path must fit 107
+  // bytes, which bazel's TempDir often does not.
+  absl::StatusOr<TempDir> dir = TempDir::Create("shoal-peer-test-", "/tmp");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const std::string path = dir->File("router.sock");
   const std::string endpoint = absl::StrCat("ipc://", path);
-  struct Unlink {
-    std::string path;
-    ~Unlink() { unlink(path.c_str()); }
-  } unlink_socket{path};
   auto router = Socket::Create(ZMQ_ROUTER);
   ASSERT_TRUE(router.ok()) << router.status();
   ASSERT_EQ(zmq_socket_monitor(router->raw(), "inproc://peer-test-monitor",

@@ -30,6 +30,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "base/subprocess.h"
+#include "base/temp_dir.h"
 #include "tools/bench/bench_util.h"
 #include "tools/bench/collective_bench.h"
 
@@ -333,8 +334,16 @@ int OrchestrateNodes(const CollectiveBenchConfig& c, int64_t nproc, int rounds,
                  "namespaces here (needs root and iproute2)\n");
     return 1;
   }
-  const std::string dir = absl::StrCat("/tmp/shoal-bench-nodes-", getpid());
-  std::system(absl::StrCat("rm -rf ", dir, " && mkdir -p ", dir).c_str());
+  // A private folder (mkdtemp, 0700): the programs and the remote-shell
+  // script written here are run as this user, so no one else may have put
+  // anything in it first.
+  absl::StatusOr<TempDir> tmp = TempDir::Create("shoal-bench-nodes-");
+  if (!tmp.ok()) {
+    std::fprintf(stderr, "shoal bench collective --nodes 2: %s\n",
+                 std::string(tmp.status().message()).c_str());
+    return 1;
+  }
+  const std::string dir = tmp->path();
   std::vector<std::string> notes;
   const double tcp = TcpStreamGBps(net, dir, 3);
   if (tcp < 0) notes.push_back("the TCP probe failed: no bound measured");
@@ -384,8 +393,7 @@ int OrchestrateNodes(const CollectiveBenchConfig& c, int64_t nproc, int rounds,
       "flat gloo: shoal's harness with --backend gloo (every rank in one gloo "
       "context over TCP, shoal's reduction kernels)");
   PrintNodesTable(c, nproc, rounds, dir, tcp, notes, json);
-  std::system(absl::StrCat("rm -rf ", dir).c_str());
-  return 0;
+  return 0;  // `tmp` removes the folder
 }
 
 }  // namespace shoal::bench

@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/subprocess.h"
+#include "base/temp_dir.h"
 #include "tools/bench/bench_util.h"
 #include "tools/bench/collective_bench.h"
 #include "tools/cli/args.h"
@@ -451,8 +452,15 @@ void PrintSideBySide(const CollectiveBenchConfig& c, int64_t nproc, int rounds,
 
 int Orchestrate(const CollectiveBenchConfig& c, int64_t nproc, int rounds,
                 const std::string& peers, bool json) {
-  const std::string dir = absl::StrCat("/tmp/shoal-bench-coll-", getpid());
-  std::system(absl::StrCat("rm -rf ", dir, " && mkdir -p ", dir).c_str());
+  // A private folder (mkdtemp, 0700): the MPI and gloo programs written here
+  // are run, so no one else may have put anything in it first.
+  absl::StatusOr<TempDir> tmp = TempDir::Create("shoal-bench-coll-");
+  if (!tmp.ok()) {
+    std::fprintf(stderr, "shoal bench collective: %s\n",
+                 std::string(tmp.status().message()).c_str());
+    return 1;
+  }
+  const std::string dir = tmp->path();
   const std::string self = SelfExePath(), n = absl::StrCat(nproc);
   const std::vector<std::string> args = ConfigArgs(c);
   std::vector<std::string> shoal = {self, "launch", "--nproc-per-node", n, "--",
@@ -491,8 +499,7 @@ int Orchestrate(const CollectiveBenchConfig& c, int64_t nproc, int rounds,
   std::vector<std::string> notes;
   for (const PeerRun& p : others) notes.push_back(p.note);
   PrintSideBySide(c, nproc, rounds, dir, json, notes);
-  std::system(absl::StrCat("rm -rf ", dir).c_str());
-  return 0;
+  return 0;  // `tmp` removes the folder
 }
 
 }  // namespace

@@ -8,12 +8,12 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/subprocess.h"
+#include "base/temp_dir.h"
 #include "launch/job.h"
 #include "tools/bench/bench_util.h"
 #include "tools/cli/args.h"
@@ -66,14 +66,14 @@ void TimeRuns(const std::vector<std::string>& cmd, int64_t iters, Row* row) {
   }
 }
 
-// The MPI program, compiled with mpicc under /tmp; nullopt when mpicc is
-// missing or fails.
-std::optional<std::string> BuildMpiBarrier() {
-  const std::string dir = absl::StrCat("/tmp/shoal-bench-mpi-", getpid());
-  const std::string src = dir + "/barrier.c", bin = dir + "/barrier";
-  std::system(absl::StrCat("mkdir -p ", dir).c_str());
-  std::ofstream(src) << kMpiProgram;
-  if (TimeCommand({"mpicc", "-O2", "-o", bin, src}) < 0) return std::nullopt;
+// The MPI program, compiled with mpicc in `dir` (a private folder: a name in
+// /tmp that someone else made first could hold their program); nullopt when
+// mpicc is missing or fails.
+std::optional<std::string> BuildMpiBarrier(const TempDir& dir) {
+  if (!dir.WriteFile("barrier.c", kMpiProgram).ok()) return std::nullopt;
+  const std::string bin = dir.File("barrier");
+  if (TimeCommand({"mpicc", "-O2", "-o", bin, dir.File("barrier.c")}) < 0)
+    return std::nullopt;
   return bin;
 }
 
@@ -149,8 +149,13 @@ int LaunchBench(int argc, char** argv) {
   rows.push_back(shoal);
 
   std::string mpi_note;
-  if (mpi) {
-    std::optional<std::string> bin = BuildMpiBarrier();
+  absl::StatusOr<TempDir> mpi_dir = TempDir::Create("shoal-bench-mpi-");
+  if (mpi && !mpi_dir.ok()) {
+    mpi_note =
+        absl::StrCat("no folder for the MPI program (",
+                     mpi_dir.status().message(), "): the MPI peer was skipped");
+  } else if (mpi) {
+    std::optional<std::string> bin = BuildMpiBarrier(*mpi_dir);
     if (!bin) {
       mpi_note =
           "mpicc not found or failed: the MPI peer was skipped (install "
