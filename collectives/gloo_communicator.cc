@@ -14,56 +14,16 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "collectives/gloo_admission.h"
 #include "collectives/reduce_kernels.h"
 #include "gloo/common/error.h"
-#include "gloo/rendezvous/context.h"
-#include "gloo/rendezvous/store.h"
+#include "gloo/context.h"
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/unbound_buffer.h"
 
 namespace shoal::collectives {
 
 namespace {
-
-// gloo's Store over a shoal Rendezvous, its keys under a prefix. Gloo expects
-// failures as exceptions; they are caught by Create.
-class RendezvousStore : public gloo::rendezvous::Store {
- public:
-  RendezvousStore(Rendezvous& rendezvous, std::string prefix,
-                  absl::Duration timeout)
-      : rendezvous_(rendezvous),
-        prefix_(std::move(prefix)),
-        timeout_(timeout) {}
-
-  void set(const std::string& key, const std::vector<char>& data) override {
-    Check(rendezvous_.Set(prefix_ + key,
-                          absl::string_view(data.data(), data.size())));
-  }
-  std::vector<char> get(const std::string& key) override {
-    absl::StatusOr<std::string> v = rendezvous_.Get(prefix_ + key, timeout_);
-    Check(v.status());
-    return std::vector<char>(v->begin(), v->end());
-  }
-  void wait(const std::vector<std::string>& keys) override {
-    wait(keys, std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout_)));
-  }
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override {
-    for (const std::string& key : keys) {
-      Check(rendezvous_.Get(prefix_ + key, absl::Milliseconds(timeout.count()))
-                .status());
-    }
-  }
-
- private:
-  static void Check(const absl::Status& s) {
-    if (!s.ok()) throw gloo::IoException(s.ToString());
-  }
-
-  Rendezvous& rendezvous_;
-  const std::string prefix_;
-  const absl::Duration timeout_;
-};
 
 // gloo writes to its sockets with writev, without MSG_NOSIGNAL: a write to
 // a peer whose process died (its connection reset) raises SIGPIPE, whose
@@ -147,37 +107,36 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
   IgnoreSigpipeUnlessHandled();
   std::unique_ptr<GlooCommunicator> comm(
       new GlooCommunicator(rank, world, options));
-  const std::string prefix = absl::StrCat("__shoal/gloo/", name, "/");
+  auto where = [&](const absl::Status& s) {
+    return absl::Status(
+        s.code(),
+        absl::StrCat("gloo communicator '", name, "' (rank ", rank, " of ",
+                     world, " at ", options.hostname, "): ", s.message()));
+  };
+  // Only the job's ranks get onto the pairs (gloo_admission.h).
+  GlooAdmission admission(rendezvous, absl::StrCat("__shoal/gloo/", name, "/"),
+                          rank, world, options.hostname, options.timeout,
+                          options.peer_names);
   try {
     gloo::transport::tcp::attr attr(options.hostname.c_str());
     comm->device_ = gloo::transport::tcp::CreateDevice(attr);
-    auto context = std::make_shared<gloo::rendezvous::Context>(rank, world);
-    context->setTimeout(Millis(options.timeout));
-    RendezvousStore store(rendezvous, prefix, options.timeout);
-    context->connectFullMesh(store, comm->device_);
-    comm->connections_ = GlooConnections::Find(*context, rank);
-    comm->context_ = std::move(context);
-    if (options.sync_exchange && world > 1) {
-      RendezvousStore sync_store(rendezvous, prefix + "sync/", options.timeout);
-      comm->CreateSyncExchange(sync_store);
-    }
   } catch (const std::exception& e) {
-    const std::string why = e.what();
-    const bool late = absl::StrContains(why, "DEADLINE_EXCEEDED") ||
-                      absl::StrContains(why, "Timed out");
-    return absl::Status(
-        late ? absl::StatusCode::kDeadlineExceeded
-             : absl::StatusCode::kUnavailable,
-        absl::StrCat("gloo communicator '", name, "' (rank ", rank, " of ",
-                     world, " at ", options.hostname, "): ", why));
+    return where(admission.Fail(absl::UnavailableError(e.what())));
   }
-  // Everyone has read every address: the keys can go.
-  SHOAL_RETURN_IF_ERROR(rendezvous.Barrier(absl::StrCat(prefix, "connected"),
-                                           world, options.timeout));
-  SHOAL_RETURN_IF_ERROR(rendezvous.Delete(absl::StrCat(prefix, rank)));
-  if (comm->sync_context_ != nullptr) {
-    SHOAL_RETURN_IF_ERROR(
-        rendezvous.Delete(absl::StrCat(prefix, "sync/", rank)));
+  absl::StatusOr<std::shared_ptr<gloo::Context>> context =
+      admission.Connect(comm->device_, "");
+  if (!context.ok()) return where(context.status());
+  comm->connections_ = GlooConnections::Find(**context, rank);
+  comm->context_ = std::move(*context);
+  if (options.sync_exchange && world > 1) {
+    absl::StatusOr<std::shared_ptr<gloo::Context>> sync =
+        admission.Connect(comm->device_, "sync/");
+    if (!sync.ok()) return where(sync.status());
+    try {
+      comm->CreateSyncExchange(std::move(*sync));
+    } catch (const std::exception& e) {
+      return where(admission.Fail(absl::UnavailableError(e.what())));
+    }
   }
   return comm;
 }

@@ -43,9 +43,6 @@
 
 namespace gloo {
 class Context;
-namespace rendezvous {
-class Store;
-}  // namespace rendezvous
 namespace transport {
 class Buffer;
 class Device;
@@ -77,9 +74,15 @@ struct GlooCommOptions {
 class GlooCommunicator : public HostCollectives {
  public:
   // Collective over `world` ranks: each publishes its address through
-  // `rendezvous` (used only during the call) and connects to every other.
+  // `rendezvous` (used only during the call) and connects to every other,
+  // admitting only the other ranks (gloo_admission.h: a filter on each
+  // listener, an owner check, per-pair tokens from the rendezvous).
   // Errors: InvalidArgument (bad rank/world/hostname), DeadlineExceeded (a
-  // rank did not come), Unavailable (gloo could not listen or connect).
+  // rank did not come or prove itself), Unavailable (gloo could not listen
+  // or connect), PermissionDenied (a process that does not hold the job's
+  // secret was found in a rank's place; the message names the rank and
+  // where the connection came from), FailedPrecondition (a peer's addresses
+  // cannot be told from this node's), or another rank's failure, named.
   static absl::StatusOr<std::unique_ptr<GlooCommunicator>> Create(
       Rendezvous& rendezvous, const std::string& name, int rank, int world,
       const GlooCommOptions& options);
@@ -204,8 +207,9 @@ class GlooCommunicator : public HostCollectives {
                           ReduceOp combine, std::chrono::milliseconds t,
                           absl::FunctionRef<absl::Status(int64_t)> ready,
                           absl::FunctionRef<absl::Status(int64_t)> done);
-  // Connects the sync-mode context and its buffers (in Create; throws).
-  void CreateSyncExchange(gloo::rendezvous::Store& store);
+  // Makes the sync-mode context's pairs sync and its buffers, from the
+  // connected and admitted `context` (in Create; throws).
+  void CreateSyncExchange(std::shared_ptr<gloo::Context> context);
   // Sets the sync sockets' SO_RCVBUF (`receive`) or SO_SNDBUF to
   // kSyncSocketBytes.
   void SizeSyncSockets(bool receive);

@@ -115,12 +115,13 @@ GlooConnections GlooConnections::Find(gloo::Context& context, int self_rank) {
     struct stat st;
     if (StatOf(s.fd, &st) != 0) continue;
     s.inode = st.st_ino;
-    sockaddr_storage remote = {};
-    socklen_t n = sizeof(remote);
-    if (PeerOf(s.fd, &remote, &n) == 0) {
-      s.address = Endpoint(remote);
+    socklen_t n = sizeof(s.remote);
+    if (PeerOf(s.fd, &s.remote, &n) == 0) {
+      s.address = Endpoint(s.remote);
       s.address = s.address.substr(0, s.address.rfind(':'));
     }
+    n = sizeof(s.local);
+    NameOf(s.fd, &s.local, &n);
     c.sockets_.push_back(std::move(s));
   }
   return c;

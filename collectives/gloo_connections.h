@@ -13,6 +13,7 @@
 #ifndef SHOAL_COLLECTIVES_GLOO_CONNECTIONS_H_
 #define SHOAL_COLLECTIVES_GLOO_CONNECTIONS_H_
 
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <optional>
@@ -32,6 +33,8 @@ class GlooConnections {
     int fd = -1;          // gloo's descriptor for the pair
     ino_t inode = 0;      // the socket's inode: a reused fd number differs
     std::string address;  // the peer's IP address, as text
+    sockaddr_storage local = {};   // this end's address and port
+    sockaddr_storage remote = {};  // the peer's address and port
   };
 
   GlooConnections() = default;

@@ -25,8 +25,6 @@
 #include "collectives/reduce_kernels.h"
 #include "gloo/common/error.h"
 #include "gloo/context.h"
-#include "gloo/rendezvous/context.h"
-#include "gloo/rendezvous/store.h"
 #include "gloo/transport/buffer.h"
 #include "gloo/transport/unbound_buffer.h"
 
@@ -284,11 +282,8 @@ void GlooCommunicator::ShutdownSync() {
   }
 }
 
-void GlooCommunicator::CreateSyncExchange(gloo::rendezvous::Store& store) {
-  auto context = std::make_shared<gloo::rendezvous::Context>(rank_, world_);
-  context->setTimeout(
-      std::chrono::milliseconds(absl::ToInt64Milliseconds(o_.timeout)));
-  context->connectFullMesh(store, device_);
+void GlooCommunicator::CreateSyncExchange(
+    std::shared_ptr<gloo::Context> context) {
   sync_send_storage_.assign(2 * kSyncChunkBytes, 0);
   sync_recv_storage_.assign(kSyncChunkBytes * world_, 0);
   sync_send_.resize(2 * world_);

@@ -1,6 +1,7 @@
 #include "collectives/hierarchical_communicator.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -42,23 +43,38 @@ std::string GlooListenAddress() {
   const char* head = std::getenv("MASTER_ADDR");
   std::string address = "127.0.0.1";
   if (head == nullptr || *head == '\0') return address;
-  // A UDP "connection" sends nothing: it only asks the kernel for the route,
-  // whose source address is the one the head node (and so the others) reach.
-  sockaddr_in to = {};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(9);
-  if (inet_pton(AF_INET, head, &to.sin_addr) != 1) return address;
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  if (fd < 0) return address;
-  sockaddr_in me = {};
-  socklen_t len = sizeof(me);
-  char text[INET_ADDRSTRLEN] = {};
-  if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len) == 0 &&
-      inet_ntop(AF_INET, &me.sin_addr, text, sizeof(text)) != nullptr) {
-    address = text;
+  // MASTER_ADDR is what `shoal launch --coordinator` named: an address or a
+  // host name. A UDP "connection" sends nothing: it only asks the kernel for
+  // the route, whose source address is the one the head node (and so the
+  // others) reach. Never the wildcard: a rank listens on one interface.
+  addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(head, "9", &hints, &found) != 0) return address;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage me = {};
+    socklen_t len = sizeof(me);
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* ip =
+        a->ai_family == AF_INET
+            ? static_cast<const void*>(
+                  &reinterpret_cast<sockaddr_in*>(&me)->sin_addr)
+            : static_cast<const void*>(
+                  &reinterpret_cast<sockaddr_in6*>(&me)->sin6_addr);
+    const bool ok =
+        connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len) == 0 &&
+        inet_ntop(a->ai_family, ip, text, sizeof(text)) != nullptr;
+    close(fd);
+    if (ok && std::string(text) != "0.0.0.0" && std::string(text) != "::") {
+      address = text;
+      break;
+    }
   }
-  close(fd);
+  freeaddrinfo(found);
   return address;
 }
 

@@ -218,7 +218,9 @@ class HierarchicalCommunicator : public HostCollectives {
 
 // The address this process should listen on for gloo: SHOAL_GLOO_HOSTNAME if
 // set, else the local address of the route toward MASTER_ADDR (the head node,
-// as `shoal launch` sets it), else 127.0.0.1. Errors: none (falls back).
+// as `shoal launch` sets it from --coordinator: an address or a host name,
+// IPv4 or IPv6), else 127.0.0.1; never the wildcard address unless
+// SHOAL_GLOO_HOSTNAME says so. Errors: none (falls back).
 std::string GlooListenAddress();
 
 }  // namespace shoal::collectives
