@@ -462,7 +462,8 @@ void Coordinator::Impl::ExpireRemoteResults(absl::Time now) {
       ForgetTask((it++)->first);
     } else if (*state == tasks::TaskState::kDone &&
                now - it->second.submitted > options_.remote_result_ttl) {
-      ReleaseOutputs(ResultOf(it->first, /*release=*/true).outputs);
+      ReleaseOutputs(it->second.peer,
+                     ResultOf(it->first, /*release=*/true).outputs);
       ForgetTask((it++)->first);
     } else {
       ++it;

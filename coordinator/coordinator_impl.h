@@ -353,8 +353,18 @@ class Coordinator::Impl {
   std::optional<ipc::Message> TryWait(const Peer& peer,
                                       const ipc::WaitRequest& m, bool force);
   absl::Status CheckOwner(const Peer& peer, uint64_t id) const;
+  // Task `id`'s result (taken with `release`); its output objects that the
+  // coordinator's store client created (handed over by the worker's
+  // Transfer) and that no result showed before are noted as made by the
+  // task's peer (produced_by_).
   ipc::TaskResult ResultOf(uint64_t id, bool release);
-  void ReleaseOutputs(const std::vector<Value>& outputs);
+  // Lets go of output objects of peer `peer`'s (Peer::key()) results: an
+  // object its own task made is released and deleted; the node's owner
+  // deletes any other; for anyone else, an object its task passed along
+  // (an argument returned unchanged) is left alone: the result brought no
+  // reference of its own, and holding an object's id gives read access only.
+  void ReleaseOutputs(const std::string& peer,
+                      const std::vector<Value>& outputs);
 
   CoordinatorOptions options_;
   std::string job_dir_;
@@ -437,6 +447,9 @@ class Coordinator::Impl {
 
   std::map<uint32_t, LocalClient> local_clients_;  // by task client slot
   std::map<uint64_t, RemoteTask> remote_tasks_;
+  // Output objects remote tasks made → the peer (Peer::key()) whose task it
+  // was: only that peer's release deletes them (ResultOf, ReleaseOutputs).
+  std::map<ObjectId, std::string> produced_by_;
   std::map<std::string, PeerState> peers_;  // by Peer::key()
   size_t unsent_peers_ = 0;  // peers with kept replies (PeerState::unsent)
   // A POLLOUT that moved nothing: ROUTER is writable when any peer is, so

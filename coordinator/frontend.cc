@@ -203,7 +203,19 @@ absl::Status Coordinator::Impl::CheckOwner(const Peer& peer,
 }
 
 ipc::TaskResult Coordinator::Impl::ResultOf(uint64_t id, bool release) {
-  return ToResult(id, table_->Take(own_client_, id, release));
+  ipc::TaskResult r = ToResult(id, table_->Take(own_client_, id, release));
+  // A worker's new output reaches our store client with its creatorship, and
+  // before any result names it (its id is new): its first sight here tells
+  // whose task made it. An object a task only passed along keeps its creator.
+  auto task = remote_tasks_.find(id);
+  if (task == remote_tasks_.end()) return r;
+  for (const Value& v : r.outputs) {
+    const auto* o = std::get_if<ObjectValue>(&v);
+    if (o == nullptr || produced_by_.count(o->id) != 0) continue;
+    absl::StatusOr<bool> ours = store_client_->Created(o->id);
+    if (ours.ok() && *ours) produced_by_.emplace(o->id, task->second.peer);
+  }
+  return r;
 }
 
 std::optional<ipc::Message> Coordinator::Impl::TryWait(
@@ -306,10 +318,19 @@ ipc::Message Coordinator::Impl::OnCancel(const Peer& peer,
   return ipc::OkReply{};
 }
 
-void Coordinator::Impl::ReleaseOutputs(const std::vector<Value>& outputs) {
+void Coordinator::Impl::ReleaseOutputs(const std::string& peer,
+                                       const std::vector<Value>& outputs) {
+  auto state = peers_.find(peer);
+  const bool owner = state != peers_.end() && state->second.peer.owner;
   for (const Value& v : outputs) {
-    if (const auto* o = std::get_if<ObjectValue>(&v)) {
+    const auto* o = std::get_if<ObjectValue>(&v);
+    if (o == nullptr) continue;
+    auto made = produced_by_.find(o->id);
+    if (made != produced_by_.end() && made->second == peer) {
       (void)store_client_->Release(o->id);
+      (void)store_client_->Delete(o->id);
+      produced_by_.erase(made);
+    } else if (owner) {
       (void)store_client_->Delete(o->id);
     }
   }

@@ -96,7 +96,9 @@ Coordinator::Impl::PeerState& Coordinator::Impl::StateOf(const Peer& peer) {
 void Coordinator::Impl::DropTask(uint64_t id) {
   absl::StatusOr<tasks::TaskState> st = table_->Poll(id);
   if (st.ok() && *st == tasks::TaskState::kDone) {
-    ReleaseOutputs(ResultOf(id, /*release=*/true).outputs);
+    auto task = remote_tasks_.find(id);
+    ReleaseOutputs(task != remote_tasks_.end() ? task->second.peer : "",
+                   ResultOf(id, /*release=*/true).outputs);
   } else {
     (void)table_->Release(own_client_, id);
   }
@@ -194,7 +196,8 @@ ipc::Message Coordinator::Impl::OnReleaseOutput(const Peer& peer,
     return ipc::ErrorReply{absl::NotFoundError(absl::StrCat(
         "object ", id.ToHex(), " is not an output this client holds"))};
   }
-  ReleaseOutputs({Value{ObjectValue{id, TensorMeta{}, it->second.first}}});
+  ReleaseOutputs(peer.key(),
+                 {Value{ObjectValue{id, TensorMeta{}, it->second.first}}});
   state.outputs.erase(it);
   return ipc::OkReply{};
 }
@@ -206,7 +209,7 @@ void Coordinator::Impl::ExpireOutputs(absl::Time now) {
         ++it;
         continue;
       }
-      ReleaseOutputs({Value{ObjectValue{it->first, TensorMeta{}, 0}}});
+      ReleaseOutputs(key, {Value{ObjectValue{it->first, TensorMeta{}, 0}}});
       it = state.outputs.erase(it);
     }
   }
@@ -453,7 +456,7 @@ void Coordinator::Impl::EndSession(PeerState& state) {
     DropTask(id);
   }
   for (const auto& [id, held] : state.outputs)
-    ReleaseOutputs({Value{ObjectValue{id, TensorMeta{}, held.first}}});
+    ReleaseOutputs(key, {Value{ObjectValue{id, TensorMeta{}, held.first}}});
   state.outputs.clear();
   // A detached actor (owner 0) outlives the session that made it, as it
   // outlives its creator's process (docs/actors.md): only a kill or the

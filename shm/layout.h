@@ -10,8 +10,9 @@
 // Who writes what (see docs/architecture.md, "Crash-safe shared memory"):
 // - The store service alone allocates, frees, inserts into and removes from the
 //   table and index, and changes object states.
-// - Clients change only reference counts, LRU stamps, their own ClientSlot and
-//   the state of an object they created (kCreated → kSealed), always under
+// - Clients change only reference counts, LRU stamps, their own ClientSlot,
+//   the state of an object they created (kCreated → kSealed) and the creator
+//   of a sealed object they created (handed on by Transfer), always under
 //   `SegmentHeader::lock` and through the undo Journal, so a client dying
 //   mid-update is rolled back by whoever takes the lock next.
 // - Clients write object bytes only into objects they created and have not
@@ -63,7 +64,10 @@ struct ObjectEntry {
   uint32_t generation;  // bumped each time the slot is reused
   uint32_t refcount;    // sum of all clients' counts for this entry
   uint32_t flags;
-  uint32_t creator_plus1;  // client slot of the creator + 1; 0 if none
+  // Client slot of the creator + 1; 0 if none. Set by the service at
+  // Create; the creator of a sealed object hands it on with a reference
+  // (StoreClient::Transfer, a client's journaled write).
+  uint32_t creator_plus1;
   uint32_t reserved0;
   uint64_t offset;       // data offset from the segment base
   uint64_t nbytes;       // data size

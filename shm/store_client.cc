@@ -345,6 +345,14 @@ absl::Status StoreClient::Transfer(const ObjectId& id,
     SHOAL_ASSIGN_OR_RETURN(uint32_t left,
                            table.DropRef(impl_->slot_, *e, &journal));
     (void)left;
+    // The creator of a sealed object hands creatorship on with its
+    // reference (a worker's new task output becomes the submitting
+    // client's); anyone else's reference is only a reference.
+    ObjectEntry* x = table.entry(*e);
+    if (x->creator_plus1 == impl_->slot_ + 1 &&
+        static_cast<ObjectState>(x->state) == ObjectState::kSealed) {
+      journal.Write32(&x->creator_plus1, to_client_slot + 1);
+    }
   }
   if (impl_->HoldsDevice(id)) impl_->TransferredDevice(id);
   return absl::OkStatus();
@@ -354,6 +362,13 @@ absl::Status StoreClient::Delete(const ObjectId& id) {
   return impl_
       ->Call<ipc::OkReply>(ipc::DeleteRequest{id}, impl_->options_.rpc_timeout)
       .status();
+}
+
+absl::StatusOr<bool> StoreClient::Created(const ObjectId& id) {
+  SHOAL_ASSIGN_OR_RETURN(LockGuard lock, impl_->Lock());
+  std::optional<uint32_t> e = impl_->table_->Find(id);
+  if (!e) return absl::NotFoundError(absl::StrCat("no object ", id.ToHex()));
+  return impl_->table_->entry(*e)->creator_plus1 == impl_->slot_ + 1;
 }
 
 absl::StatusOr<bool> StoreClient::Contains(const ObjectId& id) {

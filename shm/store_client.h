@@ -151,13 +151,27 @@ class StoreClient {
 
   // Hands one of this client's references to another connected client (by
   // its store slot), atomically: a worker gives a task's output object to the
-  // client that submitted the task. Errors: NotFound, FailedPrecondition (none
-  // held, or the target slot is not connected), ResourceExhausted (the target
-  // holds its limit of objects).
+  // client that submitted the task. When this client is the creator of the
+  // (sealed) object, creatorship goes with the reference: the receiver is
+  // the object's creator from then on (Created). A reference this client got
+  // by Get goes as a reference only. Errors: NotFound, FailedPrecondition
+  // (none held, or the target slot is not connected), ResourceExhausted (the
+  // target holds its limit of objects).
   absl::Status Transfer(const ObjectId& id, uint32_t to_client_slot);
 
+  // Whether this client is the object's recorded creator: it created it, or
+  // its creator handed it over with Transfer. (Creators are recorded by
+  // client slot: a slot's objects keep naming it after its client
+  // disconnected, and so name the next client given that slot.)
+  // Errors: NotFound.
+  absl::StatusOr<bool> Created(const ObjectId& id);
+
   // Deletes a sealed object; its memory is freed when the last reference is
-  // released. Errors: NotFound, FailedPrecondition (not sealed).
+  // released. Any client may delete any object: the store's clients are all
+  // processes of the node's user. Who else may have an object deleted is
+  // decided above the store (the coordinator's frontend deletes for a remote
+  // client only outputs of its own tasks: docs/security.md).
+  // Errors: NotFound, FailedPrecondition (not sealed).
   absl::Status Delete(const ObjectId& id);
 
   // Whether a sealed, not-deleted object with this id is in the store.

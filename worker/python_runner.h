@@ -9,19 +9,41 @@
 //   py:=<32 hex>                 a function sent by value: a store object
 //                                (that id) holding its pickle (cloudpickle),
 //                                put once by a local client; read and
-//                                unpickled at the first sight, then cached;
+//                                unpickled at the first sight, then cached
+//                                by the id (an unguessable capability whose
+//                                sealed bytes never change);
 //   py:#<32 hex>!                a function sent by value inside the call
-//                                envelope (remote clients), cached by that
-//                                content hash;
+//                                envelope (remote clients), named by its
+//                                content hash (blake2b-128 of the pickle, as
+//                                python/shoal/_serialize.py's dump_function
+//                                computes it). The worker checks the hash
+//                                before it unpickles or caches the bytes, and
+//                                serves the cached function only to a call
+//                                carrying the same bytes: bytes that hash to
+//                                another value fail the task with
+//                                InvalidArgument naming both hashes;
 // any of them followed by "!": the call envelope — args[0] is the pickle
 // (protocol 5) of (function bytes or None, args, kwargs) and args[1:] its
 // out-of-band buffers (store objects viewed in place: numpy arrays and
 // torch tensors inside the unpickled arguments share the store's memory).
-// python/shoal/_serialize.py describes both envelopes. The
-// task's python_path (its client's sys.path) is added to sys.path first; a
-// python_path of "@<object id>" names a store object whose bytes are the
-// path (local Python clients put a long path once that way, so that it does
-// not take a payload chunk of the task table in every task).
+// python/shoal/_serialize.py describes both envelopes. A python_path of
+// "@<object id>" names a store object whose bytes are the path (local Python
+// clients put a long path once that way, so that it does not take a payload
+// chunk of the task table in every task).
+//
+// The task's python_path (its client's sys.path) lasts as long as the task:
+// the folders of it that the worker's sys.path lacks go to the front of
+// sys.path when the task starts and leave it when the task ends, and the
+// modules imported from those folders meanwhile leave sys.modules with them
+// (kept aside for the next task with the same path, which gets the same
+// module objects back). So a later task with another path, or none, imports
+// its own modules, and functions are cached per path: a function resolved
+// under one python_path is never served to a task with another. A task run
+// inside another's wait (nested tasks) with another path takes the outer
+// task's path and modules out while it runs. Not undone: what a task's own
+// code does to sys.path or sys.modules, and modules a task imported from
+// the worker's own folders. An actor's worker (PythonRunnerOptions::
+// isolate_tasks false) keeps each path applied for its life instead.
 //
 // Arguments → Python: none/bool/int/float/str/bytes as such; tensors as
 // read-only numpy arrays — store objects are viewed in place (no copy; the
@@ -66,7 +88,15 @@ inline constexpr char kPythonCarriedFunctionPrefix[] = "#";
 // At the end of a task name: the call envelope.
 inline constexpr char kPythonEnvelopeSuffix[] = "!";
 
-std::unique_ptr<TaskRunner> MakePythonRunner();
+struct PythonRunnerOptions {
+  // Whether each task's python_path and the modules imported from it are
+  // taken back out when the task ends (see above). Default true; an actor's
+  // worker, one client's process, sets false.
+  bool isolate_tasks = true;
+};
+
+std::unique_ptr<TaskRunner> MakePythonRunner(
+    const PythonRunnerOptions& options = {});
 
 // Called once, with the GIL held, right after the worker's interpreter
 // started and before any task runs: the `shoal` binary installs its built-in

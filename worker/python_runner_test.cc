@@ -9,6 +9,7 @@
 #include <deque>
 #include <fstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/temp_dir.h"
@@ -111,8 +112,56 @@ class Holder:
   }
 
   absl::Status Run(const std::string& fn, std::vector<Value> args) {
-    ctx_ = std::make_unique<MemoryContext>(std::move(args), *dir_);
+    return RunWithPath(fn, std::move(args), *dir_);
+  }
+  absl::Status RunWithPath(const std::string& fn, std::vector<Value> args,
+                           const std::string& path) {
+    ctx_ = std::make_unique<MemoryContext>(std::move(args), path);
     return runner_->Run(fn, *ctx_);
+  }
+
+  // A folder under the test's temporary folder holding `files` (name →
+  // text); its path.
+  static std::string Folder(
+      const std::string& name,
+      const std::vector<std::pair<std::string, std::string>>& files) {
+    const std::string d = absl::StrCat(*dir_, "/", name);
+    EXPECT_EQ(system(absl::StrCat("mkdir -p ", d).c_str()), 0);
+    for (const auto& [file, text] : files)
+      std::ofstream(absl::StrCat(d, "/", file)) << text;
+    return d;
+  }
+
+  // The probe module, in a folder put into the worker's own sys.path (by a
+  // task's code, which the runner leaves alone): it reads sys.path and
+  // sys.modules for the test.
+  void AddProbe() {
+    const std::string probe = Folder("probe", {{"shoal_probe.py", R"PY(
+import sys
+
+def syspath():
+    return "\n".join(sys.path)
+
+def module_file(name):
+    m = sys.modules.get(name)
+    return "(not imported)" if m is None else str(getattr(m, "__file__", ""))
+)PY"}});
+    absl::Status s = RunWithPath("py:sys:path.append", {probe}, "");
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  std::string Probe(const std::string& fn, std::vector<Value> args = {}) {
+    absl::Status s =
+        RunWithPath(absl::StrCat("py:shoal_probe:", fn), std::move(args), "");
+    EXPECT_TRUE(s.ok()) << s;
+    if (!s.ok() || ctx_->outputs_.empty()) return "";
+    return std::get<std::string>(ctx_->outputs_.at(0));
+  }
+  std::string RunString(const std::string& fn, const std::string& path,
+                        std::vector<Value> args = {}) {
+    absl::Status s = RunWithPath(fn, std::move(args), path);
+    EXPECT_TRUE(s.ok()) << fn << " under " << path << ": " << s;
+    if (!s.ok() || ctx_->outputs_.empty()) return "";
+    return std::get<std::string>(ctx_->outputs_.at(0));
   }
 
   static TempDir* tmp_;
@@ -273,6 +322,119 @@ TEST_F(PythonRunnerTest, CachedFunctionsSurviveManyCalls) {
     ASSERT_TRUE(Run("py:runner_tasks:echo", {int64_t{i}}).ok());
     ASSERT_EQ(std::get<int64_t>(ctx_->outputs_.at(0)), i);
   }
+}
+
+// A task's python_path lasts as long as the task: a module it shadows is
+// its own (and the same module object in the next task with that path), a
+// task without the path imports the real one, and sys.path is as before.
+TEST_F(PythonRunnerTest, PathAndItsImportsLastOnlyTheirTask) {
+  AddProbe();
+  const std::string real = Folder("real", {{"shadowed_mod.py", R"PY(
+def who():
+    return "real"
+)PY"}});
+  ASSERT_TRUE(RunWithPath("py:sys:path.append", {real}, "").ok());
+  const std::string shadow =
+      Folder("shadow", {{"shadowed_mod.py", R"PY(
+import shadow_helper
+calls = 0
+def who():
+    global calls
+    calls += 1
+    return "shadow %d" % calls
+)PY"},
+                        {"shadow_helper.py", "x = 1\n"}});
+  const std::string before = Probe("syspath");
+  ASSERT_FALSE(absl::StrContains(before, shadow));
+  EXPECT_EQ(Probe("module_file", {std::string("shadowed_mod")}),
+            "(not imported)");
+
+  EXPECT_EQ(RunString("py:shadowed_mod:who", shadow), "shadow 1");
+  EXPECT_EQ(Probe("syspath"), before);
+  EXPECT_EQ(Probe("module_file", {std::string("shadowed_mod")}),
+            "(not imported)");
+  EXPECT_EQ(Probe("module_file", {std::string("shadow_helper")}),
+            "(not imported)");
+  // Without the path: the real module, from the worker's own sys.path.
+  EXPECT_EQ(RunString("py:shadowed_mod:who", ""), "real");
+  EXPECT_EQ(Probe("module_file", {std::string("shadowed_mod")}),
+            real + "/shadowed_mod.py");
+  // With it again: its own module object again (its global counts on), the
+  // real one back afterwards.
+  EXPECT_EQ(RunString("py:shadowed_mod:who", shadow), "shadow 2");
+  EXPECT_EQ(RunString("py:shadowed_mod:who", ""), "real");
+  EXPECT_EQ(Probe("module_file", {std::string("shadowed_mod")}),
+            real + "/shadowed_mod.py");
+  EXPECT_EQ(Probe("syspath"), before);
+}
+
+// Functions are cached per path: one name resolved under two paths is two
+// functions.
+TEST_F(PythonRunnerTest, FunctionCacheIsPerPath) {
+  const std::string one =
+      Folder("one", {{"same_name.py", "def f():\n    return 'one'\n"}});
+  const std::string two =
+      Folder("two", {{"same_name.py", "def f():\n    return 'two'\n"}});
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(RunString("py:same_name:f", one), "one");
+    EXPECT_EQ(RunString("py:same_name:f", two), "two");
+  }
+  EXPECT_EQ(RunWithPath("py:same_name:f", {}, "").code(),
+            absl::StatusCode::kUnknown);  // ModuleNotFoundError
+}
+
+// The call envelope of "py:#<hash>!": pickle protocol 4 of
+// (fn_bytes, (x,), {}), written opcode by opcode.
+BytesValue CarriedCall(const std::string& fn_pickle, uint8_t x) {
+  std::string p =
+      "\x80\x04"
+      "C";
+  p += static_cast<char>(fn_pickle.size());
+  p += fn_pickle;
+  p += 'K';
+  p += static_cast<char>(x);
+  p += "\x85}\x87.";
+  return BytesValue{p};
+}
+// pickle.dumps(operator.neg / abs, 4) and hashlib.blake2b(that,
+// digest_size=16).hexdigest(), as _serialize.dump_function names them.
+const std::string kNegPickle("\x80\x04\x8c\x09_operator\x8c\x03neg\x93.", 20);
+const std::string kAbsPickle(
+    "\x80\x04\x8c\x08"
+    "builtins\x8c\x03"
+    "abs\x93.",
+    19);
+constexpr char kNegHash[] = "8812495bf7a9e8f381cafafaa4b75943";
+constexpr char kAbsHash[] = "b1fa93b45cb57547ee320f4e35617022";
+
+// A function carried under a hash that is not its own is refused, whether
+// the cache holds the real one or not; each real one runs as itself.
+TEST_F(PythonRunnerTest, CarriedFunctionsAreCheckedAgainstTheirHash) {
+  const std::string neg = absl::StrCat("py:#", kNegHash, "!");
+  const std::string abs = absl::StrCat("py:#", kAbsHash, "!");
+  // Forged first: nothing cached, so the real one still runs after.
+  absl::Status s = Run(neg, {CarriedCall(kAbsPickle, 5)});
+  ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), kNegHash)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), kAbsHash)) << s;
+  ASSERT_TRUE(Run(neg, {CarriedCall(kNegPickle, 5)}).ok());
+  EXPECT_EQ(std::get<int64_t>(ctx_->outputs_.at(0)), -5);
+  // Forged after the real one is cached: refused, not served the cache.
+  s = Run(neg, {CarriedCall(kAbsPickle, 7)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  ASSERT_TRUE(Run(abs, {CarriedCall(kAbsPickle, 7)}).ok());
+  EXPECT_EQ(std::get<int64_t>(ctx_->outputs_.at(0)), 7);
+  ASSERT_TRUE(Run(neg, {CarriedCall(kNegPickle, 7)}).ok());
+  EXPECT_EQ(std::get<int64_t>(ctx_->outputs_.at(0)), -7);
+  // The hash in upper case names the same function.
+  ASSERT_TRUE(Run(absl::StrCat("py:#", absl::AsciiStrToUpper(kNegHash), "!"),
+                  {CarriedCall(kNegPickle, 2)})
+                  .ok());
+  EXPECT_EQ(std::get<int64_t>(ctx_->outputs_.at(0)), -2);
+  // No function in the envelope: refused too.
+  std::string none = "\x80\x04NK\x05\x85}\x87.";
+  EXPECT_EQ(Run(neg, {BytesValue{none}}).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -234,6 +234,8 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromEnv() {
     int depth;
     if (absl::SimpleAtoi(s, &depth) && depth >= 0) o.max_inline_depth = depth;
   }
+  if (const char* a = std::getenv("SHOAL_ACTOR_ID"); a != nullptr && *a)
+    o.actor = true;
   if (const char* s = std::getenv("SHOAL_WORKER_SPIN_US"); s != nullptr) {
     int64_t us;
     if (absl::SimpleAtoi(s, &us) && us >= 0) o.spin = absl::Microseconds(us);
@@ -256,7 +258,9 @@ absl::Status RunWorker(const WorkerOptions& o) {
   UseCompletionFd(table.get());
   std::vector<std::unique_ptr<TaskRunner>> runners;
   runners.push_back(MakeCppRunner());
-  runners.push_back(MakePythonRunner());
+  PythonRunnerOptions python;
+  python.isolate_tasks = !o.actor;
+  runners.push_back(MakePythonRunner(python));
   Executor executor(o.worker_id, store.get(), table.get(), std::move(runners));
   std::atomic<uint64_t> done{0};
   Heartbeat heartbeat(o, &done);

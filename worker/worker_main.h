@@ -36,6 +36,9 @@ struct WorkerOptions {
   // other (HelpWhileWaiting); 0: none. Negative: the default, 100
   // (SHOAL_WORKER_MAX_INLINE_DEPTH).
   int max_inline_depth = -1;
+  // An actor's worker (SHOAL_ACTOR_ID set): one client's process, whose
+  // Python paths stay applied for its life (PythonRunnerOptions).
+  bool actor = false;
 };
 
 // Reads the options from the environment the coordinator set.
