@@ -23,10 +23,6 @@ namespace {
 
 ipc::Message Error(const absl::Status& s) { return ipc::ErrorReply{s}; }
 
-// About ten years: longer waits are a mistake (or an attempt to overflow
-// the deadline arithmetic).
-constexpr int64_t kMaxTimeoutMs = int64_t{10} * 366 * 24 * 3600 * 1000;
-
 std::string BootId() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
   std::string id;
@@ -272,10 +268,10 @@ static absl::Status CheckWaitRequest(const ipc::WaitRequest& m) {
           absl::StrCat("task_ids names task ", id, " twice"));
     }
   }
-  if (m.timeout_ms > kMaxTimeoutMs) {
+  if (m.timeout_ms > ipc::kMaxTimeoutMs) {
     return absl::InvalidArgumentError(
         absl::StrCat("timeout_ms ", m.timeout_ms, " is over the limit of ",
-                     kMaxTimeoutMs, " (about 10 years); negative means none"));
+                     ipc::kMaxTimeoutMs, " (about 10 years); negative means none"));
   }
   return absl::OkStatus();
 }

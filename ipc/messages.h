@@ -129,6 +129,12 @@ struct Resources {
 };
 
 inline constexpr int32_t kDefaultMaxRetries = 3;
+// The longest timeout a request may ask for (a task's, a wait's): about ten
+// years. Longer ones are a mistake, or an attempt to overflow the deadline
+// arithmetic (milliseconds become nanoseconds in the task table).
+inline constexpr int64_t kMaxTimeoutMs = int64_t{10} * 366 * 24 * 3600 * 1000;
+// The most restarts an actor may ask for.
+inline constexpr uint32_t kMaxActorRestarts = 1000;
 // The longest TaskSpec::python_path accepted from outside.
 inline constexpr size_t kMaxPythonPathBytes = 16 << 10;
 

@@ -107,6 +107,51 @@ TEST(ProtocolTaskTest, RejectsNegativeTimeout) {
   EXPECT_EQ(EncodeDecodeCode(OneTask(t)), absl::StatusCode::kOk);
 }
 
+// 2^62 ms became an overflowing nanosecond deadline in the task table.
+TEST(ProtocolTaskTest, RejectsTimeoutsOverTenYearsNamingTheField) {
+  TaskSpec t = Named("f");
+  for (int64_t bad : {kMaxTimeoutMs + 1, int64_t{1} << 62,
+                      std::numeric_limits<int64_t>::max()}) {
+    SCOPED_TRACE(bad);
+    t.timeout_ms = bad;
+    absl::StatusOr<std::string> frame = Encode(1, OneTask(t));
+    ASSERT_TRUE(frame.ok());
+    DecodeResult d = Decode(*frame);
+    EXPECT_EQ(d.envelope.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(d.envelope.status().message().find("timeout_ms"),
+              absl::string_view::npos)
+        << d.envelope.status();
+    WaitRequest w{{1}, bad, 0, false};
+    EXPECT_EQ(EncodeDecodeCode(w), absl::StatusCode::kInvalidArgument);
+  }
+  t.timeout_ms = kMaxTimeoutMs;
+  EXPECT_EQ(EncodeDecodeCode(OneTask(t)), absl::StatusCode::kOk);
+  EXPECT_EQ(EncodeDecodeCode(WaitRequest{{1}, -1, 0, false}),
+            absl::StatusCode::kOk);
+}
+
+TEST(ProtocolTaskTest, RejectsActorRequestsOutOfRange) {
+  ActorCreateRequest ok;
+  ok.set_init_function("py:m:f");
+  ok.set_cpus(2);
+  ok.set_gpus(1);
+  ok.set_max_restarts(kMaxActorRestarts);
+  EXPECT_EQ(EncodeDecodeCode(ok), absl::StatusCode::kOk);
+  ActorCreateRequest restarts = ok;
+  restarts.set_max_restarts(kMaxActorRestarts + 1);
+  EXPECT_EQ(EncodeDecodeCode(restarts), absl::StatusCode::kInvalidArgument);
+  restarts.set_max_restarts(std::numeric_limits<uint32_t>::max());
+  EXPECT_EQ(EncodeDecodeCode(restarts), absl::StatusCode::kInvalidArgument);
+  ActorCreateRequest cpus = ok;
+  cpus.set_cpus(std::numeric_limits<uint32_t>::max());
+  EXPECT_EQ(EncodeDecodeCode(cpus), absl::StatusCode::kInvalidArgument);
+  ActorCreateRequest pid = ok;
+  pid.set_pid(-5);
+  EXPECT_EQ(EncodeDecodeCode(pid), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(EncodeDecodeCode(ClientHello{-1, "x", ""}),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ProtocolTaskTest, RejectsMaxRetriesOutOfRange) {
   TaskSpec t = Named("f");
   for (int32_t bad : {-2, -100, 1001, std::numeric_limits<int32_t>::max(),

@@ -160,7 +160,29 @@ absl::StatusOr<Message> ClientHelloFromWire(const wire::ClientHello& r,
   if (r.name().size() > limits.max_string_bytes || r.boot_id().size() > 64) {
     return absl::ResourceExhaustedError("client hello fields too long");
   }
+  if (r.pid() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("client hello's pid ", r.pid(), " is negative"));
+  }
   return ClientHello{r.pid(), r.name(), r.boot_id()};
+}
+
+absl::StatusOr<Message> ActorCreateFromWire(const wire::ActorCreateRequest& r) {
+  if (r.cpus() > 4096 || r.gpus() > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "an actor asks for ", r.cpus(), " cpus and ", r.gpus(),
+        " gpus: out of range [0, 4096]"));
+  }
+  if (r.max_restarts() > kMaxActorRestarts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("an actor's max_restarts ", r.max_restarts(),
+                     " is over the limit of ", kMaxActorRestarts));
+  }
+  if (r.pid() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("an actor's pid ", r.pid(), " is negative"));
+  }
+  return r;
 }
 
 absl::StatusOr<Message> SubmitFromWire(const wire::SubmitRequest& r,
@@ -187,6 +209,11 @@ absl::StatusOr<Message> WaitFromWire(const wire::WaitRequest& r,
                                      const DecodeLimits& limits) {
   auto ids = TaskIds(r.task_ids(), limits);
   if (!ids.ok()) return ids.status();
+  if (r.timeout_ms() > kMaxTimeoutMs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("timeout_ms ", r.timeout_ms(), " is over the limit of ",
+                     kMaxTimeoutMs, " (about 10 years); negative means none"));
+  }
   return WaitRequest{*std::move(ids), r.timeout_ms(), r.min_done(),
                      r.release()};
 }
@@ -270,7 +297,7 @@ absl::StatusOr<Message> TaskBodyFromWire(const wire::Envelope& w,
     case wire::Envelope::kStop:
       return StopRequest{};
     case wire::Envelope::kActorCreate:
-      return w.actor_create();
+      return ActorCreateFromWire(w.actor_create());
     case wire::Envelope::kActorCreateReply:
       return w.actor_create_reply();
     case wire::Envelope::kActorKill:

@@ -98,7 +98,7 @@ TEST(ProtocolTaskTest, SubmitRoundTripWithEveryValueKind) {
   TaskSpec c;
   c.function = std::string(95, 'f');  // the longest allowed name
   c.max_retries = 1000;
-  c.timeout_ms = std::numeric_limits<int64_t>::max();
+  c.timeout_ms = kMaxTimeoutMs;  // the longest allowed
   c.resources = {4096, 4096};
   m.tasks.push_back(c);
 

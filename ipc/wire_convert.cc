@@ -144,8 +144,12 @@ absl::StatusOr<TaskSpec> FromWire(const wire::TaskSpec& w,
     return absl::InvalidArgumentError("implausible resource request");
   }
   t.timeout_ms = w.timeout_ms();
-  if (t.timeout_ms < 0)
-    return absl::InvalidArgumentError("negative task timeout");
+  if (t.timeout_ms < 0 || t.timeout_ms > kMaxTimeoutMs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a task's timeout_ms ", t.timeout_ms,
+                     " is out of range [0, ", kMaxTimeoutMs,
+                     "] (0: none; the most is about ten years)"));
+  }
   t.max_retries = w.max_retries();
   if (t.max_retries < -1 || t.max_retries > 1000) {
     return absl::InvalidArgumentError(absl::StrCat(

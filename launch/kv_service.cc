@@ -349,7 +349,11 @@ std::optional<ipc::Message> KvService::Impl::AddToKey(
     return ipc::ErrorReply{absl::InvalidArgumentError(
         absl::StrCat("key '", m.key, "' does not hold an integer"))};
   }
-  value += m.delta;
+  if (__builtin_add_overflow(value, m.delta, &value)) {
+    return ipc::ErrorReply{absl::OutOfRangeError(
+        absl::StrCat("adding ", m.delta, " to key '", m.key,
+                     "' overflows a 64-bit integer"))};
+  }
   absl::Status s = Put(m.key, absl::StrCat(value));
   if (!s.ok()) return ipc::ErrorReply{s};
   return ipc::KvValue{true, absl::StrCat(value), 0};

@@ -1,3 +1,4 @@
+#include <limits>
 #include "launch/kv_service.h"
 
 #include <thread>
@@ -37,6 +38,10 @@ TEST_F(KvServiceTest, SetGetAddCasDeleteList) {
   EXPECT_EQ(kv->Get("missing").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(*kv->Add("n", 5), 5);
   EXPECT_EQ(*kv->Add("n", -2), 3);
+  // A sum that overflows 64 bits is refused; the key keeps its value.
+  EXPECT_EQ(kv->Add("n", std::numeric_limits<int64_t>::max()).status().code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(*kv->Add("n", 0), 3);
   EXPECT_EQ(kv->Add("a/1", 1).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(*kv->CompareAndSet("a/1", "two", "three"));

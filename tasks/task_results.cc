@@ -19,8 +19,12 @@ absl::StatusOr<tasks::TaskSubmission> ToSubmission(const ipc::TaskSpec& t,
         gpus_per_worker,
         " gpus (see shoal start --cpus-per-worker / --gpus-per-worker)"));
   }
-  if (t.timeout_ms < 0)
-    return absl::InvalidArgumentError("negative task timeout");
+  if (t.timeout_ms < 0 || t.timeout_ms > ipc::kMaxTimeoutMs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("task '", t.function, "' has timeout_ms ", t.timeout_ms,
+                     ": out of range [0, ", ipc::kMaxTimeoutMs,
+                     "] (0: none; the most is about ten years)"));
+  }
   s.timeout_ns = t.timeout_ms * 1000000;
   s.max_retries = static_cast<uint32_t>(
       t.max_retries < 0 ? ipc::kDefaultMaxRetries : t.max_retries);

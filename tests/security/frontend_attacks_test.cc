@@ -115,6 +115,36 @@ TEST_F(FrontendAttackTest, HugeTimeoutIsRefusedNamingTheField) {
   ExpectServesNormalClient();
 }
 
+// Every numeric field on the wire is range-checked: a task's timeout of
+// 2^62 ms was accepted and overflowed the table's nanosecond deadline.
+TEST_F(FrontendAttackTest, NumbersOutOfRangeAreRefusedNamingTheField) {
+  StartNode();
+  RawClient raw(discovery_.frontend);
+  ipc::TaskSpec t = Task("sleep", {0.01});
+  t.timeout_ms = int64_t{1} << 62;
+  ipc::SubmitRequest s;
+  s.tasks.push_back(t);
+  auto reply = raw.Call(s);
+  ASSERT_EQ(reply.status().code(), absl::StatusCode::kInvalidArgument)
+      << reply.status();
+  EXPECT_TRUE(absl::StrContains(reply.status().message(), "timeout_ms"))
+      << reply.status();
+  ipc::ActorCreateRequest a;
+  a.set_init_function("py:shoal._actor:_init");
+  a.set_max_restarts(4000000000u);
+  a.set_detached(true);
+  auto actor = raw.Call(a);
+  ASSERT_EQ(actor.status().code(), absl::StatusCode::kInvalidArgument)
+      << actor.status();
+  EXPECT_TRUE(absl::StrContains(actor.status().message(), "max_restarts"))
+      << actor.status();
+  // Nothing was submitted.
+  auto st = raw.Call(ipc::StatusRequest{});
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(std::get<ipc::NodeStatus>(*st).submitted(), 0u);
+  ExpectServesNormalClient();
+}
+
 TEST_F(FrontendAttackTest, TcpWithoutTheOwnersKeyIsNotServed) {
   StartNode();
   ASSERT_TRUE(absl::StartsWith(discovery_.tcp, "tcp://127.0.0.1:"));
