@@ -75,9 +75,10 @@ struct CoordinatorOptions {
   uint64_t max_reply_bytes_per_client = 16 << 20;
   absl::Duration slow_client_grace = absl::Seconds(10);
   // The TCP frontend's connections: at most max_connections at once (new
-  // ones are held off meanwhile), max_per_client per client key, and those
-  // that send no request (a handshake in progress, or silent) capped per
-  // address and closed after first_request_within (ipc/connection_guard.h).
+  // ones are held off meanwhile), max_per_client per client key (not the
+  // owner's), handshakes in progress capped per address, and a connection
+  // that sends no request closed after first_request_within
+  // (ipc/connection_guard.h).
   ipc::ConnectionLimits connection_limits;
 };
 

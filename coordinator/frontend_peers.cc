@@ -238,7 +238,8 @@ void Coordinator::Impl::DrainFrontend(bool tcp) {
     peer.owner =
         !tcp || (!owner_public_key_.empty() && user_id == owner_public_key_);
     if (tcp && !user_id.empty()) {
-      if (absl::Status s = connections_.OnRequest(fd, user_id); !s.ok()) {
+      if (absl::Status s = connections_.OnRequest(fd, user_id, peer.owner);
+          !s.ok()) {
         Reply(peer, 0, ipc::ErrorReply{s});
         continue;
       }

@@ -62,7 +62,9 @@ bool DetachFilter(int fd) {
 }  // namespace
 
 int ConnectionGuard::MonitorEvents() {
-  return ZMQ_EVENT_LISTENING | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED;
+  return ZMQ_EVENT_LISTENING | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
+         ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+         ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
 }
 
 ConnectionGuard::ConnectionGuard(ConnectionLimits limits)
@@ -86,16 +88,23 @@ void ConnectionGuard::OnEvent(uint16_t event, int32_t value, absl::Time now) {
       Connection c;
       c.accepted = now;
       c.address = PeerAddress(fd);
-      size_t& anonymous = anonymous_[c.address];
-      ++anonymous;
+      size_t& handshaking = handshaking_[c.address];
+      ++handshaking;
       connections_.emplace(fd, std::move(c));
-      if (anonymous > limits_.max_anonymous_per_address) {
-        ++stats_.closed_anonymous;
+      if (handshaking > limits_.max_handshakes_per_address) {
+        ++stats_.closed_handshaking;
         Close(fd);
       }
       UpdateHoldOff();
       return;
     }
+    case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+    case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+    case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+    case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+      if (auto it = connections_.find(fd); it != connections_.end())
+        HandshakeDone(it->second);
+      return;
     case ZMQ_EVENT_DISCONNECTED:
       Forget(fd);
       UpdateHoldOff();
@@ -105,22 +114,16 @@ void ConnectionGuard::OnEvent(uint16_t event, int32_t value, absl::Time now) {
   }
 }
 
-absl::Status ConnectionGuard::OnRequest(int fd, absl::string_view client) {
+absl::Status ConnectionGuard::OnRequest(int fd, absl::string_view client,
+                                        bool exempt) {
   auto it = connections_.find(fd);
-  if (it == connections_.end() || it->second.client == client)
-    return absl::OkStatus();
-  if (!it->second.client.empty()) {
-    // The same connection under another client name (a CURVE key is fixed
-    // per connection; a routing id is not what names a client here).
-    return absl::OkStatus();
-  }
-  std::vector<int>& fds = clients_[std::string(client)];
-  if (auto a = anonymous_.find(it->second.address); a != anonymous_.end()) {
-    if (--a->second == 0) anonymous_.erase(a);
-  }
+  if (it == connections_.end() || !it->second.client.empty())
+    return absl::OkStatus();  // counted at its first request
+  HandshakeDone(it->second);
   it->second.client = std::string(client);
+  std::vector<int>& fds = clients_[it->second.client];
   fds.push_back(fd);
-  if (fds.size() > limits_.max_per_client) {
+  if (!exempt && fds.size() > limits_.max_per_client) {
     ++stats_.closed_client;
     Close(fd);
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -130,6 +133,14 @@ absl::Status ConnectionGuard::OnRequest(int fd, absl::string_view client) {
         limits_.max_per_client, "; this connection is closed"));
   }
   return absl::OkStatus();
+}
+
+void ConnectionGuard::HandshakeDone(Connection& c) {
+  if (!c.handshaking) return;
+  c.handshaking = false;
+  if (auto a = handshaking_.find(c.address); a != handshaking_.end()) {
+    if (--a->second == 0) handshaking_.erase(a);
+  }
 }
 
 void ConnectionGuard::Tick(absl::Time now) {
@@ -153,13 +164,12 @@ void ConnectionGuard::Close(int fd) {
 void ConnectionGuard::Forget(int fd) {
   auto it = connections_.find(fd);
   if (it == connections_.end()) return;
-  if (it->second.client.empty()) {
-    if (auto a = anonymous_.find(it->second.address); a != anonymous_.end()) {
-      if (--a->second == 0) anonymous_.erase(a);
+  HandshakeDone(it->second);
+  if (!it->second.client.empty()) {
+    if (auto c = clients_.find(it->second.client); c != clients_.end()) {
+      std::erase(c->second, fd);
+      if (c->second.empty()) clients_.erase(c);
     }
-  } else if (auto c = clients_.find(it->second.client); c != clients_.end()) {
-    std::erase(c->second, fd);
-    if (c->second.empty()) clients_.erase(c);
   }
   connections_.erase(it);
 }

@@ -10,11 +10,12 @@
 //   BPF filter on the listening socket drops bare SYNs, so the kernel
 //   completes no handshake and libzmq accepts nothing (connectors retry, as
 //   ZeroMQ's do); established connections are untouched;
-// - closes a connection whose address already has max_anonymous_per_address
-//   connections that have sent no request (a CURVE handshake in progress,
-//   or silent), and one that sends no request within first_request_within;
+// - closes a connection whose address already has
+//   max_handshakes_per_address connections whose ZMTP/CURVE handshake has
+//   not completed, and one that sends no request within
+//   first_request_within;
 // - refuses a client (the key the caller names it by) more than
-//   max_per_client connections.
+//   max_per_client connections, unless the caller exempts it.
 // Closing is shutdown(2) of libzmq's descriptor, which makes libzmq end the
 // connection as if the peer had. A descriptor number is reused once closed;
 // the guard acts on a descriptor only between its ACCEPTED and DISCONNECTED
@@ -42,9 +43,9 @@ struct ConnectionLimits {
   // process's descriptor limit, whatever is asked (the rest is left to its
   // other descriptors: ipc:// clients, files, pidfds).
   size_t max_connections = 1024;
-  // Connections from one IP address that have sent no request yet. Default
-  // 32.
-  size_t max_anonymous_per_address = 32;
+  // Connections from one IP address whose handshake is in progress. Default
+  // 128.
+  size_t max_handshakes_per_address = 128;
   // Connections of one client (OnRequest's `client`). Default 64.
   size_t max_per_client = 64;
   // A connection that sends no request this long after it was accepted is
@@ -55,7 +56,7 @@ struct ConnectionLimits {
 // Counters of what the guard did, for logs and status.
 struct ConnectionGuardStats {
   uint64_t accepted = 0;
-  uint64_t closed_anonymous = 0;  // over max_anonymous_per_address
+  uint64_t closed_handshaking = 0;  // over max_handshakes_per_address
   uint64_t closed_silent = 0;     // no request within first_request_within
   uint64_t closed_client = 0;     // over max_per_client
   uint64_t hold_offs = 0;         // times new connections were held off
@@ -71,13 +72,16 @@ class ConnectionGuard {
   ConnectionGuard& operator=(const ConnectionGuard&) = delete;
 
   // Feeds one monitor event (ZMQ_EVENT_* and its value, a descriptor).
-  // LISTENING names the listening socket; other events are ignored.
+  // LISTENING names the listening socket; ACCEPTED, HANDSHAKE_* and
+  // DISCONNECTED follow connections; other events are ignored.
   void OnEvent(uint16_t event, int32_t value, absl::Time now);
-  // A request arrived on connection `fd` from `client`. Errors:
+  // A request arrived on connection `fd` from `client` (`exempt`: not
+  // subject to max_per_client, e.g. the node's owner). Errors:
   // ResourceExhausted naming max_per_client when the client already holds
   // that many other connections: this one is then closed (a reply the
   // caller sends first may still reach it).
-  absl::Status OnRequest(int fd, absl::string_view client);
+  absl::Status OnRequest(int fd, absl::string_view client,
+                         bool exempt = false);
   // Closes connections silent for first_request_within. About once a
   // second.
   void Tick(absl::Time now);
@@ -91,9 +95,12 @@ class ConnectionGuard {
  private:
   struct Connection {
     absl::Time accepted;
-    std::string address;  // the peer's IP address; "" if unknown
-    std::string client;   // "" until its first request
+    std::string address;      // the peer's IP address; "" if unknown
+    bool handshaking = true;  // counted in handshaking_
+    std::string client;       // "" until its first request
   };
+  // Ends a connection's handshake count (idempotent).
+  void HandshakeDone(Connection& c);
   void Close(int fd);
   void Forget(int fd);
   // Attaches or detaches the SYN filter as the count crosses the cap.
@@ -103,7 +110,7 @@ class ConnectionGuard {
   int listener_ = -1;
   bool holding_off_ = false;
   std::map<int, Connection> connections_;           // by descriptor
-  std::map<std::string, size_t> anonymous_;         // by address
+  std::map<std::string, size_t> handshaking_;       // by address
   std::map<std::string, std::vector<int>> clients_;  // client → descriptors
   ConnectionGuardStats stats_;
 };

@@ -111,7 +111,7 @@ bool ClosedByPeer(int fd, absl::Duration timeout) {
 TEST(ConnectionGuardTest, HoldsNewConnectionsOffAtTheCapAndLetsThemInAfter) {
   ConnectionLimits limits;
   limits.max_connections = 8;
-  limits.max_anonymous_per_address = 100;
+  limits.max_handshakes_per_address = 100;
   GuardedRouter r(limits);
   std::vector<int> fds;
   for (int i = 0; i < 8; ++i) {
@@ -133,9 +133,9 @@ TEST(ConnectionGuardTest, HoldsNewConnectionsOffAtTheCapAndLetsThemInAfter) {
   close(ninth);
 }
 
-TEST(ConnectionGuardTest, ClosesAnonymousConnectionsOverTheAddressCap) {
+TEST(ConnectionGuardTest, ClosesHandshakesOverTheAddressCap) {
   ConnectionLimits limits;
-  limits.max_anonymous_per_address = 4;
+  limits.max_handshakes_per_address = 4;
   GuardedRouter r(limits);
   std::vector<int> fds;
   for (int i = 0; i < 6; ++i) {
@@ -143,7 +143,7 @@ TEST(ConnectionGuardTest, ClosesAnonymousConnectionsOverTheAddressCap) {
     ASSERT_TRUE(Connected(fds.back(), absl::Seconds(2)));
   }
   ASSERT_TRUE(
-      r.PumpUntil([&] { return r.guard().stats().closed_anonymous == 2; }));
+      r.PumpUntil([&] { return r.guard().stats().closed_handshaking == 2; }));
   int closed = 0;
   for (int fd : fds) closed += ClosedByPeer(fd, absl::Milliseconds(500));
   EXPECT_EQ(closed, 2);
@@ -201,8 +201,7 @@ TEST(ConnectionGuardTest, RefusesAClientOverItsConnectionCap) {
   EXPECT_EQ(third.code(), absl::StatusCode::kResourceExhausted) << third;
   EXPECT_NE(third.message().find("max_connections_per_client"),
             absl::string_view::npos);
-  // Another client is not affected; a request again on a counted
-  // connection is fine.
+  // A request again on a counted connection is fine.
   EXPECT_TRUE(r.guard().OnRequest(router_fds[0], "key-a").ok());
   EXPECT_EQ(r.guard().stats().closed_client, 1u);
   EXPECT_TRUE(r.PumpUntil([&] { return r.guard().open() == 2; }));

@@ -112,8 +112,8 @@ int OpenDescriptors(pid_t pid) {
 }
 
 // A plain TCP connection to the node from loopback address 127.0.0.<1 +
-// n % 200> (a flood from many addresses: the node caps anonymous connections
-// per address too).
+// n % 200> (a flood from many addresses: the node caps connections in
+// their handshake per address too).
 int ConnectRaw(int port, int n) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
   if (fd < 0) return -1;
