@@ -6,10 +6,15 @@
 #include "absl/strings/str_cat.h"
 #include "torch_backend/tensors.h"
 #include "torch_backend/torch_compat.h"
+#include "torch_backend/work.h"
 
 namespace shoal::torch_backend {
 
 [[noreturn]] void Throw(const std::string& what, const absl::Status& s) {
+  if (absl::IsDeadlineExceeded(s)) {
+    throw std::runtime_error(
+        ErrorMessage(what, s, std::chrono::milliseconds(0)));
+  }
   throw std::runtime_error(absl::StrCat("shoal ", what, ": ", s.message()));
 }
 void ThrowIfError(const std::string& what, const absl::Status& s) {

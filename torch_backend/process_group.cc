@@ -53,18 +53,24 @@ absl::StatusOr<c10::intrusive_ptr<ProcessGroupShoal>> ProcessGroupShoal::Create(
                              std::make_shared<C10dRendezvous>(std::move(store)),
                              "torch", rank, size, options));
   return c10::make_intrusive<ProcessGroupShoal>(rank, size, std::move(comm),
-                                                std::move(name));
+                                                std::move(name), timeout);
 }
 
 ProcessGroupShoal::ProcessGroupShoal(
     int rank, int size, std::unique_ptr<collectives::Communicator> comm,
-    std::string name)
+    std::string name, std::chrono::milliseconds timeout)
     : TorchBackendBase(rank, size),
       name_(std::move(name)),
+      timeout_(timeout),
       comm_(std::move(comm)),
       completer_(std::make_shared<Completer>()) {}
 
 ProcessGroupShoal::~ProcessGroupShoal() = default;
+
+std::chrono::milliseconds ProcessGroupShoal::TimeoutOr(
+    std::chrono::milliseconds t) const {
+  return t != ::c10d::kUnsetTimeout ? t : timeout_;
+}
 
 ProcessGroupShoal::WorkPtr ProcessGroupShoal::Run(Launch l) {
   collectives::CallOptions call;
@@ -72,12 +78,21 @@ ProcessGroupShoal::WorkPtr ProcessGroupShoal::Run(Launch l) {
     call.timeout = absl::FromChrono(l.timeout);
   }
   SyncIfCuda(l.inputs);
-  absl::StatusOr<collectives::Work> work = l.issue(call);
-  ThrowIfError(l.what, work.status());
+  std::vector<collectives::Work> works;
+  if (l.issue_many) {
+    absl::StatusOr<std::vector<collectives::Work>> many = l.issue_many(call);
+    ThrowIfError(l.what, many.status());
+    works = *std::move(many);
+  } else {
+    absl::StatusOr<collectives::Work> work = l.issue(call);
+    ThrowIfError(l.what, work.status());
+    works.push_back(*std::move(work));
+  }
   l.keep_alive.insert(l.keep_alive.end(), l.inputs.begin(), l.inputs.end());
   return c10::make_intrusive<ShoalWork>(
-      rank_, l.type, std::move(l.what), *std::move(work), std::move(l.outputs),
-      std::move(l.finish), std::move(l.keep_alive), completer_);
+      rank_, l.type, std::move(l.what), std::move(works), std::move(l.outputs),
+      std::move(l.finish), std::move(l.keep_alive), completer_,
+      TimeoutOr(l.timeout));
 }
 
 // ---- reductions
@@ -157,6 +172,10 @@ ProcessGroupShoal::Launch ProcessGroupShoal::BitwiseLaunch(
 
 ProcessGroupShoal::WorkPtr ProcessGroupShoal::allreduce(
     Tensors& tensors, const ::c10d::AllreduceOptions& opts) {
+  if (tensors.size() == 1 && tensors.front().defined() &&
+      tensors.front().is_sparse()) {
+    return SparseAllReduce(tensors.front(), opts);
+  }
   ThrowIfError("allreduce", CheckSingle(tensors, "allreduce"));
   return Run(ReduceLaunch(tensors.front(), opts.reduceOp, -1, opts.timeout,
                           "allreduce", ::c10d::OpType::ALLREDUCE));

@@ -7,18 +7,24 @@
 // Every collective is issued asynchronously and returns a ShoalWork
 // (work.h). Ops: allreduce (SUM, PRODUCT, MIN, MAX, AVG on shoal's
 // kernels; BAND/BOR/BXOR as an all_gather and an element-wise tail;
-// PREMUL_SUM as a scale and a SUM), allreduce_coalesced, broadcast, reduce,
-// allgather, _allgather_base, gather, scatter, reduce_scatter,
-// _reduce_scatter_base, alltoall_base (even splits), alltoall (equal
-// sizes), send, recv, barrier. Non-contiguous tensors are staged. Anything
-// else raises RuntimeError naming the op (the base class does for the ops
-// not overridden). Failures — a dead or stalled rank, a mismatch — raise
-// RuntimeError within the group's timeout; the group is unusable after.
+// PREMUL_SUM as a scale and a SUM; sparse tensors as gloo does: indices and
+// values gathered, then summed), allreduce_coalesced, broadcast, reduce,
+// allgather, _allgather_base, allgather_coalesced, gather, scatter,
+// reduce_scatter, _reduce_scatter_base, alltoall_base (even splits on
+// shoal's all_to_all, uneven ones as sends and receives), alltoall, send,
+// recv, recvAnysource, barrier, monitoredBarrier; on torch 2.x also
+// allgather_into_tensor_coalesced and reduce_scatter_tensor_coalesced.
+// Non-contiguous tensors are staged. Anything else raises RuntimeError
+// naming the op (the base class does for the ops not overridden). Failures
+// — a dead or stalled rank, a mismatch — raise RuntimeError within the
+// group's timeout ("Timed out waiting <ms>ms: ..." for a timeout); the
+// group is unusable after.
 #ifndef SHOAL_TORCH_BACKEND_PROCESS_GROUP_H_
 #define SHOAL_TORCH_BACKEND_PROCESS_GROUP_H_
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -47,7 +53,7 @@ class ProcessGroupShoal : public TorchBackendBase {
   // Use Create. Public for c10::make_intrusive.
   ProcessGroupShoal(int rank, int size,
                     std::unique_ptr<collectives::Communicator> comm,
-                    std::string name);
+                    std::string name, std::chrono::milliseconds timeout);
   ~ProcessGroupShoal() override;
 
   const std::string getBackendName() const override { return "shoal"; }
@@ -85,6 +91,31 @@ class ProcessGroupShoal : public TorchBackendBase {
   WorkPtr recv(Tensors& tensors, int src_rank, int tag) override;
   WorkPtr barrier(const ::c10d::BarrierOptions& opts) override;
 
+  // process_group_more.cc:
+  // output_lists[i][r] = rank r's input_list[i].
+  WorkPtr allgather_coalesced(std::vector<Tensors>& output_lists,
+                              Tensors& input_list,
+                              const ::c10d::AllgatherOptions& opts) override;
+  // A receive from whichever rank sends first (blocking); sourceRank() names
+  // it. Receives stay posted on the other ranks (see docs/torch.md).
+  WorkPtr recvAnysource(Tensors& tensors, int tag) override;
+  // Rank 0 waits for every other rank within the timeout, then releases
+  // them; throws naming the ranks that did not come.
+  void monitoredBarrier(const ::c10d::BarrierOptions& opts,
+                        bool wait_all_ranks) override;
+#ifdef SHOAL_TORCH2
+  WorkPtr allreduce_sparse(Tensors& tensors,
+                           const ::c10d::AllreduceOptions& opts) override;
+  // outputs[i] = every rank's inputs[i], in rank order.
+  WorkPtr allgather_into_tensor_coalesced(
+      Tensors& outputs, Tensors& inputs,
+      const ::c10d::AllgatherOptions& opts) override;
+  // outputs[i] = block `rank` of inputs[i] reduced across ranks.
+  WorkPtr reduce_scatter_tensor_coalesced(
+      Tensors& outputs, Tensors& inputs,
+      const ::c10d::ReduceScatterOptions& opts) override;
+#endif
+
  private:
   // How one collective is issued and finished.
   struct Launch {
@@ -98,6 +129,10 @@ class ProcessGroupShoal : public TorchBackendBase {
     std::function<absl::StatusOr<collectives::Work>(
         const collectives::CallOptions&)>
         issue;
+    // Instead of `issue`: an op made of several (sends and receives).
+    std::function<absl::StatusOr<std::vector<collectives::Work>>(
+        const collectives::CallOptions&)>
+        issue_many;
   };
   // Issues `l` (throws std::runtime_error if shoal refuses it at once).
   WorkPtr Run(Launch l);
@@ -119,8 +154,35 @@ class ProcessGroupShoal : public TorchBackendBase {
   Launch BitwiseLaunch(at::Tensor& t, const ::c10d::ReduceOp& op, int root,
                        std::chrono::milliseconds timeout,
                        const std::string& what, ::c10d::OpType type);
+  // A block of `send[p]` bytes to every rank p and one of `recv[p]` bytes
+  // from it (`in`, `out`: byte offsets in_at[p], out_at[p]); its own block
+  // copied. What uneven all_to_all and lists of tensors become.
+  Launch ExchangeLaunch(at::Tensor in, at::Tensor out,
+                        std::vector<int64_t> in_at, std::vector<int64_t> send,
+                        std::vector<int64_t> out_at, std::vector<int64_t> recv,
+                        const std::string& what, ::c10d::OpType type,
+                        std::chrono::milliseconds timeout);
+  // Sparse SUM: every rank's indices and values gathered (padded to the
+  // largest), summed; the result replaces `t`. Blocking.
+  WorkPtr SparseAllReduce(at::Tensor& t, const ::c10d::AllreduceOptions& opts);
+  // The op's timeout: `t`, or the group's when unset.
+  std::chrono::milliseconds TimeoutOr(std::chrono::milliseconds t) const;
+  // A receive from `src` of t's bytes: from the one recvAnysource left
+  // posted there, else a new one. Blocking when posted; else issued.
+  WorkPtr RecvFrom(at::Tensor t, int src);
+
+  // A receive recvAnysource posted on a rank and did not use: its buffer
+  // (the bytes of the tensor it was posted for).
+  struct Posted {
+    collectives::Work work;
+    at::Tensor buffer;
+  };
 
   std::string name_;
+  const std::chrono::milliseconds timeout_;  // the group's
+  // By source rank; only the calling thread (torch issues a group's ops from
+  // one thread at a time) touches it.
+  std::map<int, Posted> posted_;
   std::unique_ptr<collectives::Communicator> comm_;
   // Destroyed first (declared last): it completes queued works, which use
   // comm_.

@@ -203,75 +203,6 @@ ProcessGroupShoal::WorkPtr ProcessGroupShoal::_reduce_scatter_base(
                                  opts.timeout));
 }
 
-ProcessGroupShoal::WorkPtr ProcessGroupShoal::alltoall_base(
-    at::Tensor& output, at::Tensor& input,
-    std::vector<int64_t>& output_split_sizes,
-    std::vector<int64_t>& input_split_sizes,
-    const ::c10d::AllToAllOptions& opts) {
-  const std::string what = "alltoall_base";
-  ThrowIfError(what, CheckTensors({output, input}, what));
-  if (input.dim() == 0 || input.size(0) % size_ != 0 ||
-      input.numel() != output.numel()) {
-    Refuse(what, absl::StrCat("input and output of the same size, whose "
-                              "first dimension divides by ",
-                              size_));
-  }
-  const int64_t rows = input.size(0) / size_;
-  for (const auto* splits : {&output_split_sizes, &input_split_sizes}) {
-    for (int64_t s : *splits) {
-      if (s != rows) {
-        Refuse(what,
-               "uneven split sizes are not supported (only equal "
-               "splits: pass none)");
-      }
-    }
-  }
-  at::Tensor in = Contiguous(input);
-  at::Tensor staged = Contiguous(output);
-  const Payload p = MovePayload(in);
-  const int64_t block = p.count / size_;
-  const void* src = in.data_ptr();
-  void* dst = staged.data_ptr();
-  collectives::Communicator* comm = comm_.get();
-  Launch l{what, ::c10d::OpType::ALLTOALL_BASE, opts.timeout, {in}, {output}};
-  l.keep_alive = {staged};
-  l.finish = [output, staged]() mutable { CopyBackIfStaged(output, staged); };
-  l.issue = [=](const collectives::CallOptions& call) {
-    return comm->AllToAllAsync(src, dst, block, p.dtype, call);
-  };
-  return Run(std::move(l));
-}
-
-ProcessGroupShoal::WorkPtr ProcessGroupShoal::alltoall(
-    Tensors& outputs, Tensors& inputs, const ::c10d::AllToAllOptions& opts) {
-  const std::string what = "alltoall";
-  if (outputs.size() != size_t(size_) || inputs.size() != size_t(size_)) {
-    Refuse(what, absl::StrCat(size_, " input and ", size_, " output tensors"));
-  }
-  ThrowIfError(what, CheckTensors(inputs, what));
-  ThrowIfError(what, CheckTensors(outputs, what));
-  for (int r = 0; r < size_; ++r) {
-    if (inputs[r].numel() != inputs[0].numel() ||
-        outputs[r].numel() != inputs[0].numel()) {
-      Refuse(what, "tensors of different sizes are not supported");
-    }
-  }
-  at::Tensor in = Flatten(inputs);
-  at::Tensor out = at::empty_like(in);
-  const Payload p = MovePayload(in);
-  const int64_t block = p.count / size_;
-  const void* src = in.data_ptr();
-  void* dst = out.data_ptr();
-  collectives::Communicator* comm = comm_.get();
-  Launch l{what, ::c10d::OpType::ALLTOALL, opts.timeout, {in}, outputs};
-  l.keep_alive = {out};
-  l.finish = [out, outs = outputs]() mutable { Unflatten(out, outs); };
-  l.issue = [=](const collectives::CallOptions& call) {
-    return comm->AllToAllAsync(src, dst, block, p.dtype, call);
-  };
-  return Run(std::move(l));
-}
-
 // ---- point to point, barrier
 // -------------------------------------------------------
 
@@ -296,18 +227,7 @@ ProcessGroupShoal::WorkPtr ProcessGroupShoal::recv(Tensors& tensors,
   const std::string what = "recv";
   ThrowIfError(what, CheckSingle(tensors, what));
   CheckRank(src_rank, size_, what);
-  at::Tensor t = tensors.front();
-  at::Tensor staged = Contiguous(t);
-  const Payload p = MovePayload(staged);
-  void* dst = staged.data_ptr();
-  collectives::Communicator* comm = comm_.get();
-  Launch l{what, ::c10d::OpType::RECV, ::c10d::kUnsetTimeout, {}, {t}};
-  l.keep_alive = {staged};
-  l.finish = [t, staged]() mutable { CopyBackIfStaged(t, staged); };
-  l.issue = [=](const collectives::CallOptions& call) {
-    return comm->RecvAsync(dst, p.count, p.dtype, src_rank, call);
-  };
-  return Run(std::move(l));
+  return RecvFrom(tensors.front(), src_rank);
 }
 
 ProcessGroupShoal::WorkPtr ProcessGroupShoal::barrier(
@@ -318,8 +238,9 @@ ProcessGroupShoal::WorkPtr ProcessGroupShoal::barrier(
   }
   // Blocking: shoal's barrier has no async form.
   const absl::Status s = comm_->Barrier(call);
-  return CompletedWork(rank_, ::c10d::OpType::BARRIER, {},
-                       s.ok() ? nullptr : ErrorFor("barrier", s));
+  return CompletedWork(
+      rank_, ::c10d::OpType::BARRIER, {},
+      s.ok() ? nullptr : ErrorFor("barrier", s, TimeoutOr(opts.timeout)));
 }
 
 }  // namespace shoal::torch_backend

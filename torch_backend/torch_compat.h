@@ -5,8 +5,16 @@
 //   register_backend's function returns a ProcessGroup.
 // - 2.x: they moved to c10d::Backend (ProcessGroup dispatches to a Backend
 //   per device); register_backend's function returns a Backend.
-// - PREMUL_SUM's factor: c10d::NCCLPreMulSumSupplement in ReduceOp's
-//   supplement_ (both; the names may move again).
+// - 2.x only: allgather_into_tensor_coalesced,
+//   reduce_scatter_tensor_coalesced, allreduce_sparse (1.13 hands sparse
+//   tensors to allreduce) and a monitoredBarrier that torch.distributed
+//   calls on any CPU backend (1.13's Python allows it for gloo alone):
+//   SHOAL_TORCH2.
+// - PREMUL_SUM's factor: ReduceOp's supplement_, a NCCLPreMulSumSupplement
+//   with a list of tensor factors (1.13), a PreMulSumSupplement with one
+//   (2.x).
+// The Python side's one difference (register_backend's devices) is in
+// python/shoal/torch.py.
 #ifndef SHOAL_TORCH_BACKEND_TORCH_COMPAT_H_
 #define SHOAL_TORCH_BACKEND_TORCH_COMPAT_H_
 
@@ -16,6 +24,7 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #if TORCH_VERSION_MAJOR >= 2
+#define SHOAL_TORCH2 1
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #else
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -37,6 +46,17 @@ struct PreMulFactor {
   at::Tensor tensor;
 };
 inline std::optional<PreMulFactor> PreMulSumFactor(const ::c10d::ReduceOp& op) {
+#ifdef SHOAL_TORCH2
+  auto* s = dynamic_cast<::c10d::PreMulSumSupplement*>(op.supplement_.get());
+  if (s == nullptr) return std::nullopt;
+  PreMulFactor f;
+  if (s->tensor_factor.defined()) {
+    f.is_tensor = true;
+    f.tensor = s->tensor_factor;
+  } else {
+    f.value = s->double_factor;
+  }
+#else
   auto* s =
       dynamic_cast<::c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
   if (s == nullptr) return std::nullopt;
@@ -47,6 +67,7 @@ inline std::optional<PreMulFactor> PreMulSumFactor(const ::c10d::ReduceOp& op) {
   } else {
     f.value = s->double_factor;
   }
+#endif
   return f;
 }
 

@@ -2,6 +2,7 @@
 
 #include <ATen/core/jit_type.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <utility>
 
@@ -21,8 +22,10 @@ c10::intrusive_ptr<c10::ivalue::Future> NewTensorListFuture() {
 class DoneWork : public ::c10d::Work {
  public:
   DoneWork(int rank, ::c10d::OpType type, std::vector<at::Tensor> outputs,
-           std::exception_ptr error)
-      : ::c10d::Work(rank, type), outputs_(std::move(outputs)) {
+           std::exception_ptr error, int source_rank)
+      : ::c10d::Work(rank, type),
+        outputs_(std::move(outputs)),
+        source_rank_(source_rank) {
     future_ = NewTensorListFuture();
     if (error) {
       future_->setError(error);
@@ -36,45 +39,72 @@ class DoneWork : public ::c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
     return future_;
   }
+  int sourceRank() const override {
+    return source_rank_ >= 0 ? source_rank_ : ::c10d::Work::sourceRank();
+  }
 
  private:
   std::vector<at::Tensor> outputs_;
+  const int source_rank_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
 }  // namespace
 
-std::exception_ptr ErrorFor(const std::string& what, const absl::Status& s) {
+std::string ErrorMessage(const std::string& what, const absl::Status& s,
+                         std::chrono::milliseconds timeout) {
+  if (absl::IsDeadlineExceeded(s)) {
+    return timeout.count() > 0
+               ? absl::StrCat("shoal ", what, ": Timed out waiting ",
+                              timeout.count(), "ms: ", s.message())
+               : absl::StrCat("shoal ", what, ": Timed out: ", s.message());
+  }
+  return absl::StrCat("shoal ", what, ": ", s.ToString());
+}
+
+std::exception_ptr ErrorFor(const std::string& what, const absl::Status& s,
+                            std::chrono::milliseconds timeout) {
   return std::make_exception_ptr(
-      std::runtime_error(absl::StrCat("shoal ", what, ": ", s.ToString())));
+      std::runtime_error(ErrorMessage(what, s, timeout)));
 }
 
 c10::intrusive_ptr<::c10d::Work> CompletedWork(int rank, ::c10d::OpType type,
                                                std::vector<at::Tensor> outputs,
-                                               std::exception_ptr error) {
+                                               std::exception_ptr error,
+                                               int source_rank) {
   return c10::make_intrusive<DoneWork>(rank, type, std::move(outputs),
-                                       std::move(error));
+                                       std::move(error), source_rank);
 }
 
 ShoalWork::ShoalWork(int rank, ::c10d::OpType type, std::string what,
-                     collectives::Work inner, std::vector<at::Tensor> outputs,
+                     std::vector<collectives::Work> inner,
+                     std::vector<at::Tensor> outputs,
                      std::function<void()> finish,
                      std::vector<at::Tensor> keep_alive,
-                     std::weak_ptr<Completer> completer)
+                     std::weak_ptr<Completer> completer,
+                     std::chrono::milliseconds timeout)
     : ::c10d::Work(rank, type),
       what_(std::move(what)),
       inner_(std::move(inner)),
+      timeout_(timeout),
       outputs_(std::move(outputs)),
       finish_(std::move(finish)),
       keep_alive_(std::move(keep_alive)),
       completer_(std::move(completer)) {}
+
+bool ShoalWork::InnerDone() {
+  for (collectives::Work& w : inner_) {
+    if (!w.Test()) return false;
+  }
+  return true;
+}
 
 bool ShoalWork::isCompleted() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (completed_) return true;
   }
-  if (!inner_.Test()) return false;
+  if (!InnerDone()) return false;
   // Done on shoal's side: finish it here unless another thread already is.
   if (!complete_mu_.TryLock()) return false;
   complete_mu_.Unlock();
@@ -84,10 +114,14 @@ bool ShoalWork::isCompleted() {
 
 bool ShoalWork::wait(std::chrono::milliseconds timeout) {
   if (timeout != ::c10d::Store::kNoTimeout) {
-    (void)inner_.Wait(absl::FromChrono(timeout));
-    if (!inner_.Test()) {
-      throw std::runtime_error(absl::StrCat(
-          "shoal ", what_, ": did not finish within ", timeout.count(), " ms"));
+    const absl::Time deadline = absl::Now() + absl::FromChrono(timeout);
+    for (collectives::Work& w : inner_) {
+      (void)w.Wait(std::max(absl::ZeroDuration(), deadline - absl::Now()));
+    }
+    if (!InnerDone()) {
+      throw std::runtime_error(absl::StrCat("shoal ", what_,
+                                            ": Timed out waiting ",
+                                            timeout.count(), "ms for it"));
     }
   }
   Complete();
@@ -131,10 +165,11 @@ c10::intrusive_ptr<c10::ivalue::Future> ShoalWork::getFuture() {
 void ShoalWork::Complete() {
   MutexLock lock(&complete_mu_);
   if (done_) return;
-  const absl::Status s = inner_.Wait();
+  absl::Status s;
+  for (collectives::Work& w : inner_) s.Update(w.Wait());
   std::exception_ptr error;
   if (!s.ok()) {
-    error = ErrorFor(what_, s);
+    error = ErrorFor(what_, s, timeout_);
   } else if (finish_) {
     try {
       finish_();

@@ -1,6 +1,7 @@
 // ShoalWork: a collective issued to shoal, as torch sees it (c10d::Work).
 //
-// It wraps collectives::Work (the communicator's async handle) and a finish
+// It wraps collectives::Work handles (the communicator's async handles: one
+// per collective, several for an op made of sends and receives) and a finish
 // step that runs once the collective succeeded (copying a staged result
 // into non-contiguous outputs, the element-wise tail of a bitwise
 // reduction). Whoever first needs the result completes it: wait() and a
@@ -33,14 +34,17 @@ class Completer;
 
 class ShoalWork : public ::c10d::Work {
  public:
-  // `inner` is the issued collective; `outputs` the tensors torch gets as
+  // `inner` are the issued collectives (the op is done when all are);
+  // `outputs` the tensors torch gets as
   // result() and as the Future's value; `finish` (may be empty) runs after
   // success; `keep_alive` holds staging buffers the collective reads or
   // writes until it finished.
   ShoalWork(int rank, ::c10d::OpType type, std::string what,
-            collectives::Work inner, std::vector<at::Tensor> outputs,
-            std::function<void()> finish, std::vector<at::Tensor> keep_alive,
-            std::weak_ptr<Completer> completer);
+            std::vector<collectives::Work> inner,
+            std::vector<at::Tensor> outputs, std::function<void()> finish,
+            std::vector<at::Tensor> keep_alive,
+            std::weak_ptr<Completer> completer,
+            std::chrono::milliseconds timeout);
 
   bool isCompleted() override;
   std::vector<at::Tensor> result() override { return outputs_; }
@@ -55,8 +59,12 @@ class ShoalWork : public ::c10d::Work {
   void Complete() ABSL_LOCKS_EXCLUDED(complete_mu_);
 
  private:
+  // Whether every inner work finished.
+  bool InnerDone();
+
   const std::string what_;
-  collectives::Work inner_;
+  std::vector<collectives::Work> inner_;
+  const std::chrono::milliseconds timeout_;  // in errors; 0 when unknown
   const std::vector<at::Tensor> outputs_;
   std::function<void()> finish_;
   std::vector<at::Tensor> keep_alive_;
@@ -90,13 +98,22 @@ class Completer {
 };
 
 // A Work that is already complete (the op ran synchronously): `error`
-// (may be null) is its failure.
+// (may be null) is its failure; `source_rank` (>= 0) its sourceRank(), for a
+// receive from any source.
 c10::intrusive_ptr<::c10d::Work> CompletedWork(int rank, ::c10d::OpType type,
                                                std::vector<at::Tensor> outputs,
-                                               std::exception_ptr error);
+                                               std::exception_ptr error,
+                                               int source_rank = -1);
 
-// "shoal <what>: <status>" as an exception torch passes on to Python.
-std::exception_ptr ErrorFor(const std::string& what, const absl::Status& s);
+// "shoal <what>: <status>" as an exception torch passes on to Python. A
+// DeadlineExceeded reads "shoal <what>: Timed out waiting <timeout>ms: ..."
+// (torch's tests match "Timed out"; `timeout` 0: without the figure).
+std::exception_ptr ErrorFor(
+    const std::string& what, const absl::Status& s,
+    std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+// ErrorFor's message.
+std::string ErrorMessage(const std::string& what, const absl::Status& s,
+                         std::chrono::milliseconds timeout);
 
 }  // namespace shoal::torch_backend
 

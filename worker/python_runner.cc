@@ -346,10 +346,15 @@ class PythonRunner : public TaskRunner {
     PyConfig_InitPythonConfig(&config);
     config.install_signal_handlers = 0;  // SIGINT/SIGTERM stay the worker's
     config.parse_argv = 0;
-    // sys.executable is Debian's interpreter of the same version, so
-    // multiprocessing and subprocess work from tasks as from a script.
+    // sys.executable is the interpreter the build embeds
+    // (@shoal_python//:python_embed), so multiprocessing and subprocess work
+    // from tasks as from a script.
+#ifdef SHOAL_PYTHON_EXECUTABLE
+    const std::string exe = SHOAL_PYTHON_EXECUTABLE;
+#else
     const std::string exe = absl::StrCat("/usr/bin/python", PY_MAJOR_VERSION,
                                          ".", PY_MINOR_VERSION);
+#endif
     PyStatus st =
         PyConfig_SetBytesString(&config, &config.program_name, exe.c_str());
     char arg0[] = "shoal-worker";

@@ -15,6 +15,8 @@ of a group must be on one machine. See docs/torch.md for the ops, dtypes and
 limits.
 """
 
+import inspect
+
 import torch.distributed as dist
 
 from . import _shoal_torch
@@ -36,7 +38,14 @@ def _create(options, pg_options):
 def _register():
     if BACKEND.upper() in dist.Backend._plugins:  # imported twice
         return
-    dist.Backend.register_backend(BACKEND, _create, extended_api=True)
+    # torch 2.x dispatches by device to a c10d::Backend (the creator's
+    # result) and takes the devices it serves; torch 1.13 has no `devices`
+    # (its ProcessGroup serves every tensor). The Python side's one
+    # difference between them (the C++ side's: torch_backend/torch_compat.h).
+    kwargs = {"extended_api": True}
+    if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
+        kwargs["devices"] = ["cpu", "cuda"]
+    dist.Backend.register_backend(BACKEND, _create, **kwargs)
 
 
 _register()

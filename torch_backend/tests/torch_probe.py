@@ -2,7 +2,10 @@
 torch.distributed with backend "shoal" under `shoal launch` or a
 torchrun-style environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
 
-    torch_probe.py ops       every op, ReduceOp, dtype; refusals; subgroups
+    torch_probe.py ops       every op, ReduceOp, dtype; refusals; subgroups;
+                             the ops made of several calls (coalesced,
+                             uneven all-to-all, recv from any source,
+                             sparse, monitored barrier, a barrier timeout)
     torch_probe.py ddp       3 DDP steps; parameters equal across ranks
     torch_probe.py dead      rank 1 exits; rank 0's all_reduce must fail
     torch_probe.py stall     rank 1 stops taking part; rank 0's must fail
@@ -204,14 +207,89 @@ def check_p2p_and_refusals(rank, world):
     assert torch.equal(fut.wait()[0], torch.full((1000,), world * world))
     dist.barrier()
     # Unsupported: an error naming the op, and everyone still in step.
-    expect_error(lambda: dist.all_to_all_single(
-        torch.empty(world + 1), torch.empty(world + 1),
-        [1] * (world - 1) + [2], [1] * (world - 1) + [2]), "alltoall_base")
-    expect_error(lambda: dist.recv(torch.empty(1)), "recvAnysource")
-    expect_error(lambda: dist.all_gather_coalesced(
-        [[torch.empty(1) for _ in range(world)]], [torch.empty(1)]),
-        "allgather_coalesced")
+    expect_error(lambda: dist.all_reduce(torch.ones(3).to_sparse(),
+                                         op=R.MAX), "MAX")
     dist.barrier()
+
+
+TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+
+
+def check_more_ops(rank, world):
+    """The ops made of several shoal calls (process_group_more.cc)."""
+    # all_gather_coalesced: output_lists[i][r] = rank r's input i.
+    ins = [torch.full((2, 3), float(rank)), torch.arange(5.) + 10 * rank]
+    outs = [[torch.empty(2, 3) for _ in range(world)],
+            [torch.empty(5) for _ in range(world)]]
+    dist.all_gather_coalesced(outs, ins)
+    for r in range(world):
+        assert torch.equal(outs[0][r], torch.full((2, 3), float(r)))
+        assert torch.equal(outs[1][r], torch.arange(5.) + 10 * r)
+    # Uneven all_to_all_single: rank r sends r + k + 1 rows to rank k.
+    send = [rank + k + 1 for k in range(world)]
+    recv = [r + rank + 1 for r in range(world)]
+    src = torch.cat([torch.full((n, 2), float(100 * rank + k))
+                     for k, n in enumerate(send)])
+    dst = torch.empty(sum(recv), 2)
+    dist.all_to_all_single(dst, src, recv, send)
+    assert torch.equal(dst, torch.cat([torch.full((n, 2), float(100 * r +
+                                                                 rank))
+                                       for r, n in enumerate(recv)])), dst
+    # List all_to_all with tensors of different sizes (and an empty one).
+    ins = [torch.full((rank + k,), float(10 * rank + k)) for k in range(world)]
+    outs = [torch.empty(r + rank) for r in range(world)]
+    dist.all_to_all(outs, ins)
+    assert all(torch.equal(o, torch.full((r + rank,), float(10 * r + rank)))
+               for r, o in enumerate(outs)), outs
+    # recv from any source: every other rank sends rank 0 two messages.
+    if rank == 0:
+        senders = []
+        for _ in range(2 * (world - 1)):
+            t = torch.empty(4)
+            senders.append(dist.recv(t))
+            assert torch.equal(t, torch.full((4,), float(senders[-1]))), t
+        assert sorted(senders) == sorted(list(range(1, world)) * 2), senders
+    else:
+        dist.send(torch.full((4,), float(rank)), 0)
+        dist.send(torch.full((4,), float(rank)), 0)
+    dist.barrier()
+    # Sparse all_reduce (SUM): indices and values of every rank, summed.
+    idx = torch.tensor([[0, rank + 1], [1, 2]])
+    sp = torch.sparse_coo_tensor(idx, torch.tensor([1.0, 2.0]), (world + 1, 3))
+    dist.all_reduce(sp)
+    dense = torch.zeros(world + 1, 3)
+    for r in range(world):
+        dense[0, 1] += 1.0
+        dense[r + 1, 2] += 2.0
+    assert sp.is_sparse and torch.equal(sp.to_dense(), dense), sp
+    # A barrier that times out says so as torch's tests expect.
+    g = dist.new_group(list(range(world)),
+                       timeout=datetime.timedelta(seconds=1))
+    if rank == 0:
+        msg = expect_error(lambda: dist.barrier(group=g), "Timed out")
+        assert " Timed out " in msg, msg
+    time.sleep(2)
+    if not TORCH2:
+        return
+    # monitored_barrier: every rank comes.
+    dist.monitored_barrier(timeout=datetime.timedelta(seconds=30))
+    # all_gather_into_tensor / reduce_scatter_tensor, coalesced.
+    a, b = torch.empty(world * 3), torch.empty(world, 2)
+    with dist._coalescing_manager(async_ops=True) as cm:
+        dist.all_gather_into_tensor(a, torch.full((3,), float(rank)))
+        dist.all_gather_into_tensor(b, torch.arange(2.) + 10 * rank)
+    cm.wait()
+    assert torch.equal(a, torch.arange(world).repeat_interleave(3).float())
+    assert torch.equal(b, torch.stack([torch.arange(2.) + 10 * r
+                                       for r in range(world)])), b
+    x, y = torch.empty(2), torch.empty(3)
+    with dist._coalescing_manager(async_ops=True) as cm:
+        dist.reduce_scatter_tensor(x, torch.arange(world * 2.) + rank)
+        dist.reduce_scatter_tensor(y, torch.ones(world * 3) * (rank + 1))
+    cm.wait()
+    s = world * (world - 1) / 2
+    assert torch.equal(x, torch.arange(2 * rank, 2 * rank + 2.) * world + s), x
+    assert torch.equal(y, torch.full((3,), world * (world + 1) / 2)), y
 
 
 def check_subgroups(rank, world):
@@ -235,6 +313,7 @@ def ops():
     check_non_contiguous(rank, world)
     check_movement(rank, world)
     check_p2p_and_refusals(rank, world)
+    check_more_ops(rank, world)
     check_subgroups(rank, world)
     dist.destroy_process_group()
 
