@@ -60,6 +60,7 @@ struct CreateRequest {
   TensorMeta meta;
   uint64_t nbytes = 0;
   std::string device_uuid;  // CUDA objects: the GPU's 16-byte UUID
+  uint32_t account = 0;     // charged to this store account; 0: none
 };
 
 struct CreateReply {
@@ -120,6 +121,10 @@ using StoreStats = wire::StoreStatsReply;
 struct ReclaimHint {
   ObjectId id;
 };
+
+// Plain records (see the rule above): a store account read or its limit set.
+using StoreAccountRequest = wire::StoreAccountRequest;
+using StoreAccountReply = wire::StoreAccountReply;
 
 // Tasks ---------------------------------------------------------------------
 
@@ -323,13 +328,13 @@ using Message = std::variant<
     StoreDisconnectRequest, CreateRequest, CreateReply, SealedNotice,
     AbortRequest, GetRequest, GetReply, ReleaseRequest, DeleteRequest,
     ContainsRequest, ContainsReply, StoreStatsRequest, StoreStats, ReclaimHint,
-    ClientHello, ClientWelcome, SubmitRequest, SubmitReply, WaitRequest,
-    WaitReply, CancelRequest, ReleaseTasksRequest, FetchObjectRequest,
-    FetchObjectReply, WorkerHello, WorkerHeartbeat, StatusRequest, NodeStatus,
-    StopRequest, KvSetRequest, KvGetRequest, KvValue, KvAddRequest,
-    KvCompareAndSetRequest, KvDeleteRequest, KvListRequest, KvListReply,
-    KvWaitRequest, BarrierRequest, ActorCreateRequest, ActorCreateReply,
-    ActorKillRequest>;
+    StoreAccountRequest, StoreAccountReply, ClientHello, ClientWelcome,
+    SubmitRequest, SubmitReply, WaitRequest, WaitReply, CancelRequest,
+    ReleaseTasksRequest, FetchObjectRequest, FetchObjectReply, WorkerHello,
+    WorkerHeartbeat, StatusRequest, NodeStatus, StopRequest, KvSetRequest,
+    KvGetRequest, KvValue, KvAddRequest, KvCompareAndSetRequest,
+    KvDeleteRequest, KvListRequest, KvListReply, KvWaitRequest, BarrierRequest,
+    ActorCreateRequest, ActorCreateReply, ActorKillRequest>;
 
 struct Envelope {
   uint64_t request_id = 0;

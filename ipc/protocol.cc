@@ -81,6 +81,8 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
     case wire::Envelope::kStoreStats:
     case wire::Envelope::kStoreStatsReply:
     case wire::Envelope::kReclaimHint:
+    case wire::Envelope::kStoreAccount:
+    case wire::Envelope::kStoreAccountReply:
       return protocol_internal::StoreBodyFromWire(w, limits);
     case wire::Envelope::kClientHello:
     case wire::Envelope::kClientWelcome:
@@ -203,6 +205,8 @@ absl::string_view MessageName(const Message& m) {
                                                  "store_stats",
                                                  "store_stats_reply",
                                                  "reclaim_hint",
+                                                 "store_account",
+                                                 "store_account_reply",
                                                  "client_hello",
                                                  "client_welcome",
                                                  "submit",

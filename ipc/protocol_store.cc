@@ -37,6 +37,7 @@ absl::Status EncodeBody(const CreateRequest& m, wire::Envelope* w) {
   ToWire(m.meta, r->mutable_meta());
   r->set_nbytes(m.nbytes);
   r->set_device_uuid(m.device_uuid);
+  r->set_account(m.account);
   return absl::OkStatus();
 }
 
@@ -116,6 +117,16 @@ absl::Status EncodeBody(const ReclaimHint& m, wire::Envelope* w) {
   return absl::OkStatus();
 }
 
+absl::Status EncodeBody(const StoreAccountRequest& m, wire::Envelope* w) {
+  *w->mutable_store_account() = m;
+  return absl::OkStatus();
+}
+
+absl::Status EncodeBody(const StoreAccountReply& m, wire::Envelope* w) {
+  *w->mutable_store_account_reply() = m;
+  return absl::OkStatus();
+}
+
 // ---- decode -----------------------------------------------------------------
 
 namespace {
@@ -141,6 +152,7 @@ absl::StatusOr<Message> CreateFromWire(const wire::CreateRequest& r) {
   m.meta = *std::move(meta);
   m.nbytes = r.nbytes();
   m.device_uuid = r.device_uuid();
+  m.account = r.account();
   if (!m.device_uuid.empty() && m.device_uuid.size() != 16) {
     return absl::InvalidArgumentError("create: device_uuid must be 16 bytes");
   }
@@ -239,6 +251,10 @@ absl::StatusOr<Message> StoreBodyFromWire(const wire::Envelope& w,
       return w.store_stats_reply();
     case wire::Envelope::kReclaimHint:
       return IdMessageFromWire<ReclaimHint>(w.reclaim_hint().id());
+    case wire::Envelope::kStoreAccount:
+      return w.store_account();
+    case wire::Envelope::kStoreAccountReply:
+      return w.store_account_reply();
     default:
       return NotInArea("store", w);
   }

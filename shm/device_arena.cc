@@ -33,10 +33,14 @@ DeviceArena::~DeviceArena() {
   }
 }
 
-absl::StatusOr<DeviceArena::Block> DeviceArena::Allocate(uint64_t bytes) {
-  const uint64_t need = std::max<uint64_t>(
+uint64_t DeviceArena::Reserved(uint64_t bytes) {
+  return std::max<uint64_t>(
       kDeviceAlignment,
       (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment);
+}
+
+absl::StatusOr<DeviceArena::Block> DeviceArena::Allocate(uint64_t bytes) {
+  const uint64_t need = Reserved(bytes);
   Block b;
   bool placed = false;
   for (uint32_t i = 0; i < chunks_.size() && !placed; ++i) {

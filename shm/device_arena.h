@@ -53,6 +53,10 @@ class DeviceArena {
   DeviceArena(const DeviceArena&) = delete;
   DeviceArena& operator=(const DeviceArena&) = delete;
 
+  // What Allocate reserves for an object of `bytes`: rounded up to 256 bytes
+  // (at least 256).
+  static uint64_t Reserved(uint64_t bytes);
+
   // Reserves `bytes` (256-byte aligned) and an event.
   // Errors: ResourceExhausted (no room within the limit, or the GPU is out of
   // memory: the message says which and how much is free), the CUDA error of

@@ -104,6 +104,12 @@ StoreService::Impl::Reply StoreService::Impl::CreateDeviceObject(
   }
   gpu::GpuUuid uuid;
   std::memcpy(uuid.bytes.data(), m.device_uuid.data(), 16);
+  // As for host objects, the account is checked before anything is
+  // allocated or evicted.
+  if (m.account != 0) {
+    absl::Status s = CheckAccount(m.account, DeviceArena::Reserved(m.nbytes));
+    if (!s.ok()) return Error(s);
+  }
   {
     // Only this thread inserts entries, so the id cannot appear between this
     // check and the insert below; the device allocation in between may take
@@ -143,6 +149,7 @@ StoreService::Impl::Reply StoreService::Impl::CreateDeviceObject(
     FreeEntry(*e);
     return Error(s);
   }
+  accounts_.Charge(m.account, *e, block->bytes);
   return ipc::CreateReply{block->offset, *e, x->generation};
 }
 

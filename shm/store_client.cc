@@ -8,9 +8,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "shm/store_accounts.h"
 #include "shm/store_client_impl.h"
 
 namespace shoal::shm {
+
+bool IsAccountLimitError(const absl::Status& s) {
+  return StoreAccounts::IsLimitError(s);
+}
 
 absl::Status StoreClient::Impl::Connect() {
   if (options_.endpoint.empty()) {
@@ -209,15 +214,16 @@ absl::StatusOr<std::unique_ptr<StoreClient>> StoreClient::Connect(
 }
 
 absl::StatusOr<MutableObjectBuffer> StoreClient::Create(
-    const ObjectId& id, const TensorMeta& meta) {
+    const ObjectId& id, const TensorMeta& meta, const CreateOptions& options) {
   SHOAL_RETURN_IF_ERROR(meta.Validate());
-  if (!meta.device.is_cpu()) return impl_->CreateDevice(id, meta);
+  if (!meta.device.is_cpu())
+    return impl_->CreateDevice(id, meta, options.account);
   const int64_t nbytes = meta.NumBytes();
-  SHOAL_ASSIGN_OR_RETURN(
-      const ipc::CreateReply r,
-      impl_->Call<ipc::CreateReply>(
-          ipc::CreateRequest{id, meta, static_cast<uint64_t>(nbytes)},
-          impl_->options_.rpc_timeout));
+  ipc::CreateRequest request{id, meta, static_cast<uint64_t>(nbytes)};
+  request.account = options.account;
+  SHOAL_ASSIGN_OR_RETURN(const ipc::CreateReply r,
+                         impl_->Call<ipc::CreateReply>(
+                             std::move(request), impl_->options_.rpc_timeout));
   Segment& seg = *impl_->segment_;
   if (r.offset > seg.size() ||
       static_cast<uint64_t>(nbytes) > seg.size() - r.offset) {
@@ -268,8 +274,8 @@ absl::Status StoreClient::Abort(const ObjectId& id) {
 }
 
 absl::Status StoreClient::Put(const ObjectId& id, const TensorMeta& meta,
-                              const void* data) {
-  SHOAL_ASSIGN_OR_RETURN(MutableObjectBuffer buf, Create(id, meta));
+                              const void* data, const CreateOptions& options) {
+  SHOAL_ASSIGN_OR_RETURN(MutableObjectBuffer buf, Create(id, meta, options));
   absl::Status s;
   if (!meta.device.is_cpu()) {
     s = impl_->device().cuda().CopyToDevice(meta.device.index, buf.data, data,
@@ -383,6 +389,35 @@ absl::StatusOr<bool> StoreClient::Contains(const ObjectId& id) {
 absl::StatusOr<StoreStats> StoreClient::Stats() {
   return impl_->Call<ipc::StoreStats>(ipc::StoreStatsRequest{},
                                       impl_->options_.rpc_timeout);
+}
+
+absl::Status StoreClient::SetAccountLimit(uint32_t account,
+                                          uint64_t limit_bytes) {
+  if (account == 0) {
+    return absl::InvalidArgumentError(
+        "store account 0 means none: it has no limit to set");
+  }
+  ipc::StoreAccountRequest request;
+  request.set_account(account);
+  request.set_set_limit(true);
+  request.set_limit_bytes(limit_bytes);
+  return impl_
+      ->Call<ipc::StoreAccountReply>(std::move(request),
+                                     impl_->options_.rpc_timeout)
+      .status();
+}
+
+absl::StatusOr<uint64_t> StoreClient::AccountUsage(uint32_t account) {
+  if (account == 0) {
+    return absl::InvalidArgumentError(
+        "store account 0 means none: nothing is charged to it");
+  }
+  ipc::StoreAccountRequest request;
+  request.set_account(account);
+  SHOAL_ASSIGN_OR_RETURN(const ipc::StoreAccountReply r,
+                         impl_->Call<ipc::StoreAccountReply>(
+                             std::move(request), impl_->options_.rpc_timeout));
+  return r.used_bytes();
 }
 
 const uint8_t* StoreClient::segment_base() const {

@@ -70,6 +70,21 @@ struct MutableObjectBuffer {
 
 using StoreStats = ipc::StoreStats;
 
+// How Create places an object.
+struct CreateOptions {
+  // The store account the object is charged to (its reserved bytes: its size
+  // rounded up to 64 bytes, 256 on a GPU), from Create until it is freed
+  // (deleted and unreferenced, evicted, or aborted, by its creator or because
+  // its creator died), whoever holds it meanwhile: Transfer does not move
+  // the charge. An account has a byte limit (SetAccountLimit); a Create
+  // that would take it over fails. Default 0: no account, no limit.
+  uint32_t account = 0;
+};
+
+// Whether `s` is a Create refused because its account would exceed its limit
+// (ResourceExhausted, as the store words it), rather than a full store.
+bool IsAccountLimitError(const absl::Status& s);
+
 class StoreClient {
  public:
   // Connects and maps the segment.
@@ -86,15 +101,20 @@ class StoreClient {
   StoreClient& operator=(const StoreClient&) = delete;
 
   // Creates an unsealed object and returns its writable buffer. This client
-  // holds one reference (released by Abort, or by Release after Seal).
+  // holds one reference (released by Abort, or by Release after Seal). With
+  // an account (options.account), the object is charged to it.
   // Errors: AlreadyExists, InvalidArgument (bad meta), ResourceExhausted (no
   // room even after evicting everything evictable; names requested and free
-  // bytes), FailedPrecondition (a device this store does not hold).
+  // bytes; or, IsAccountLimitError, the account would go over its limit:
+  // names the account, its limit and what it holds, and nothing was
+  // allocated or evicted), FailedPrecondition (a device this store does not
+  // hold; an account that does not exist).
   absl::StatusOr<MutableObjectBuffer> Create(const ObjectId& id,
-                                             const TensorMeta& meta);
-  absl::StatusOr<MutableObjectBuffer> CreateBytes(const ObjectId& id,
-                                                  uint64_t nbytes) {
-    return Create(id, TensorMeta::Bytes(static_cast<int64_t>(nbytes)));
+                                             const TensorMeta& meta,
+                                             const CreateOptions& options = {});
+  absl::StatusOr<MutableObjectBuffer> CreateBytes(
+      const ObjectId& id, uint64_t nbytes, const CreateOptions& options = {}) {
+    return Create(id, TensorMeta::Bytes(static_cast<int64_t>(nbytes)), options);
   }
 
   // Makes a created object immutable and visible to every Get. For a device
@@ -112,8 +132,8 @@ class StoreClient {
   // Create + copy + Seal. The caller holds one reference afterwards. `data`
   // is host memory; for a device object it is copied through pinned staging
   // buffers.
-  absl::Status Put(const ObjectId& id, const TensorMeta& meta,
-                   const void* data);
+  absl::Status Put(const ObjectId& id, const TensorMeta& meta, const void* data,
+                   const CreateOptions& options = {});
 
   // A read-only, zero-copy view of a sealed object; takes one reference.
   // Waits up to `timeout` for an object not yet sealed (or not yet created).
@@ -179,6 +199,25 @@ class StoreClient {
 
   // The store's counters (capacity, used, objects, evictions, ...).
   absl::StatusOr<StoreStats> Stats();
+
+  // Store accounts (CreateOptions::account). The store service keeps each
+  // account's limit and charged bytes in its private memory, as it keeps its
+  // allocator: clients change them only through these requests and Create,
+  // and a client that dies cannot leave them wrong. Any client of the store
+  // may set any account's limit (the store's clients are all processes of
+  // the node's user); who is given which account is decided above the store.
+
+  // Sets `account`'s limit to `limit_bytes`, creating the account. A limit
+  // below what the account holds refuses its creates until enough of it is
+  // freed. Limit 0 removes the account once it holds no object (at once if
+  // it holds none; until then every create with it is refused); for an
+  // account that does not exist it does nothing.
+  // Errors: InvalidArgument (account 0).
+  absl::Status SetAccountLimit(uint32_t account, uint64_t limit_bytes);
+
+  // The bytes charged to `account`: the reserved bytes of its live objects.
+  // Errors: InvalidArgument (account 0), NotFound (no such account).
+  absl::StatusOr<uint64_t> AccountUsage(uint32_t account);
 
   // Re-maps whole pages of this process's view of the segment in place
   // (Segment::Remap): copy_on_write true makes [data, data + bytes) private

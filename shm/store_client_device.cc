@@ -54,12 +54,13 @@ absl::Status StoreClient::Impl::FinishDeviceView(uint32_t entry, void* stream,
 }
 
 absl::StatusOr<MutableObjectBuffer> StoreClient::Impl::CreateDevice(
-    const ObjectId& id, const TensorMeta& meta) {
+    const ObjectId& id, const TensorMeta& meta, uint32_t account) {
   if (device_pending()) device().Collect(/*wait=*/false);
   DeviceClient& dev = device();
   SHOAL_ASSIGN_OR_RETURN(gpu::GpuUuid uuid, dev.UuidOf(meta.device.index));
   const uint64_t nbytes = static_cast<uint64_t>(meta.NumBytes());
   ipc::CreateRequest request{id, meta, nbytes, ""};
+  request.account = account;
   request.device_uuid.assign(reinterpret_cast<const char*>(uuid.bytes.data()),
                              uuid.bytes.size());
   SHOAL_ASSIGN_OR_RETURN(

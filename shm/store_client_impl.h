@@ -72,7 +72,8 @@ class StoreClient::Impl {
                                 ObjectBuffer* view)
       ABSL_LOCKS_EXCLUDED(mu_, device_mu_);
   absl::StatusOr<MutableObjectBuffer> CreateDevice(const ObjectId& id,
-                                                   const TensorMeta& meta)
+                                                   const TensorMeta& meta,
+                                                   uint32_t account)
       ABSL_LOCKS_EXCLUDED(device_mu_);
   absl::Status SealDevice(const ObjectId& id, void* stream)
       ABSL_LOCKS_EXCLUDED(device_mu_);

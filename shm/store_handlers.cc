@@ -2,6 +2,7 @@
 // segment lock for its table work, and returns the reply (or nothing when the
 // reply comes later, as for a Get that waits).
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -151,6 +152,13 @@ StoreService::Impl::Reply StoreService::Impl::OnCreate(
         "requested ", m.nbytes, " bytes but the store's arena holds only ",
         allocator_->capacity())));
   }
+  // The account is checked before anything is allocated or evicted: a
+  // create it refuses changes nothing.
+  const uint64_t reserved = allocator_->RoundUp(m.nbytes);
+  if (m.account != 0) {
+    absl::Status s = CheckAccount(m.account, reserved);
+    if (!s.ok()) return Error(s);
+  }
   auto lock = Lock();
   if (!lock.ok()) return Error(lock.status());
   if (auto e = table_->Find(m.id)) {
@@ -178,6 +186,7 @@ StoreService::Impl::Reply StoreService::Impl::OnCreate(
     FreeEntry(*e);
     return Error(s);
   }
+  accounts_.Charge(m.account, *e, x->alloc_bytes);
   prefaulter_->Advance(allocator_->frontier());
   return ipc::CreateReply{*offset, *e, x->generation};
 }
@@ -389,6 +398,53 @@ StoreService::Impl::Reply StoreService::Impl::OnStats() {
   return st;
 }
 
+StoreService::Impl::Reply StoreService::Impl::OnAccount(
+    const ipc::StoreAccountRequest& m) {
+  if (m.set_limit()) {
+    absl::Status s = accounts_.SetLimit(m.account(), m.limit_bytes());
+    if (!s.ok()) return Error(s);
+  }
+  absl::StatusOr<StoreAccounts::Usage> usage = accounts_.Get(m.account());
+  ipc::StoreAccountReply r;
+  r.set_account(m.account());
+  if (usage.ok()) {
+    r.set_limit_bytes(usage->limit_bytes);
+    r.set_used_bytes(usage->used_bytes);
+    r.set_objects(usage->objects);
+  } else if (!m.set_limit() || !absl::IsNotFound(usage.status())) {
+    // (A limit of 0 removed the account: nothing is left to describe.)
+    return Error(usage.status());
+  }
+  return r;
+}
+
+absl::Status StoreService::Impl::CheckAccount(uint32_t account,
+                                              uint64_t bytes) {
+  absl::Status s = accounts_.CheckCharge(account, bytes);
+  if (s.ok() || !StoreAccounts::IsLimitError(s)) return s;
+  if (ReleaseExitedClients() == 0) return s;
+  return accounts_.CheckCharge(account, bytes);
+}
+
+size_t StoreService::Impl::ReleaseExitedClients() {
+  std::vector<pollfd> fds;
+  std::vector<uint32_t> slots;
+  for (const auto& [slot, c] : clients_) {
+    if (c.pidfd < 0) continue;
+    fds.push_back({c.pidfd, POLLIN, 0});
+    slots.push_back(slot);
+  }
+  if (fds.empty() || poll(fds.data(), fds.size(), 0) <= 0) return 0;
+  size_t released = 0;
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (fds[i].revents & POLLIN) {
+      ReleaseClient(slots[i], "its process exited");
+      ++released;
+    }
+  }
+  return released;
+}
+
 void StoreService::Impl::OnReclaimHint(const ipc::ReclaimHint& m) {
   auto lock = Lock();
   if (!lock.ok()) return;
@@ -476,6 +532,7 @@ void StoreService::Impl::FreeEntry(uint32_t e) {
   } else {
     allocator_->Free(x->offset, x->alloc_bytes);
   }
+  accounts_.Uncharge(e);
   table_->Remove(e);
   free_entries_.push_back(e);
 }

@@ -146,16 +146,19 @@ StoreService::Impl::~Impl() {
 absl::Status StoreService::Impl::Run() {
   absl::Time next_sweep = absl::Now() + options_.sweep_interval;
   std::vector<zmq_pollitem_t> items;
-  std::vector<uint32_t> item_slot;
+  // The client each pidfd item watches: its slot and session, since the
+  // requests served before the pidfds are looked at may release it
+  // (ReleaseExitedClients, a disconnect) and give its slot to another.
+  std::vector<std::pair<uint32_t, uint64_t>> item_client;
   while (true) {
     items.clear();
-    item_slot.clear();
+    item_client.clear();
     items.push_back({socket_.raw(), 0, ZMQ_POLLIN, 0});
     items.push_back({nullptr, stop_.fd(), ZMQ_POLLIN, 0});
     for (const auto& [slot, c] : clients_) {
       if (c.pidfd < 0) continue;
       items.push_back({nullptr, c.pidfd, ZMQ_POLLIN, 0});
-      item_slot.push_back(slot);
+      item_client.emplace_back(slot, c.session);
     }
     absl::Time now = absl::Now();
     absl::Time wake = next_sweep;
@@ -171,8 +174,11 @@ absl::Status StoreService::Impl::Run() {
     if (items[1].revents & ZMQ_POLLIN) return absl::OkStatus();
     if (items[0].revents & ZMQ_POLLIN) DrainSocket();
     for (size_t i = 2; i < items.size(); ++i) {
-      if (items[i].revents & ZMQ_POLLIN) {
-        ReleaseClient(item_slot[i - 2], "its process exited");
+      if (!(items[i].revents & ZMQ_POLLIN)) continue;
+      const auto [slot, session] = item_client[i - 2];
+      auto c = clients_.find(slot);
+      if (c != clients_.end() && c->second.session == session) {
+        ReleaseClient(slot, "its process exited");
       }
     }
     now = absl::Now();
@@ -228,6 +234,7 @@ StoreService::Impl::Reply StoreService::Impl::Dispatch(
           [&](const ipc::DeleteRequest& m) { return OnDelete(m); },
           [&](const ipc::ContainsRequest& m) { return OnContains(m); },
           [&](const ipc::StoreStatsRequest&) { return OnStats(); },
+          [&](const ipc::StoreAccountRequest& m) { return OnAccount(m); },
           [&](const ipc::ReclaimHint& m) -> Reply {
             OnReclaimHint(m);
             return std::nullopt;

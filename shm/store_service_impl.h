@@ -25,6 +25,7 @@
 #include "shm/prefaulter.h"
 #include "shm/robust_lock.h"
 #include "shm/segment.h"
+#include "shm/store_accounts.h"
 #include "shm/store_service.h"
 
 namespace shoal::shm {
@@ -96,6 +97,19 @@ class StoreService::Impl {
   Reply OnContains(const ipc::ContainsRequest& m);
   Reply OnStats();
   void OnReclaimHint(const ipc::ReclaimHint& m);
+  // Sets an account's limit, or reads it. Errors: InvalidArgument (account
+  // 0), NotFound (reading an account that does not exist).
+  Reply OnAccount(const ipc::StoreAccountRequest& m);
+
+  // Whether `bytes` more may be charged to `account` (StoreAccounts::
+  // CheckCharge). Before refusing, releases the clients whose processes
+  // exited and looks again: a crashed task's unsealed outputs stay charged
+  // until the service sees its worker's pidfd, and the task's retry must
+  // not be refused for them. REQUIRES: the segment lock is NOT held.
+  absl::Status CheckAccount(uint32_t account, uint64_t bytes);
+  // Releases every client whose process has exited (a pidfd poll that does
+  // not wait). Returns how many. REQUIRES: the segment lock is NOT held.
+  size_t ReleaseExitedClients();
 
   // Table operations; REQUIRE the segment lock.
   // The entry of object `id`. Errors: NotFound ("no object <hex>").
@@ -154,6 +168,8 @@ class StoreService::Impl {
   uint64_t evictions_ = 0;
   uint64_t evicted_bytes_ = 0;
   uint64_t last_reclaim_hint_ = 0;
+  // Each account's limit and charged bytes, and each charged entry's account.
+  StoreAccounts accounts_;
 
   // Device objects.
   std::shared_ptr<gpu::CudaIpc> cuda_;

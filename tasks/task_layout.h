@@ -23,7 +23,8 @@ namespace shoal::tasks {
 
 inline constexpr uint64_t kTaskSegmentMagic =
     0x4b5341544c414f48ULL;  // "HOALTASK"
-inline constexpr uint32_t kTaskLayoutVersion = 4;
+// 5: TaskEntry::account (was reserved).
+inline constexpr uint32_t kTaskLayoutVersion = 5;
 // Ordinary classes (distinct cpus/gpus requests) and actor classes (one per
 // live actor) together.
 inline constexpr uint32_t kMaxResourceClasses = 80;
@@ -162,7 +163,10 @@ struct TaskEntry {
   // and returns to when it completes (ClaimNested: a waiting task runs a
   // queued one inline); 0: none.
   uint32_t below;
-  uint32_t reserved;
+  // The store account its output objects are charged to (0: none), as
+  // submitted. Written at Submit only when it differs from the entry's
+  // last use, so a task without an account journals nothing more.
+  uint32_t account;
   char function[kFunctionNameBytes];
   uint8_t inline_args[kInlinePayloadBytes];
   uint8_t inline_result[kInlinePayloadBytes];

@@ -72,6 +72,11 @@ struct TaskSubmission {
   // Queue it ahead of the tasks already waiting in its class (the coordinator
   // puts an actor's constructor call first when it restarts the actor).
   bool at_head = false;
+  // The store account (shm::CreateOptions::account) that every store object
+  // the worker creates for the task's outputs is charged to; an output the
+  // account's limit refuses fails the task with ResourceExhausted. 0: none
+  // (no limit), what a submission has unless its submitter sets one.
+  uint32_t account = 0;
 };
 
 // What a worker claims.
@@ -82,6 +87,7 @@ struct TaskClaim {
   uint32_t attempt = 0;  // 1 for the first run
   int64_t timeout_ns = 0;
   int32_t owner_store_slot = -1;  // where output objects go; -1: none
+  uint32_t account = 0;           // TaskSubmission::account
 };
 
 // A finished task's outcome, as its owner takes it.

@@ -143,6 +143,53 @@ TEST_F(TaskTableTest, DeadWorkersTaskIsRetriedThenFails) {
   EXPECT_EQ(out->attempts, 3u);
 }
 
+// A task's store account goes from its submission to every claim of it
+// (retries included), and an entry reused by a task without one has none.
+TEST_F(TaskTableTest, TheAccountGoesFromSubmitToEveryClaim) {
+  TaskSubmission a = Task("a", std::string(100000, 'a'));  // payload chunks
+  a.account = 7;
+  TaskSubmission b = Task("b");
+  TaskSubmission c = Task("c");
+  c.account = 0xfffffffe;
+  auto ids = table_->Submit(client_, {a, b, c});
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  auto claim = table_->Claim(worker_);
+  ASSERT_TRUE(claim.ok() && claim->has_value());
+  EXPECT_EQ((*claim)->id, (*ids)[0]);
+  EXPECT_EQ((*claim)->account, 7u);
+  // The worker dies: the retry carries the account too.
+  ASSERT_TRUE(*table_->FailRunning(worker_, 14, "worker died"));
+  claim = table_->Claim(worker_);
+  ASSERT_TRUE(claim.ok() && claim->has_value());
+  EXPECT_EQ((*claim)->id, (*ids)[0]);
+  EXPECT_EQ((*claim)->attempt, 2u);
+  EXPECT_EQ((*claim)->account, 7u);
+  // A task claimed inside it (nested) has its own.
+  auto nested = table_->ClaimNested(worker_);
+  ASSERT_TRUE(nested.ok() && nested->has_value()) << nested.status();
+  EXPECT_EQ((*nested)->id, (*ids)[1]);
+  EXPECT_EQ((*nested)->account, 0u);
+  ASSERT_TRUE(table_->Complete(worker_, (*ids)[1], 0, "").ok());
+  ASSERT_TRUE(table_->Complete(worker_, (*ids)[0], 0, "").ok());
+  claim = table_->Claim(worker_);
+  ASSERT_TRUE(claim.ok() && claim->has_value());
+  EXPECT_EQ((*claim)->account, 0xfffffffeu);
+  ASSERT_TRUE(table_->Complete(worker_, (*ids)[2], 0, "").ok());
+  for (uint64_t id : *ids) ASSERT_TRUE(table_->Take(client_, id, true).ok());
+
+  // The entry c used is the next one given out (the last freed): reused by
+  // a task without an account, it claims none.
+  auto again = table_->Submit(client_, {Task("plain")});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(TaskIndex((*again)[0]), TaskIndex((*ids)[2]));
+  claim = table_->Claim(worker_);
+  ASSERT_TRUE(claim.ok() && claim->has_value());
+  EXPECT_EQ((*claim)->id, (*again)[0]);
+  EXPECT_EQ((*claim)->account, 0u);
+  ASSERT_TRUE(table_->Complete(worker_, (*again)[0], 0, "").ok());
+  ASSERT_TRUE(table_->Take(client_, (*again)[0], true).ok());
+}
+
 TEST_F(TaskTableTest, RemovedClientsTasksAreFreed) {
   auto ids = *table_->Submit(client_, {Task("a"), Task("b"), Task("c")});
   auto claim = table_->Claim(worker_);  // a runs
@@ -496,8 +543,13 @@ TEST_F(TaskTableTest, DeathInsideABatchSubmitTakesItAllBack) {
         MakeTaskId(TaskGeneration(probe) + 1, TaskIndex(probe));
     const auto before = *table_->Stats();
     ASSERT_NO_FATAL_FAILURE(KillInside(name, point, [&](TaskTable& t) {
+      // With accounts: the largest steps a Submit journals (a new class,
+      // payload chunks, an account) still fit the journal.
       TaskSubmission first = Task("doomed1", std::string(150000, 'd'));
-      TaskSubmission second = Task("doomed2", "", /*gpus=*/1);  // a new class
+      first.account = 3;
+      TaskSubmission second = Task("doomed2", std::string(150000, 'e'),
+                                   /*gpus=*/1);  // a new class
+      second.account = 4;
       TaskSubmission third = Task("doomed3");
       third.at_head = true;
       (void)t.Submit(client_, {first, second, third});

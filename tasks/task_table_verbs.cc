@@ -235,6 +235,7 @@ void TaskTable::InitSubmittedEntry(Op& op, TaskEntry* x,
   op.W64(&op.h()->next_seq, op.h()->next_seq + 1);
   op.W32(&x->result_bytes, 0);
   op.W32(&x->result_chunk, 0);
+  if (x->account != t.account) op.W32(&x->account, t.account);
 }
 
 void TaskTable::WakeSleepingWorkers(size_t n,
@@ -432,6 +433,7 @@ absl::StatusOr<std::optional<TaskClaim>> TaskTable::ClaimOnto(uint32_t worker,
   claim.args = op.ReadPayload(x->args_bytes, x->args_chunk, x->inline_args);
   claim.attempt = x->attempts;
   claim.timeout_ns = x->timeout_ns;
+  claim.account = x->account;
   if (x->owner != 0) {
     claim.owner_store_slot =
         static_cast<int32_t>(op.h()->clients[x->owner - 1].store_slot) - 1;

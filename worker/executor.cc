@@ -92,11 +92,21 @@ class ExecutionContext : public TaskContext {
           "a large output needs the store, not connected");
     }
     const ObjectId id = ObjectId::Random();
-    SHOAL_ASSIGN_OR_RETURN(shm::MutableObjectBuffer buf,
-                           store_->Create(id, meta));
+    absl::StatusOr<shm::MutableObjectBuffer> buf =
+        store_->Create(id, meta, shm::CreateOptions{claim_.account});
+    if (!buf.ok()) {
+      if (!shm::IsAccountLimitError(buf.status())) return buf.status();
+      // The task fails with this whatever its function does with it.
+      quota_error_ = absl::ResourceExhaustedError(absl::StrCat(
+          "an output of ", nbytes,
+          " bytes would exceed the submitting client's store quota: ",
+          buf.status().message(),
+          "; release or delete earlier results to make room"));
+      return quota_error_;
+    }
     created_.push_back(id);
     outputs_.push_back(ObjectValue{id, meta, nbytes});
-    return MutableTensorView{meta, buf.data, nbytes};
+    return MutableTensorView{meta, buf->data, nbytes};
   }
 
   bool cancelled() const override {
@@ -106,6 +116,11 @@ class ExecutionContext : public TaskContext {
   uint32_t worker_id() const override { return worker_id_; }
   shm::StoreClient* store() override { return store_; }
   absl::string_view python_path() const override { return python_path_; }
+  uint32_t account() const override { return claim_.account; }
+
+  // The refusal of an output by the task's store account, if one happened
+  // (OK otherwise).
+  const absl::Status& quota_error() const { return quota_error_; }
 
   // After the function: seals the objects it wrote and hands them to the
   // task's owner; or, on failure, aborts them.
@@ -151,6 +166,7 @@ class ExecutionContext : public TaskContext {
   std::deque<Value> outputs_;
   std::vector<ObjectId> held_;
   std::vector<ObjectId> created_;
+  absl::Status quota_error_;
 };
 
 // A Python exception the runner attached to `s` goes into the outcome as
@@ -199,6 +215,9 @@ TaskOutcome Executor::Execute(const tasks::TaskClaim& claim) {
   ExecutionContext ctx(std::move(body->args), std::move(body->python_path),
                        claim, worker_id_, store_, table_);
   absl::Status s = runner->Run(function, ctx);
+  // An output refused by the task's store account fails the task even if
+  // the function went on without it.
+  if (!ctx.quota_error().ok()) s = ctx.quota_error();
   if (s.ok() && ctx.cancelled()) s = absl::CancelledError("cancelled");
   absl::Status objects = ctx.FinishObjects(s.ok());
   if (s.ok() && !objects.ok()) s = objects;

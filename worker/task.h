@@ -69,7 +69,11 @@ class TaskContext {
   // Outputs, in order.
   virtual void AddOutput(Value v) = 0;
   // A tensor output to fill: small ones travel inline, large ones are written
-  // straight into the store (no copy). Errors: the store's (ResourceExhausted).
+  // straight into the store (no copy), charged to the task's store account
+  // (account()). Errors: the store's (ResourceExhausted); ResourceExhausted
+  // saying the submitting client's store quota would be exceeded when the
+  // account's limit refuses it — the task then fails with that error
+  // whatever the function returns, and the outputs it created are aborted.
   virtual absl::StatusOr<MutableTensorView> NewTensorOutput(
       const TensorMeta& meta) = 0;
 
@@ -79,8 +83,13 @@ class TaskContext {
   // 1 on the first run, 2+ when retried after a worker died.
   virtual uint32_t attempt() const = 0;
   virtual uint32_t worker_id() const = 0;
-  // The node's store (for functions that manage objects themselves).
+  // The node's store (for functions that manage objects themselves: an
+  // object they create is charged to an account only if they pass
+  // account() in its shm::CreateOptions).
   virtual shm::StoreClient* store() = 0;
+  // The store account the task's outputs are charged to
+  // (tasks::TaskSubmission::account; 0: none).
+  virtual uint32_t account() const { return 0; }
   // ':'-separated directories the submitter asked the worker to search for
   // Python modules (its client's sys.path); "" for none. Used by the
   // embedded interpreter's runner.

@@ -265,5 +265,57 @@ TEST_F(DeviceStoreTest, AbortWaitsForTheProducersWorkThenFrees) {
   ASSERT_TRUE(producer_->Abort(again->id).ok());
 }
 
+// Device objects are charged to their store account as host objects are: the
+// reserved bytes (rounded up to 256), from Create until freed; a create the
+// account refuses allocates nothing on the GPU.
+TEST_F(DeviceStoreTest, DeviceObjectsAreChargedToTheirAccount) {
+  constexpr uint32_t kAccount = 5;
+  const CreateOptions in{kAccount};
+  ASSERT_TRUE(producer_->SetAccountLimit(kAccount, 8192).ok());
+  ObjectId a = ObjectId::Random(), b = ObjectId::Random();
+  auto buf = producer_->Create(a, OnGpu(1000), in);  // 4000 bytes
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  EXPECT_EQ(*producer_->AccountUsage(kAccount), 4096u);
+  const int allocations = cuda_->allocations();
+  const uint64_t objects = consumer_->Stats()->objects();
+  auto refused = producer_->Create(b, OnGpu(1025), in);  // 4100 → 4352
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(IsAccountLimitError(refused.status())) << refused.status();
+  EXPECT_EQ(cuda_->allocations(), allocations);
+  EXPECT_EQ(consumer_->Stats()->objects(), objects);
+  ASSERT_TRUE(producer_->Create(b, OnGpu(1024), in).ok());
+  EXPECT_EQ(*producer_->AccountUsage(kAccount), 8192u);
+  // Sealed and handed to another client: still charged.
+  ASSERT_TRUE(producer_->Seal(a, kStream).ok());
+  ASSERT_TRUE(producer_->Transfer(a, consumer_->client_slot()).ok());
+  EXPECT_EQ(*producer_->AccountUsage(kAccount), 8192u);
+  // Aborted: uncharged at once; deleted and released: uncharged once the
+  // releasing stream's work is done (the fake's streams are idle).
+  ASSERT_TRUE(producer_->Abort(b).ok());
+  EXPECT_EQ(*producer_->AccountUsage(kAccount), 4096u);
+  ASSERT_TRUE(consumer_->Delete(a).ok());
+  ASSERT_TRUE(consumer_->Release(a).ok());
+  for (int i = 0; i < 100 && *producer_->AccountUsage(kAccount) != 0; ++i) {
+    (void)consumer_->Stats();  // a later call collects the deferred release
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(*producer_->AccountUsage(kAccount), 0u);
+}
+
+TEST_F(DeviceStoreTest, AnEvictedDeviceObjectIsUncharged) {
+  Stop();
+  Start(std::make_shared<gpu::FakeCudaIpc>(1), /*device_limit=*/32 * kMiB);
+  constexpr uint32_t kAccount = 5;
+  ASSERT_TRUE(producer_->SetAccountLimit(kAccount, 64 * kMiB).ok());
+  ObjectId id = ObjectId::Random();
+  ASSERT_TRUE(producer_->Create(id, OnGpu(kMiB), CreateOptions{kAccount}).ok());
+  ASSERT_TRUE(producer_->Seal(id, kStream).ok());
+  ASSERT_TRUE(producer_->Release(id).ok());
+  EXPECT_EQ(*producer_->AccountUsage(kAccount), 4 * kMiB);
+  for (int i = 0; i < 8; ++i) Produce(kMiB, i);  // 32 MiB more: evicts
+  EXPECT_FALSE(*consumer_->Contains(id));
+  EXPECT_EQ(*producer_->AccountUsage(kAccount), 0u);
+}
+
 }  // namespace
 }  // namespace shoal::shm

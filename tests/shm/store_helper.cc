@@ -2,13 +2,18 @@
 // one thing, reports on stdout, and (where the test needs it to hold state)
 // waits for stdin to close or for a signal.
 //
-//   put ENDPOINT NBYTES SEED          → "<id> <offset>", holds its reference
-//   get ENDPOINT ID NBYTES SEED MS    → "ok <offset>" or "error <code>
-//   <message>" hold ENDPOINT ID...               → "held", holds a reference to
-//   each id create ENDPOINT ID NBYTES         → "created", leaves the object
-//   unsealed die-in-lock ENDPOINT ID           → dies (SIGKILL) inside the
-//   table lock,
-//                                       halfway through taking a reference
+//   put ENDPOINT NBYTES SEED
+//       → "<id> <offset>", holds its reference
+//   get ENDPOINT ID NBYTES SEED MS
+//       → "ok <offset>" or "error <code> <message>"
+//   hold ENDPOINT ID...
+//       → "held", holds a reference to each id
+//   create ENDPOINT ID NBYTES [ACCOUNT]
+//       → "created" (or "error <code> <message>"), leaves the object
+//         unsealed, charged to ACCOUNT if given
+//   die-in-lock ENDPOINT ID
+//       → dies (SIGKILL) inside the table lock, halfway through taking a
+//         reference
 #include <signal.h>
 #include <unistd.h>
 
@@ -115,11 +120,17 @@ int Run(int argc, char** argv) {
     WaitForStdinClose();
     return 0;
   }
-  if (mode == "create" && argc == 5) {
+  if (mode == "create" && (argc == 5 || argc == 6)) {
     ObjectId id = IdOrDie(argv[3]);
     uint64_t nbytes = std::strtoull(argv[4], nullptr, 10);
-    auto buf = client->CreateBytes(id, nbytes);
-    if (!buf.ok()) return 1;
+    shm::CreateOptions options;
+    if (argc == 6) options.account = std::strtoul(argv[5], nullptr, 10);
+    auto buf = client->CreateBytes(id, nbytes, options);
+    if (!buf.ok()) {
+      Say(absl::StrCat("error ", static_cast<int>(buf.status().code()), " ",
+                       buf.status().message()));
+      return 1;
+    }
     std::memset(buf->data, 0xab, nbytes / 2);
     Say("created");
     WaitForStdinClose();
