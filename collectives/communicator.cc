@@ -156,14 +156,20 @@ absl::StatusOr<Work> Communicator::Impl::RunNccl(Op& op,
                                                  absl::Duration timeout,
                                                  bool async) {
   if (nccl_ == nullptr) {
+    SHOAL_RETURN_IF_ERROR(nccl_failed_);
     collectives::NcclOptions no;
     no.timeout = o_.timeout;
     std::optional<collectives::KvRendezvous> job_kv;
     Rendezvous* rendezvous = rendezvous_.get();
     if (job_ != nullptr) rendezvous = &job_kv.emplace(job_->kv());
-    SHOAL_ASSIGN_OR_RETURN(
-        nccl_, collectives::NcclCommunicator::Create(
-                   *rendezvous, o_.name, rank_, size(), o_.cuda_device, no));
+    absl::StatusOr<std::unique_ptr<collectives::NcclCommunicator>> made =
+        collectives::NcclCommunicator::Create(*rendezvous, o_.name, rank_,
+                                              size(), o_.cuda_device, no);
+    if (!made.ok()) {
+      nccl_failed_ = made.status();
+      return nccl_failed_;
+    }
+    nccl_ = *std::move(made);
   }
   void* stream = call.stream;
   SHOAL_RETURN_IF_ERROR(op.nccl(*nccl_, stream));

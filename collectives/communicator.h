@@ -15,7 +15,9 @@
 // Failure: a rank that dies or stops participating makes every other rank's
 // call fail with Unavailable or DeadlineExceeded within the timeout (default 5
 // minutes; per communicator and per call) instead of hanging; NCCL errors and
-// timeouts abort the NCCL communicator. Mismatched counts, dtypes or ops
+// timeouts abort the NCCL communicator, and an NCCL communicator that could
+// not be made (at the first CUDA-buffer call) is not tried again: every later
+// CUDA-buffer call returns that error at once. Mismatched counts, dtypes or ops
 // across ranks are reported as InvalidArgument by the shm backend. After a
 // failure the communicator is unusable; create a new one.
 #ifndef SHOAL_COLLECTIVES_COMMUNICATOR_H_

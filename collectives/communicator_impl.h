@@ -156,6 +156,11 @@ class Communicator::Impl {
   std::unique_ptr<GlooCommunicator> gloo_;
   std::unique_ptr<HierarchicalCommunicator> hierarchical_;
   std::unique_ptr<collectives::NcclCommunicator> nccl_;
+  // Why the NCCL communicator could not be made, once it could not: later
+  // device calls return it instead of making it again under the same name,
+  // whose rendezvous key may still hold the failed attempt's id (ranks that
+  // read different ids would wait for each other until the timeout).
+  absl::Status nccl_failed_;
 
   Mutex mu_;
   CondVar cv_;

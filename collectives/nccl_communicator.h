@@ -11,7 +11,20 @@
 // whenever NCCL answers ncclInProgress, the call polls ncclCommGetAsyncError
 // until the operation is enqueued, an error arrives or the deadline passes.
 //
-// Not thread-safe: one thread at a time (aborted() may be read from any).
+// Threads: every method but the destructor may be called from any thread,
+// at the same time as others (the torch backend's completer thread calls
+// Synchronize and Test while the issuing thread enqueues). The NCCL calls on
+// the communicator, an abort's included, are made under one lock, so no
+// thread ever calls NCCL with a communicator another thread is using or has
+// aborted: an enqueue in progress finishes (or fails) before another
+// thread's abort frees NCCL's communicator, and every call after the abort
+// fails with FailedPrecondition. Synchronize records an event of its own and
+// waits for it without the lock, so waiting on one thread does not hold up
+// enqueues on another, and no other call moves the point it waits for.
+// Operations enqueued from several threads take the order in which they get
+// the lock; a collective must still be issued in the same order on every
+// rank, which is the callers' business. The destructor runs once no other
+// thread uses the object.
 // NCCL refuses two ranks on one GPU; `world` == 1 on one GPU is fine.
 //
 // In a build without CUDA every entry point returns FailedPrecondition("...
@@ -152,6 +165,9 @@ class NcclCommunicator {
   struct Impl;  // CUDA/NCCL handles; defined by the .cc of the build.
 
   NcclCommunicator(int rank, int size, int device, NcclOptions options);
+  // Synchronize's wait for its event (a cudaEvent_t) without the lock.
+  absl::Status WaitForEvent(const char* what, void* event, absl::Time deadline,
+                            absl::Duration limit);
 
   const int rank_;
   const int size_;

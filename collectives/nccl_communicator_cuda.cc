@@ -9,16 +9,20 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/mutex.h"
 #include "base/status_macros.h"
 #include "collectives/nccl_communicator.h"
+#include "collectives/nccl_communicator_testing.h"
 #include "gpu/cuda_check.h"
 #include "gpu/gpu_info.h"
 #include "gpu/nccl_api.h"
@@ -26,11 +30,47 @@
 namespace shoal::collectives {
 namespace {
 
-using gpu::CudaDeviceCount;
 using gpu::CudaStatus;
-using gpu::LoadNccl;
 using gpu::NcclApi;
 using gpu::NcclStatus;
+
+// The hooks a test installed (SetNcclHooksForTesting), or null: the real
+// CUDA runtime and the NCCL that LoadNccl() loads.
+std::atomic<const NcclTestingHooks*> testing_hooks{nullptr};
+
+// The CUDA runtime calls this file makes.
+const NcclCudaCalls& Cuda() {
+  static const NcclCudaCalls real = {
+      .GetDeviceCount = &cudaGetDeviceCount,
+      .GetDevice = &cudaGetDevice,
+      .SetDevice = &cudaSetDevice,
+      .StreamCreateWithFlags = &cudaStreamCreateWithFlags,
+      .StreamDestroy = &cudaStreamDestroy,
+      .StreamQuery = &cudaStreamQuery,
+      .EventCreateWithFlags = &cudaEventCreateWithFlags,
+      .EventDestroy = &cudaEventDestroy,
+      .EventRecord = &cudaEventRecord,
+      .EventQuery = &cudaEventQuery,
+  };
+  const NcclTestingHooks* h = testing_hooks.load(std::memory_order_acquire);
+  return h != nullptr ? h->cuda : real;
+}
+
+// GPUs this process sees: gpu::CudaDeviceCount (which tells a driver too old
+// for the runtime from no GPU), or the hooks' count.
+absl::StatusOr<int> DeviceCount() {
+  const NcclTestingHooks* h = testing_hooks.load(std::memory_order_acquire);
+  if (h == nullptr) return gpu::CudaDeviceCount();
+  int n = 0;
+  SHOAL_CUDA_CHECK(h->cuda.GetDeviceCount(&n));
+  return n;
+}
+
+absl::StatusOr<const NcclApi*> LoadNcclApi() {
+  const NcclTestingHooks* h = testing_hooks.load(std::memory_order_acquire);
+  if (h != nullptr) return h->nccl;
+  return gpu::LoadNccl();
+}
 
 // How long a poll loop sleeps between checks once a few yields did not help.
 constexpr absl::Duration kPollInterval = absl::Microseconds(50);
@@ -118,14 +158,14 @@ class ScopedDevice {
   ScopedDevice(const ScopedDevice&) = delete;
   ScopedDevice& operator=(const ScopedDevice&) = delete;
   ~ScopedDevice() {
-    if (previous_ >= 0) cudaSetDevice(previous_);
+    if (previous_ >= 0) Cuda().SetDevice(previous_);
   }
 
   absl::Status Enter(int device) {
     int current = -1;
-    SHOAL_CUDA_CHECK(cudaGetDevice(&current));
+    SHOAL_CUDA_CHECK(Cuda().GetDevice(&current));
     if (current != device) {
-      SHOAL_CUDA_CHECK(cudaSetDevice(device));
+      SHOAL_CUDA_CHECK(Cuda().SetDevice(device));
       previous_ = current;
     }
     return absl::OkStatus();
@@ -135,9 +175,9 @@ class ScopedDevice {
   int previous_ = -1;
 };
 
-// NCCL's entry points. REQUIRES: LoadNccl() succeeded (CheckCreateArgs checks
-// it before anything else calls NCCL).
-const NcclApi& Nccl() { return **LoadNccl(); }
+// NCCL's entry points. REQUIRES: LoadNcclApi() succeeded (CheckCreateArgs
+// checks it before anything else calls NCCL).
+const NcclApi& Nccl() { return **LoadNcclApi(); }
 
 std::string NcclErrorText(ncclResult_t res, ncclComm_t comm) {
   std::string text = Nccl().GetErrorString(res);
@@ -158,10 +198,10 @@ absl::Status CheckCreateArgs(const std::string& comm_name, int rank, int world,
         "NcclCommunicator::Create: empty comm_name");
   }
   // NCCL is loaded here, at the first communicator, not at program start.
-  if (absl::StatusOr<const NcclApi*> api = LoadNccl(); !api.ok()) {
+  if (absl::StatusOr<const NcclApi*> api = LoadNcclApi(); !api.ok()) {
     return api.status();
   }
-  absl::StatusOr<int> devices = CudaDeviceCount();
+  absl::StatusOr<int> devices = DeviceCount();
   if (!devices.ok()) return devices.status();
   if (*devices == 0) {
     return absl::FailedPreconditionError(
@@ -217,18 +257,27 @@ absl::StatusOr<ncclUniqueId> ShareUniqueId(Rendezvous& rendezvous,
 
 }  // namespace
 
+// The communicator's state. Every NCCL call on `comm`, the abort among them,
+// is made under `mu`, so no thread ever calls NCCL with a communicator
+// another thread is using or has freed; waiting for work on a stream
+// (Synchronize, Test) happens outside it.
 struct NcclCommunicator::Impl {
-  ncclComm_t comm = nullptr;
+  Mutex mu;
+  ncclComm_t comm ABSL_GUARDED_BY(mu) = nullptr;
+  // Made by Create before the object is shared, destroyed by the destructor
+  // after it is not: constant in between.
   cudaStream_t stream = nullptr;
-  cudaEvent_t event = nullptr;
   std::atomic<bool>* aborted = nullptr;  // the owner's flag
-  std::string abort_reason;
+  std::string abort_reason ABSL_GUARDED_BY(mu);
+  // Events no Synchronize uses now. Each Synchronize records one of its own,
+  // so that a call from another thread never moves the point it waits for.
+  std::vector<cudaEvent_t> free_events ABSL_GUARDED_BY(mu);
 
   cudaStream_t StreamOr(void* s) const {
     return s != nullptr ? static_cast<cudaStream_t>(s) : stream;
   }
 
-  absl::Status CheckUsable(const char* what) const {
+  absl::Status CheckUsable(const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (aborted->load(std::memory_order_acquire)) {
       return absl::FailedPreconditionError(absl::StrCat(
           what, ": the NCCL communicator was aborted (", abort_reason, ")"));
@@ -236,21 +285,35 @@ struct NcclCommunicator::Impl {
     return absl::OkStatus();
   }
 
+  absl::Status CheckUsableNow(const char* what) ABSL_LOCKS_EXCLUDED(mu) {
+    MutexLock lock(&mu);
+    return CheckUsable(what);
+  }
+
   // Aborts the communicator (blocking: NCCL runs destroy and abort jobs
   // synchronously even for non-blocking communicators) and returns `status`.
-  absl::Status Abort(absl::Status status) {
+  // The first reason is kept when it was aborted already.
+  absl::Status Abort(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (comm != nullptr) {
       Nccl().CommAbort(comm);
       comm = nullptr;
     }
-    abort_reason = std::string(status.message());
-    aborted->store(true, std::memory_order_release);
+    if (!aborted->load(std::memory_order_relaxed)) {
+      abort_reason = std::string(status.message());
+      aborted->store(true, std::memory_order_release);
+    }
     return status;
+  }
+
+  absl::Status AbortNow(absl::Status status) ABSL_LOCKS_EXCLUDED(mu) {
+    MutexLock lock(&mu);
+    return Abort(std::move(status));
   }
 
   // Polls the communicator's state until it leaves ncclInProgress. Returns
   // the final state (ncclSuccess or the error), or DeadlineExceeded.
-  absl::StatusOr<ncclResult_t> PollState(absl::Time deadline) {
+  absl::StatusOr<ncclResult_t> PollState(absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     for (int i = 0;; ++i) {
       ncclResult_t state = ncclSuccess;
       SHOAL_NCCL_CHECK(Nccl().CommGetAsyncError(comm, &state));
@@ -267,7 +330,8 @@ struct NcclCommunicator::Impl {
   // returned by the call itself with the communicator healthy (bad arguments)
   // is returned without aborting.
   absl::Status Finish(const char* call, ncclResult_t res, absl::Time deadline,
-                      const char* file, int line) {
+                      const char* file, int line)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (res == ncclSuccess) return absl::OkStatus();
     absl::StatusOr<ncclResult_t> state = PollState(deadline);
     if (!state.ok()) {
@@ -291,18 +355,22 @@ struct NcclCommunicator::Impl {
   }
 
   // Enqueues one operation (`call` makes the NCCL calls) on `s` (nullptr: the
-  // communicator's stream) with `device` current, and finishes it.
+  // communicator's stream) with `device` current, and finishes it, holding
+  // the lock throughout.
   absl::Status Run(
       const char* what, int device, void* s, absl::Duration timeout,
-      absl::FunctionRef<ncclResult_t(ncclComm_t, cudaStream_t)> call) {
+      absl::FunctionRef<ncclResult_t(ncclComm_t, cudaStream_t)> call)
+      ABSL_LOCKS_EXCLUDED(mu) {
     const absl::Time deadline = absl::Now() + timeout;
+    MutexLock lock(&mu);
+    SHOAL_RETURN_IF_ERROR(CheckUsable(what));
     ScopedDevice scoped;
     SHOAL_RETURN_IF_ERROR(scoped.Enter(device));
     return Finish(what, call(comm, StreamOr(s)), deadline, __FILE__, __LINE__);
   }
 
   // Checks for an asynchronous NCCL error without waiting; aborts on one.
-  absl::Status CheckAsync(const char* what) {
+  absl::Status CheckAsync(const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     ncclResult_t state = ncclSuccess;
     const ncclResult_t res = Nccl().CommGetAsyncError(comm, &state);
     if (res != ncclSuccess) state = res;
@@ -312,6 +380,24 @@ struct NcclCommunicator::Impl {
                        "; the communicator was aborted")));
     }
     return absl::OkStatus();
+  }
+
+  // An event for one Synchronize: a free one, or a new one (made on the
+  // current device, which must be the communicator's).
+  absl::StatusOr<cudaEvent_t> TakeEvent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (!free_events.empty()) {
+      cudaEvent_t e = free_events.back();
+      free_events.pop_back();
+      return e;
+    }
+    cudaEvent_t e = nullptr;
+    SHOAL_CUDA_CHECK(Cuda().EventCreateWithFlags(&e, cudaEventDisableTiming));
+    return e;
+  }
+
+  void GiveEvent(cudaEvent_t e) ABSL_LOCKS_EXCLUDED(mu) {
+    MutexLock lock(&mu);
+    free_events.push_back(e);
   }
 };
 
@@ -333,7 +419,7 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     int device, NcclOptions options) {
   const absl::Time deadline = absl::Now() + options.timeout;
   SHOAL_RETURN_IF_ERROR(CheckCreateArgs(comm_name, rank, world, device));
-  SHOAL_CUDA_CHECK(cudaSetDevice(device));
+  SHOAL_CUDA_CHECK(Cuda().SetDevice(device));
 
   // The unique id: made here for one rank, else through the KV store.
   const std::string key = options.key_prefix + comm_name;
@@ -345,35 +431,37 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
       new NcclCommunicator(rank, world, device, std::move(options)));
   Impl& impl = *c->impl_;
 
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
-  config.commName = comm_name.c_str();
-  const ncclResult_t res =
-      Nccl().CommInitRankConfig(&impl.comm, world, *id, rank, &config);
-  if (impl.comm == nullptr) {
-    return NcclStatus(res == ncclSuccess ? ncclInternalError : res,
-                      "ncclCommInitRankConfig", __FILE__, __LINE__);
-  }
-  absl::Status s =
-      impl.Finish("ncclCommInitRankConfig", res, deadline, __FILE__, __LINE__);
-  if (!s.ok()) {
-    if (!c->aborted()) impl.Abort(s).IgnoreError();
-    if (s.code() == absl::StatusCode::kDeadlineExceeded) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("NcclCommunicator::Create: '", comm_name, "' (rank ",
-                       rank, " of ", world, ") did not initialise within ",
-                       absl::FormatDuration(c->options_.timeout),
-                       " (did every rank call Create?)"));
+  {
+    // No other thread sees `c` yet; the lock is for the annotations.
+    MutexLock lock(&impl.mu);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    config.commName = comm_name.c_str();
+    const ncclResult_t res =
+        Nccl().CommInitRankConfig(&impl.comm, world, *id, rank, &config);
+    if (impl.comm == nullptr) {
+      return NcclStatus(res == ncclSuccess ? ncclInternalError : res,
+                        "ncclCommInitRankConfig", __FILE__, __LINE__);
     }
-    return s;
+    absl::Status s = impl.Finish("ncclCommInitRankConfig", res, deadline,
+                                 __FILE__, __LINE__);
+    if (!s.ok()) {
+      if (!c->aborted()) impl.Abort(s).IgnoreError();
+      if (s.code() == absl::StatusCode::kDeadlineExceeded) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("NcclCommunicator::Create: '", comm_name, "' (rank ",
+                         rank, " of ", world, ") did not initialise within ",
+                         absl::FormatDuration(c->options_.timeout),
+                         " (did every rank call Create?)"));
+      }
+      return s;
+    }
   }
   // Every rank joined, so every rank read the id: clean up.
   if (rank == 0 && world > 1) rendezvous.Delete(key).IgnoreError();
 
   SHOAL_CUDA_CHECK(
-      cudaStreamCreateWithFlags(&impl.stream, cudaStreamNonBlocking));
-  SHOAL_CUDA_CHECK(
-      cudaEventCreateWithFlags(&impl.event, cudaEventDisableTiming));
+      Cuda().StreamCreateWithFlags(&impl.stream, cudaStreamNonBlocking));
   return c;
 }
 
@@ -381,6 +469,7 @@ NcclCommunicator::~NcclCommunicator() {
   if (impl_ == nullptr) return;
   ScopedDevice device;
   device.Enter(device_).IgnoreError();
+  MutexLock lock(&impl_->mu);
   if (impl_->comm != nullptr && !aborted()) {
     const absl::Time deadline = absl::Now() + options_.timeout;
     absl::Status s =
@@ -396,8 +485,9 @@ NcclCommunicator::~NcclCommunicator() {
     Nccl().CommAbort(impl_->comm);
     impl_->comm = nullptr;
   }
-  if (impl_->event != nullptr) cudaEventDestroy(impl_->event);
-  if (impl_->stream != nullptr) cudaStreamDestroy(impl_->stream);
+  for (cudaEvent_t e : impl_->free_events) Cuda().EventDestroy(e);
+  impl_->free_events.clear();
+  if (impl_->stream != nullptr) Cuda().StreamDestroy(impl_->stream);
 }
 
 void* NcclCommunicator::stream() const { return impl_->stream; }
@@ -407,7 +497,7 @@ absl::Status NcclCommunicator::AllReduce(const void* in, void* out,
                                          collectives::ReduceOp op,
                                          void* stream) {
   constexpr const char* kWhat = "NcclCommunicator::AllReduce";
-  SHOAL_RETURN_IF_ERROR(impl_->CheckUsable(kWhat));
+  SHOAL_RETURN_IF_ERROR(impl_->CheckUsableNow(kWhat));
   SHOAL_ASSIGN_OR_RETURN(const ncclDataType_t type, ToNccl(kWhat, dtype));
   SHOAL_ASSIGN_OR_RETURN(const ncclRedOp_t red, ToNccl(kWhat, op));
   SHOAL_RETURN_IF_ERROR(CheckBuffer(kWhat, "in", in, count));
@@ -423,7 +513,7 @@ absl::Status NcclCommunicator::Broadcast(const void* in, void* out,
                                          int64_t count, DType dtype, int root,
                                          void* stream) {
   constexpr const char* kWhat = "NcclCommunicator::Broadcast";
-  SHOAL_RETURN_IF_ERROR(impl_->CheckUsable(kWhat));
+  SHOAL_RETURN_IF_ERROR(impl_->CheckUsableNow(kWhat));
   SHOAL_ASSIGN_OR_RETURN(const ncclDataType_t type, ToNccl(kWhat, dtype));
   SHOAL_RETURN_IF_ERROR(CheckRank(kWhat, "root", root, size_));
   if (rank_ == root) SHOAL_RETURN_IF_ERROR(CheckBuffer(kWhat, "in", in, count));
@@ -439,7 +529,7 @@ absl::Status NcclCommunicator::Reduce(const void* in, void* out, int64_t count,
                                       DType dtype, collectives::ReduceOp op,
                                       int root, void* stream) {
   constexpr const char* kWhat = "NcclCommunicator::Reduce";
-  SHOAL_RETURN_IF_ERROR(impl_->CheckUsable(kWhat));
+  SHOAL_RETURN_IF_ERROR(impl_->CheckUsableNow(kWhat));
   SHOAL_ASSIGN_OR_RETURN(const ncclDataType_t type, ToNccl(kWhat, dtype));
   SHOAL_ASSIGN_OR_RETURN(const ncclRedOp_t red, ToNccl(kWhat, op));
   SHOAL_RETURN_IF_ERROR(CheckRank(kWhat, "root", root, size_));
@@ -458,7 +548,7 @@ absl::Status NcclCommunicator::AllGather(const void* in, void* out,
                                          int64_t count_per_rank, DType dtype,
                                          void* stream) {
   constexpr const char* kWhat = "NcclCommunicator::AllGather";
-  SHOAL_RETURN_IF_ERROR(impl_->CheckUsable(kWhat));
+  SHOAL_RETURN_IF_ERROR(impl_->CheckUsableNow(kWhat));
   SHOAL_ASSIGN_OR_RETURN(const ncclDataType_t type, ToNccl(kWhat, dtype));
   SHOAL_RETURN_IF_ERROR(CheckBuffer(kWhat, "in", in, count_per_rank));
   SHOAL_RETURN_IF_ERROR(CheckBuffer(kWhat, "out", out, count_per_rank));
@@ -475,7 +565,7 @@ absl::Status NcclCommunicator::ReduceScatter(const void* in, void* out,
                                              collectives::ReduceOp op,
                                              void* stream) {
   constexpr const char* kWhat = "NcclCommunicator::ReduceScatter";
-  SHOAL_RETURN_IF_ERROR(impl_->CheckUsable(kWhat));
+  SHOAL_RETURN_IF_ERROR(impl_->CheckUsableNow(kWhat));
   SHOAL_ASSIGN_OR_RETURN(const ncclDataType_t type, ToNccl(kWhat, dtype));
   SHOAL_ASSIGN_OR_RETURN(const ncclRedOp_t red, ToNccl(kWhat, op));
   SHOAL_RETURN_IF_ERROR(CheckBuffer(kWhat, "in", in, count_per_rank));
@@ -491,7 +581,7 @@ absl::Status NcclCommunicator::AllToAll(const void* in, void* out,
                                         int64_t count_per_rank, DType dtype,
                                         void* stream) {
   constexpr const char* kWhat = "NcclCommunicator::AllToAll";
-  SHOAL_RETURN_IF_ERROR(impl_->CheckUsable(kWhat));
+  SHOAL_RETURN_IF_ERROR(impl_->CheckUsableNow(kWhat));
   SHOAL_ASSIGN_OR_RETURN(const ncclDataType_t type, ToNccl(kWhat, dtype));
   SHOAL_RETURN_IF_ERROR(CheckBuffer(kWhat, "in", in, count_per_rank));
   SHOAL_RETURN_IF_ERROR(CheckBuffer(kWhat, "out", out, count_per_rank));
@@ -527,7 +617,7 @@ absl::Status NcclCommunicator::AllToAll(const void* in, void* out,
 absl::Status NcclCommunicator::Send(const void* buf, int64_t count, DType dtype,
                                     int peer, void* stream) {
   constexpr const char* kWhat = "NcclCommunicator::Send";
-  SHOAL_RETURN_IF_ERROR(impl_->CheckUsable(kWhat));
+  SHOAL_RETURN_IF_ERROR(impl_->CheckUsableNow(kWhat));
   SHOAL_ASSIGN_OR_RETURN(const ncclDataType_t type, ToNccl(kWhat, dtype));
   SHOAL_RETURN_IF_ERROR(CheckRank(kWhat, "peer", peer, size_));
   SHOAL_RETURN_IF_ERROR(CheckBuffer(kWhat, "buf", buf, count));
@@ -540,7 +630,7 @@ absl::Status NcclCommunicator::Send(const void* buf, int64_t count, DType dtype,
 absl::Status NcclCommunicator::Recv(void* buf, int64_t count, DType dtype,
                                     int peer, void* stream) {
   constexpr const char* kWhat = "NcclCommunicator::Recv";
-  SHOAL_RETURN_IF_ERROR(impl_->CheckUsable(kWhat));
+  SHOAL_RETURN_IF_ERROR(impl_->CheckUsableNow(kWhat));
   SHOAL_ASSIGN_OR_RETURN(const ncclDataType_t type, ToNccl(kWhat, dtype));
   SHOAL_RETURN_IF_ERROR(CheckRank(kWhat, "peer", peer, size_));
   SHOAL_RETURN_IF_ERROR(CheckBuffer(kWhat, "buf", buf, count));
@@ -553,24 +643,49 @@ absl::Status NcclCommunicator::Recv(void* buf, int64_t count, DType dtype,
 absl::Status NcclCommunicator::Synchronize(
     void* stream, std::optional<absl::Duration> timeout) {
   constexpr const char* kWhat = "NcclCommunicator::Synchronize";
-  SHOAL_RETURN_IF_ERROR(impl_->CheckUsable(kWhat));
   const absl::Duration limit = timeout.value_or(options_.timeout);
   const absl::Time deadline = absl::Now() + limit;
   ScopedDevice device;
-  SHOAL_RETURN_IF_ERROR(device.Enter(device_));
-  // An event marks "everything enqueued so far": work enqueued on the stream
-  // by others while this waits does not extend the wait.
-  SHOAL_CUDA_CHECK(cudaEventRecord(impl_->event, impl_->StreamOr(stream)));
+  cudaEvent_t event = nullptr;
+  {
+    MutexLock lock(&impl_->mu);
+    SHOAL_RETURN_IF_ERROR(impl_->CheckUsable(kWhat));
+    SHOAL_RETURN_IF_ERROR(device.Enter(device_));
+    SHOAL_ASSIGN_OR_RETURN(event, impl_->TakeEvent());
+    // This call's own event marks "everything enqueued on the stream so
+    // far": work enqueued later, by this thread or another, and other
+    // threads' Synchronize calls do not move it.
+    const cudaError_t err = Cuda().EventRecord(event, impl_->StreamOr(stream));
+    if (err != cudaSuccess) {
+      impl_->free_events.push_back(event);
+      return CudaStatus(err, "cudaEventRecord", __FILE__, __LINE__);
+    }
+  }
+  absl::Status result = WaitForEvent(kWhat, event, deadline, limit);
+  impl_->GiveEvent(event);
+  return result;
+}
+
+absl::Status NcclCommunicator::WaitForEvent(const char* what, void* e,
+                                            absl::Time deadline,
+                                            absl::Duration limit) {
+  const auto event = static_cast<cudaEvent_t>(e);
   for (int i = 0;; ++i) {
-    SHOAL_RETURN_IF_ERROR(impl_->CheckAsync(kWhat));
-    const cudaError_t q = cudaEventQuery(impl_->event);
+    {
+      // Another thread's abort, or NCCL's asynchronous error, ends the wait.
+      MutexLock lock(&impl_->mu);
+      SHOAL_RETURN_IF_ERROR(impl_->CheckUsable(what));
+      SHOAL_RETURN_IF_ERROR(impl_->CheckAsync(what));
+    }
+    const cudaError_t q = Cuda().EventQuery(event);
     if (q == cudaSuccess) return absl::OkStatus();
     if (q != cudaErrorNotReady) {
-      return impl_->Abort(CudaStatus(q, "cudaEventQuery", __FILE__, __LINE__));
+      return impl_->AbortNow(
+          CudaStatus(q, "cudaEventQuery", __FILE__, __LINE__));
     }
     if (absl::Now() >= deadline) {
-      return impl_->Abort(absl::DeadlineExceededError(absl::StrCat(
-          kWhat, ": the operations on the stream did not finish within ",
+      return impl_->AbortNow(absl::DeadlineExceededError(absl::StrCat(
+          what, ": the operations on the stream did not finish within ",
           absl::FormatDuration(limit),
           " (a rank missing from a collective?); the NCCL communicator "
           "was aborted")));
@@ -581,14 +696,19 @@ absl::Status NcclCommunicator::Synchronize(
 
 absl::StatusOr<bool> NcclCommunicator::Test(void* stream) {
   constexpr const char* kWhat = "NcclCommunicator::Test";
-  SHOAL_RETURN_IF_ERROR(impl_->CheckUsable(kWhat));
-  ScopedDevice device;
-  SHOAL_RETURN_IF_ERROR(device.Enter(device_));
-  SHOAL_RETURN_IF_ERROR(impl_->CheckAsync(kWhat));
-  const cudaError_t q = cudaStreamQuery(impl_->StreamOr(stream));
+  {
+    MutexLock lock(&impl_->mu);
+    SHOAL_RETURN_IF_ERROR(impl_->CheckUsable(kWhat));
+    SHOAL_RETURN_IF_ERROR(impl_->CheckAsync(kWhat));
+  }
+  const cudaError_t q = Cuda().StreamQuery(impl_->StreamOr(stream));
   if (q == cudaSuccess) return true;
   if (q == cudaErrorNotReady) return false;
-  return impl_->Abort(CudaStatus(q, "cudaStreamQuery", __FILE__, __LINE__));
+  return impl_->AbortNow(CudaStatus(q, "cudaStreamQuery", __FILE__, __LINE__));
+}
+
+void SetNcclHooksForTesting(const NcclTestingHooks* hooks) {
+  testing_hooks.store(hooks, std::memory_order_release);
 }
 
 }  // namespace shoal::collectives
