@@ -141,10 +141,11 @@ absl::Status FakeCudaIpc::StreamWaitEvent(int, void*, void*) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<void*> FakeCudaIpc::MarkStream(int, void*) {
+absl::StatusOr<void*> FakeCudaIpc::MarkStream(int, void* stream) {
   MutexLock lock(&mu_);
   auto e = std::make_unique<Event>();
-  e->done = !busy_;
+  e->done = !busy_ && !busy_streams_.contains(stream);
+  e->stream = stream;
   marks_.push_back(std::move(e));
   return static_cast<void*>(marks_.back().get());
 }
@@ -176,7 +177,22 @@ void FakeCudaIpc::SetStreamsBusy(bool busy) {
   MutexLock lock(&mu_);
   busy_ = busy;
   if (!busy) {
-    for (auto& m : marks_) m->done = true;
+    for (auto& m : marks_) {
+      if (!busy_streams_.contains(m->stream)) m->done = true;
+    }
+  }
+}
+
+void FakeCudaIpc::SetStreamBusy(void* stream, bool busy) {
+  MutexLock lock(&mu_);
+  if (busy) {
+    busy_streams_.insert(stream);
+    return;
+  }
+  busy_streams_.erase(stream);
+  if (busy_) return;
+  for (auto& m : marks_) {
+    if (m->stream == stream) m->done = true;
   }
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "base/mutex.h"
@@ -61,6 +62,8 @@ class FakeCudaIpc : public CudaIpc {
   // While busy, stream marks made from now on stay unfinished (until the
   // streams are idle again, or WaitEvent waits on one).
   void SetStreamsBusy(bool busy) ABSL_LOCKS_EXCLUDED(mu_);
+  // The same for one stream alone (nullptr: the legacy default stream).
+  void SetStreamBusy(void* stream, bool busy) ABSL_LOCKS_EXCLUDED(mu_);
   // Live Allocate()s, and their total size.
   int allocations() const ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t allocated_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -84,6 +87,7 @@ class FakeCudaIpc : public CudaIpc {
   struct Event {
     bool interprocess = false;
     bool done = true;
+    void* stream = nullptr;  // a stream mark's stream
   };
 
   mutable Mutex mu_;
@@ -94,6 +98,7 @@ class FakeCudaIpc : public CudaIpc {
   std::map<uint64_t, std::unique_ptr<Event>> events_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Event>> marks_ ABSL_GUARDED_BY(mu_);
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<void*> busy_streams_ ABSL_GUARDED_BY(mu_);
   int mem_opens_ ABSL_GUARDED_BY(mu_) = 0;
   int mem_closes_ ABSL_GUARDED_BY(mu_) = 0;
   int events_created_ ABSL_GUARDED_BY(mu_) = 0;

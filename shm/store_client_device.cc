@@ -1,7 +1,13 @@
 // StoreClient's device objects: creating one (the service allocates, this
 // process maps), sealing (recording its event), getting (mapping, waiting on
-// the event), and releasing (deferred until this process's work on it ends).
+// the event), and releasing (deferred until this process's work on it ends,
+// on every stream that used it).
+#include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <functional>
+#include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
@@ -9,6 +15,36 @@
 #include "shm/store_client_impl.h"
 
 namespace shoal::shm {
+namespace {
+
+// Adds `stream` to `streams` (once).
+void AddStream(std::vector<void*>& streams, void* stream) {
+  if (std::find(streams.begin(), streams.end(), stream) == streams.end()) {
+    streams.push_back(stream);
+  }
+}
+
+// Runs `release` once the work queued so far on every stream of `streams`
+// (none: the legacy default stream) has finished: one deferred release per
+// stream, the last of which to run calls it.
+void DeferUntilEveryStream(DeviceClient& dev, const CudaLocation& loc,
+                           const std::vector<void*>& streams,
+                           std::function<void()> release) {
+  if (streams.size() <= 1) {
+    dev.DeferRelease(loc, streams.empty() ? nullptr : streams.front(),
+                     std::move(release));
+    return;
+  }
+  auto left = std::make_shared<std::atomic<size_t>>(streams.size());
+  auto last = std::make_shared<std::function<void()>>(std::move(release));
+  for (void* stream : streams) {
+    dev.DeferRelease(loc, stream, [left, last] {
+      if (left->fetch_sub(1, std::memory_order_acq_rel) == 1) (*last)();
+    });
+  }
+}
+
+}  // namespace
 
 DeviceClient& StoreClient::Impl::device() {
   if (!device_made_.load(std::memory_order_acquire)) {
@@ -49,7 +85,7 @@ absl::Status StoreClient::Impl::FinishDeviceView(uint32_t entry, void* stream,
   DeviceHold& h = holds_[view->id];
   h.loc = loc;
   ++h.count;
-  h.stream = stream;
+  AddStream(h.streams, stream);
   return absl::OkStatus();
 }
 
@@ -82,7 +118,7 @@ absl::StatusOr<MutableObjectBuffer> StoreClient::Impl::CreateDevice(
     DeviceHold& h = holds_[id];
     h.loc = loc;
     h.count = 1;
-    h.stream = nullptr;
+    h.streams.clear();
   }
   return MutableObjectBuffer{id, m->data, nbytes, meta};
 }
@@ -94,24 +130,24 @@ absl::Status StoreClient::Impl::SealDevice(const ObjectId& id, void* stream) {
     auto it = holds_.find(id);
     if (it == holds_.end()) return absl::OkStatus();
     loc = it->second.loc;
-    it->second.stream = stream;
+    AddStream(it->second.streams, stream);
   }
   return device().RecordWritten(loc, stream);
 }
 
 absl::Status StoreClient::Impl::ReleaseDevice(const ObjectId& id) {
   CudaLocation loc;
-  void* stream = nullptr;
+  std::vector<void*> streams;
   {
     MutexLock lock(&device_mu_);
     auto it = holds_.find(id);
     if (it == holds_.end()) return ReleaseNow(id);
     loc = it->second.loc;
-    stream = it->second.stream;
+    streams = it->second.streams;
     if (--it->second.count == 0) holds_.erase(it);
   }
   DeviceClient& dev = device();
-  dev.DeferRelease(loc, stream, [this, id, loc] {
+  DeferUntilEveryStream(dev, loc, streams, [this, id, loc] {
     absl::Status s = ReleaseNow(id);
     if (!s.ok()) {
       SHOAL_LOG(WARNING, "store: deferred release of %s: %s", id.ToHex(),
@@ -125,7 +161,7 @@ absl::Status StoreClient::Impl::ReleaseDevice(const ObjectId& id) {
 
 absl::Status StoreClient::Impl::AbortDevice(const ObjectId& id) {
   CudaLocation loc;
-  void* stream = nullptr;
+  std::vector<void*> streams;
   {
     MutexLock lock(&device_mu_);
     auto it = holds_.find(id);
@@ -134,12 +170,12 @@ absl::Status StoreClient::Impl::AbortDevice(const ObjectId& id) {
           .status();
     }
     loc = it->second.loc;
-    stream = it->second.stream;
+    streams = it->second.streams;
   }
   // The producer's writes may still be running: the block is freed at once
   // by the service, so wait for them first.
   DeviceClient& dev = device();
-  dev.DeferRelease(loc, stream, [] {});
+  DeferUntilEveryStream(dev, loc, streams, [] {});
   dev.Collect(/*wait=*/true);
   absl::Status s =
       Call<ipc::OkReply>(ipc::AbortRequest{id}, options_.rpc_timeout).status();
@@ -155,18 +191,19 @@ absl::Status StoreClient::Impl::AbortDevice(const ObjectId& id) {
 
 void StoreClient::Impl::TransferredDevice(const ObjectId& id) {
   CudaLocation loc;
-  void* stream = nullptr;
+  std::vector<void*> streams;
   {
     MutexLock lock(&device_mu_);
     auto it = holds_.find(id);
     if (it == holds_.end()) return;
     loc = it->second.loc;
-    stream = it->second.stream;
+    streams = it->second.streams;
     if (--it->second.count == 0) holds_.erase(it);
   }
   // The reference went to the other client already; only this process's
   // mapping waits for its work on the object.
-  device().DeferRelease(loc, stream, [this, loc] { device().Unuse(loc); });
+  DeferUntilEveryStream(device(), loc, streams,
+                        [this, loc] { device().Unuse(loc); });
   device().Collect(/*wait=*/false);
 }
 

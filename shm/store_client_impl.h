@@ -54,8 +54,10 @@ class StoreClient::Impl {
   // ---- device objects (store_client_device.cc) ----
   struct DeviceHold {
     CudaLocation loc;
-    int count = 0;           // references this client holds
-    void* stream = nullptr;  // the stream of the last Get / Seal
+    int count = 0;  // references this client holds
+    // Every stream a Get or the Seal of these references used (none: the
+    // legacy default stream); a release waits for the work on all of them.
+    std::vector<void*> streams;
   };
   DeviceClient& device() ABSL_LOCKS_EXCLUDED(device_mu_);
   // Whether device releases wait to be collected (cheap; no lock).
@@ -77,7 +79,8 @@ class StoreClient::Impl {
       ABSL_LOCKS_EXCLUDED(device_mu_);
   absl::Status SealDevice(const ObjectId& id, void* stream)
       ABSL_LOCKS_EXCLUDED(device_mu_);
-  // Releases one device reference, deferred until its stream's work is done.
+  // Releases one device reference, deferred until the work on every stream
+  // that used it is done.
   absl::Status ReleaseDevice(const ObjectId& id)
       ABSL_LOCKS_EXCLUDED(device_mu_);
   absl::Status AbortDevice(const ObjectId& id) ABSL_LOCKS_EXCLUDED(device_mu_);

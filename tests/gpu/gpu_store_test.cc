@@ -61,8 +61,10 @@ class GpuStoreTest : public ::testing::Test {
       GTEST_SKIP() << "no GPU: neither /proc/driver/nvidia/gpus nor "
                       "/dev/nvidia<N> shows one on this machine";
     }
+    // The objects live in device memory; the /dev/shm segment holds only
+    // the table and the clients' slots.
     auto store = testing::StoreProcess::Start(
-        256 << 20, {"--device-bytes", "2G", "--device-chunk-bytes", "256M"});
+        64 << 20, {"--device-bytes", "2G", "--device-chunk-bytes", "256M"});
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
     producer_ = Helper::Start(store_->endpoint());
