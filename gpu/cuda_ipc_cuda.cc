@@ -10,6 +10,7 @@
 #include "base/status_macros.h"
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_ipc.h"
+#include "gpu/gpu_info.h"
 
 namespace shoal::gpu {
 namespace {
@@ -61,16 +62,8 @@ class RealCudaIpc : public CudaIpc {
     if (previous >= 0) cudaSetDevice(previous);
   }
 
-  absl::StatusOr<int> DeviceCount() override {
-    int n = 0;
-    const cudaError_t err = cudaGetDeviceCount(&n);
-    if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver) {
-      cudaGetLastError();
-      return 0;
-    }
-    SHOAL_CUDA_CHECK(err);
-    return n;
-  }
+  // CudaDeviceCount: a driver older than the runtime is an error, not 0.
+  absl::StatusOr<int> DeviceCount() override { return CudaDeviceCount(); }
 
   absl::StatusOr<GpuUuid> DeviceUuid(int ordinal) override {
     SHOAL_ASSIGN_OR_RETURN(int n, DeviceCount());

@@ -9,10 +9,13 @@
 
 namespace shoal::gpu {
 
-// The CUDA device whose memory `ptr` points into, or -1 for host memory (and
-// always -1 in a build without CUDA, or on a machine where DriverGpuCount()
-// finds no GPU — then CUDA is never initialised). With GPUs present the first
-// call initialises the CUDA runtime in this process.
+// The CUDA device whose memory `ptr` points into, or -1 for host memory.
+// Never loads or initialises CUDA and never creates a context: always -1 in
+// a build without CUDA, on a machine where DriverGpuCount() finds no GPU, and
+// in a process that has not loaded the CUDA driver (a CPU-only rank, which
+// can hold no device pointer); otherwise the loaded driver's
+// cuPointerGetAttributes answers (it needs no current context). Costs about
+// 20 ns in a process without the driver.
 int DeviceOfPointer(const void* ptr);
 
 // OK when every non-null pointer in `ptrs` is host memory (DeviceOfPointer <

@@ -42,10 +42,29 @@ BuildInfo GetBuildInfo();
 absl::Status BuiltWithoutCuda(const char* what);
 
 // Number of GPUs the CUDA runtime sees in this process (after
-// CUDA_VISIBLE_DEVICES). 0 when there is no GPU or no driver (both
-// cudaErrorNoDevice and cudaErrorInsufficientDriver mean "no GPU" here).
-// Initialises CUDA in this process. Errors: FailedPrecondition without CUDA.
+// CUDA_VISIBLE_DEVICES). 0 when there is no GPU, or no NVIDIA driver at all
+// where the driver's /proc and /dev entries (DriverGpuCount) list no GPU
+// either. Loads the driver (cuInit) but creates no context.
+// Errors: FailedPrecondition without CUDA; FailedPrecondition for a driver
+// older than the CUDA runtime shoal was built with (naming both CUDA
+// versions: not "no GPU"), or for GPUs the driver lists whose driver library
+// (libcuda.so.1) CUDA cannot load; the CUDA error otherwise.
 absl::StatusOr<int> CudaDeviceCount();
+
+// How cudaGetDeviceCount ended, for DeviceCountFrom.
+enum class CudaCountOutcome { kSuccess, kNoDevice, kInsufficientDriver };
+
+// CudaDeviceCount's answer from what CUDA said: `count` on success; for
+// cudaErrorNoDevice 0; for cudaErrorInsufficientDriver 0 when there is no
+// driver at all (`driver_version` 0, cudaDriverGetVersion's answer then)
+// and `driver_gpus` (DriverGpuCount()) is 0. Versions are CUDA's encoding,
+// 1000 * major + 10 * minor (13000 is 13.0).
+// Errors: FailedPrecondition naming the driver's and the runtime's CUDA
+// versions for a driver older than the runtime; FailedPrecondition naming
+// libcuda.so.1 when `driver_gpus` > 0 but no driver library loaded.
+absl::StatusOr<int> DeviceCountFrom(CudaCountOutcome outcome, int count,
+                                    int driver_version, int runtime_version,
+                                    int driver_gpus);
 
 }  // namespace shoal::gpu
 

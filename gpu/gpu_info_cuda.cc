@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpu/cuda_check.h"
+#include "gpu/device_visibility.h"
 #include "gpu/gpu_info.h"
 #include "gpu/nccl_api.h"
 
@@ -68,12 +69,24 @@ BuildInfo GetBuildInfo() {
 absl::StatusOr<int> CudaDeviceCount() {
   int n = 0;
   const cudaError_t err = cudaGetDeviceCount(&n);
-  if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver) {
-    cudaGetLastError();  // clear the sticky error
-    return 0;
+  CudaCountOutcome outcome = CudaCountOutcome::kSuccess;
+  if (err == cudaErrorNoDevice) {
+    outcome = CudaCountOutcome::kNoDevice;
+  } else if (err == cudaErrorInsufficientDriver) {
+    outcome = CudaCountOutcome::kInsufficientDriver;
+  } else {
+    SHOAL_CUDA_CHECK(err);
   }
-  SHOAL_CUDA_CHECK(err);
-  return n;
+  if (err != cudaSuccess) cudaGetLastError();  // clear the error
+  int driver = 0;
+  if (outcome == CudaCountOutcome::kInsufficientDriver &&
+      cudaDriverGetVersion(&driver) != cudaSuccess) {
+    cudaGetLastError();
+    driver = 0;
+  }
+  return DeviceCountFrom(
+      outcome, n, driver, CUDART_VERSION,
+      outcome == CudaCountOutcome::kInsufficientDriver ? DriverGpuCount() : 0);
 }
 
 }  // namespace shoal::gpu

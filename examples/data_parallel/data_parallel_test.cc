@@ -207,7 +207,17 @@ TEST(DataParallelDataTest, TheDataSetLivesInTheNodesStore) {
       << big.err;
 }
 
-bool HaveGpu() { return gpu::GetBuildInfo().cuda && gpu::DriverGpuCount() > 0; }
+// GPUs CUDA sees under this process's CUDA_VISIBLE_DEVICES (one rank each
+// with --nproc-per-node gpu), not the driver's whole list; 0 without CUDA or
+// a GPU. A driver CUDA cannot use fails the test.
+int VisibleGpus() {
+  if (!gpu::GetBuildInfo().cuda || gpu::DriverGpuCount() == 0) return 0;
+  absl::StatusOr<int> n = gpu::CudaDeviceCount();
+  EXPECT_TRUE(n.ok()) << n.status();
+  return n.ok() ? *n : 0;
+}
+
+bool HaveGpu() { return VisibleGpus() > 0; }
 
 // With no --device flag the binary takes a GPU when one is there (each rank
 // its own) and the CPU otherwise, and says why.
@@ -244,8 +254,8 @@ TEST(DataParallelDeviceTest, ForcingAMissingGpuIsAClearError) {
 // With a GPU: one rank per GPU through NCCL against the CPU path's curve.
 TEST(DataParallelDeviceTest, GpuPathFollowsTheCpuLossCurve) {
   if (!gpu::GetBuildInfo().cuda) GTEST_SKIP() << "built without CUDA";
-  const int gpus = gpu::DriverGpuCount();
-  if (gpus == 0) GTEST_SKIP() << "no GPU on this machine";
+  const int gpus = VisibleGpus();
+  if (gpus == 0) GTEST_SKIP() << "no GPU visible to CUDA on this machine";
   Result cpu = Launch("1", {"--batch", absl::StrCat(32 * gpus), "--device",
                             "cpu", "--csv", Csv("cpu_ref")});
   ASSERT_EQ(cpu.code, 0) << cpu.err;

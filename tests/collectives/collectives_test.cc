@@ -78,9 +78,15 @@ TEST_P(CollectivesTest, MismatchedCountsAreReportedByEveryRank) {
 // (the path is compiled and linked all the same).
 TEST(CollectivesGpuTest, DeviceBuffersGoThroughNccl) {
   if (!gpu::GetBuildInfo().cuda) GTEST_SKIP() << "shoal was built without CUDA";
-  const int gpus = gpu::DriverGpuCount();
-  if (gpus == 0)
+  if (gpu::DriverGpuCount() == 0)
     GTEST_SKIP() << "no GPU on this machine: the NCCL path needs one";
+  // One rank per GPU that CUDA sees under CUDA_VISIBLE_DEVICES (what
+  // --nproc-per-node gpu starts), not per GPU the driver lists.
+  absl::StatusOr<int> visible = gpu::CudaDeviceCount();
+  ASSERT_TRUE(visible.ok()) << visible.status();
+  const int gpus = *visible;
+  if (gpus == 0)
+    GTEST_SKIP() << "no GPU visible to CUDA here (CUDA_VISIBLE_DEVICES)";
   Result r = Launch("gpu", "gpu");
   EXPECT_EQ(r.code, 0) << r.OutText() << r.err;
   int ok = 0;
