@@ -3,12 +3,14 @@
 // taken per repetition as the mean over -n back-to-back operations (NCCL:
 // enqueued, then one wait), the slowest rank's counts, and the reported time
 // is the median over --reps repetitions (this machine is noisy).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -385,8 +387,11 @@ class Harness {
     }
     std::vector<double> w = {static_cast<double>(wrong)};
     collectives::CallOptions host_call;
-    (void)comm_.AllReduce(w.data(), w.data(), 1, DType::kF64,
-                          collectives::ReduceOp::kSum, host_call);
+    // Every rank learns the sum, and so the run's exit status; a count that
+    // could not be summed is an error, not a pass.
+    SHOAL_RETURN_IF_ERROR(comm_.AllReduce(w.data(), w.data(), 1, DType::kF64,
+                                          collectives::ReduceOp::kSum,
+                                          host_call));
     return static_cast<int64_t>(w[0]);
   }
 
@@ -495,9 +500,19 @@ int CollectiveBenchRank(const CollectiveBenchConfig& c, bool json,
   double bus_sum = 0;
   int measured = 0;
   int64_t wrong = 0;
+  std::string wrong_sizes;  // "4096 (3), ..." where results were wrong
   for (uint64_t bytes : GeometricSizes(c.min_bytes, c.max_bytes, c.factor)) {
     absl::StatusOr<CollectiveRow> row = h.Measure(bytes);
     if (!row.ok()) return cli::Fail(row.status());
+    // Counted on every rank (the counts are summed over ranks): each exits
+    // non-zero on a wrong result, not only the one that prints.
+    const int64_t row_wrong = std::max<int64_t>(0, row->oop_wrong) +
+                              std::max<int64_t>(0, row->ip_wrong);
+    if (row_wrong > 0) {
+      absl::StrAppend(&wrong_sizes, wrong_sizes.empty() ? "" : ", ", row->bytes,
+                      " B (", row_wrong, ")");
+    }
+    wrong += row_wrong;
     if (!lead) continue;
     const std::string j = RowToJson(*row, c, n);
     if (rows.is_open()) rows << j << "\n" << std::flush;
@@ -509,8 +524,6 @@ int CollectiveBenchRank(const CollectiveBenchConfig& c, bool json,
     std::fflush(stdout);
     bus_sum += row->bytes / (row->oop_us * 1e3) * BusFactor(c.coll, n);
     ++measured;
-    wrong += std::max<int64_t>(0, row->oop_wrong) +
-             std::max<int64_t>(0, row->ip_wrong);
   }
   if (lead && !json) {
     std::printf("# Out of bounds values : %lld %s\n",
@@ -518,7 +531,14 @@ int CollectiveBenchRank(const CollectiveBenchConfig& c, bool json,
     std::printf("# Avg bus bandwidth    : %.3f\n#\n",
                 measured ? bus_sum / measured : 0.0);
   }
-  return wrong == 0 ? 0 : 1;
+  if (wrong == 0) return 0;
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "shoal bench collective: rank %d: FAILED: %lld wrong "
+               "element(s), summed over ranks: %s\n",
+               (*comm)->rank(), static_cast<long long>(wrong),
+               wrong_sizes.c_str());
+  return 1;
 }
 
 }  // namespace shoal::bench

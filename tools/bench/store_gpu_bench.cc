@@ -13,6 +13,8 @@
 //   local GB/s      the same copy between the consumer's own buffers
 //   read/local      the ratio the target is stated in (≥ 0.9)
 //   #wrong          iterations whose checksum differed
+// Exit status 1 when any iteration read wrong data (after the table), so a
+// run that measured garbage never passes.
 #include <signal.h>
 #include <unistd.h>
 
@@ -186,6 +188,24 @@ absl::Status RunGpuSize(Subprocess& producer, Subprocess& consumer,
 
 double GBps(uint64_t bytes, double s) { return s > 0 ? bytes / s / 1e9 : 0; }
 
+// 0 when every iteration read what was put; else 1, saying how many did not.
+int ExitStatusOfWrong(const std::vector<GpuRow>& rows) {
+  int wrong = 0;
+  std::string where;
+  for (const GpuRow& r : rows) {
+    if (r.wrong == 0) continue;
+    wrong += r.wrong;
+    absl::StrAppend(&where, where.empty() ? "" : ", ", r.wrong, " at ",
+                    cli::FormatBytes(r.size));
+  }
+  if (wrong == 0) return 0;
+  std::fprintf(stderr,
+               "shoal bench store --device cuda: FAILED: %d iteration(s) read "
+               "other bytes than the producer put (%s)\n",
+               wrong, where.c_str());
+  return 1;
+}
+
 }  // namespace
 
 int GpuStoreBenchRole(const std::string& role, const std::string& endpoint) {
@@ -212,9 +232,11 @@ int GpuStoreBench(const std::vector<uint64_t>& sizes, int warmup, int iters,
   SubprocessOptions so;
   so.pipe_stdout = true;
   so.parent_death_signal = SIGTERM;
+  // The objects live in the store's device memory; the /dev/shm segment
+  // holds only the table and the clients' slots.
   absl::StatusOr<Subprocess> store = Subprocess::Start(
       {SelfExePath(), "store", "--job-id", job, "--endpoint", endpoint,
-       "--store-bytes", "256M", "--prefault-ahead", "0"},
+       "--store-bytes", "64M", "--prefault-ahead", "0"},
       so);
   if (!store.ok()) return cli::Fail(store.status());
   if (auto ready = store->ReadLine(absl::Seconds(30)); !ready.ok()) {
@@ -276,7 +298,8 @@ int GpuStoreBench(const std::vector<uint64_t>& sizes, int warmup, int iters,
         iters, warmup);
     std::fputs(t.Render().c_str(), stdout);
   }
-  return 0;
+  std::fflush(stdout);
+  return ExitStatusOfWrong(rows);
 }
 
 }  // namespace shoal::bench
