@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "base/status_macros.h"
 
 namespace shoal {
@@ -72,6 +73,13 @@ absl::StatusOr<int> OpenPidFd(pid_t pid) {
   const long fd = syscall(SYS_pidfd_open, pid, 0);
   if (fd < 0) return SHOAL_ERRNO(absl::StrCat("pidfd_open(", pid, ")"));
   return static_cast<int>(fd);
+}
+
+std::string BootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return std::string(absl::StripAsciiWhitespace(id));
 }
 
 }  // namespace shoal

@@ -23,6 +23,11 @@ bool ProcessIsAlive(pid_t pid, uint64_t start_ticks = 0);
 // Resident set size in bytes (/proc/<pid>/statm), or NotFound.
 absl::StatusOr<uint64_t> ProcessRssBytes(pid_t pid);
 
+// This machine's boot id (/proc/sys/kernel/random/boot_id): the same for
+// every process until the next boot, so two processes that read the same
+// one share a machine (and pid numbers). "" if it cannot be read.
+std::string BootId();
+
 // Opens a pidfd for `pid` (readable when the process exits).
 // Errors: NotFound (no such process), Unimplemented (kernel without pidfd).
 absl::StatusOr<int> OpenPidFd(pid_t pid);

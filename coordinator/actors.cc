@@ -21,8 +21,6 @@
 namespace shoal::coordinator {
 namespace {
 
-ipc::Message Error(const absl::Status& s) { return ipc::ErrorReply{s}; }
-
 constexpr uint32_t kMaxActorNameBytes = 200;
 
 std::string Describe(uint32_t id, const std::string& name) {
@@ -53,33 +51,45 @@ absl::StatusOr<std::vector<int>> Coordinator::Impl::PickActorGpus(
   return out;
 }
 
-ipc::Message Coordinator::Impl::OnActorCreate(
-    const Peer& peer, const ipc::ActorCreateRequest& m) {
+absl::StatusOr<ipc::ActorCreateReply> Coordinator::Impl::CreateActor(
+    const ActorCreator& creator, const ipc::ActorCreateRequest& m) {
   if (m.init_function().empty() || m.init_function().size() > 80 ||
       m.name().size() > kMaxActorNameBytes) {
-    return Error(absl::InvalidArgumentError(
+    return absl::InvalidArgumentError(
         "an actor needs a constructor function name of 1-80 bytes and a "
-        "name of at most 200 bytes"));
+        "name of at most 200 bytes");
   }
-  if (absl::Status ok = CheckFunction(peer, m.init_function()); !ok.ok())
-    return Error(ok);
+  // A detached actor outlives every session: only the owner makes one (it
+  // would otherwise escape its creator's quota).
+  if (m.detached() && !creator.owner) {
+    return absl::PermissionDeniedError(
+        "only the node's owner may create a detached actor");
+  }
+  if (!creator.owner) {
+    uint64_t live = 0;
+    for (const auto& [id, a] : actors_) {
+      live += !a.ended && a.principal == creator.principal;
+    }
+    if (live >= options_.max_actors_per_client) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("this client has ", live,
+                       " actors: over the limit max_actors_per_client = ",
+                       options_.max_actors_per_client, " (kill one first)"));
+    }
+  }
+  // Not detached: it ends with its owner process when that is a local
+  // client of this node, else with the frontend session that made it.
   pid_t owner = 0;
+  uint64_t session = 0;
   if (!m.detached()) {
     for (const auto& [slot, c] : local_clients_) {
       if (c.pid == m.pid() && m.pid() > 0) owner = c.pid;
     }
-    if (owner == 0) {
-      return Error(absl::FailedPreconditionError(absl::StrCat(
-          "pid ", m.pid(),
-          " is not a client on the node's machine: only such a client can "
-          "own an actor (create it detached to have it outlive its creator)")));
-    }
+    if (owner == 0) session = creator.session;
   }
-  absl::StatusOr<std::vector<int>> gpus = PickActorGpus(m.gpus());
-  if (!gpus.ok()) return Error(gpus.status());
-  absl::StatusOr<std::string> visible =
-      gpu::ChildVisibleDevices(node_gpus_, *gpus);
-  if (!visible.ok()) return Error(visible.status());
+  SHOAL_ASSIGN_OR_RETURN(std::vector<int> gpus, PickActorGpus(m.gpus()));
+  SHOAL_ASSIGN_OR_RETURN(std::string visible,
+                         gpu::ChildVisibleDevices(node_gpus_, gpus));
 
   Actor a;
   a.id = next_actor_++;
@@ -87,19 +97,18 @@ ipc::Message Coordinator::Impl::OnActorCreate(
   a.init_function = m.init_function();
   a.python_path = m.python_path();
   a.owner = owner;
-  a.creator = peer.key();
-  a.gpus = *gpus;
+  a.session = session;
+  a.principal = creator.principal;
+  a.gpus = gpus;
   a.init_object = ObjectId::Random();
   a.init_bytes = m.init().size();
-  absl::Status s = store_client_->Put(
+  SHOAL_RETURN_IF_ERROR(store_client_->Put(
       a.init_object, TensorMeta::Bytes(static_cast<int64_t>(m.init().size())),
-      m.init().data());
-  if (!s.ok()) return Error(s);
-  s = table_->AddActor(a.id);
-  if (!s.ok()) {
+      m.init().data()));
+  if (absl::Status s = table_->AddActor(a.id); !s.ok()) {
     (void)store_client_->Release(a.init_object);
     (void)store_client_->Delete(a.init_object);
-    return Error(s);
+    return s;
   }
   const uint32_t worker = static_cast<uint32_t>(worker_slot_.size());
   worker_slot_.push_back(-1);
@@ -107,11 +116,10 @@ ipc::Message Coordinator::Impl::OnActorCreate(
   const uint32_t id = a.id;
   actors_.emplace(id, std::move(a));
   actor_of_worker_[worker] = id;
-  StateOf(peer).actors.insert(id);
   WorkerSpec spec;
   spec.cpus = std::max<uint32_t>(1, m.cpus());
   spec.gpus = m.gpus();
-  spec.visible_devices = *visible;
+  spec.visible_devices = visible;
   spec.max_restarts = static_cast<int>(m.max_restarts());
   spec.label =
       absl::StrCat("actor ", id, m.name().empty() ? "" : " ", m.name());
@@ -122,7 +130,7 @@ ipc::Message Coordinator::Impl::OnActorCreate(
                                  : started.status();
     EndActor(actors_.at(id),
              absl::StrCat("its process did not start: ", why.message()));
-    return Error(why);
+    return why;
   }
   SHOAL_LOG(INFO, "%s started as worker %d (owner pid %d)",
             Describe(id, m.name()), worker, owner);
@@ -132,14 +140,32 @@ ipc::Message Coordinator::Impl::OnActorCreate(
   return reply;
 }
 
-ipc::Message Coordinator::Impl::OnActorKill(const Peer& peer,
-                                            const ipc::ActorKillRequest& m) {
-  auto it = actors_.find(m.actor_id());
+absl::Status Coordinator::Impl::KillActor(const ActorCreator& caller,
+                                          uint32_t actor) {
+  auto it = actors_.find(actor);
   // Another client's actor is reported as unknown, as another's task is.
-  if (it == actors_.end() || (!peer.owner && it->second.creator != peer.key()))
-    return Error(absl::NotFoundError(absl::StrCat("no actor ", m.actor_id())));
+  if (it == actors_.end() ||
+      (!caller.owner && it->second.principal != caller.principal))
+    return absl::NotFoundError(absl::StrCat("no actor ", actor));
   if (!it->second.ended) EndActor(it->second, "it was killed (shoal.kill)");
-  return ipc::OkReply{};
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::Impl::MayCallActor(const std::string& principal,
+                                             uint32_t actor) const {
+  auto a = actors_.find(actor);
+  if (a == actors_.end() || a->second.principal != principal) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("actor ", actor, " is not this client's"));
+  }
+  return absl::OkStatus();
+}
+
+void Coordinator::Impl::EndActorsOfSession(uint64_t session) {
+  for (auto& [id, a] : actors_) {
+    if (!a.ended && a.session == session && session != 0)
+      EndActor(a, "its client's session ended");
+  }
 }
 
 absl::StatusOr<std::map<std::string, std::string>>

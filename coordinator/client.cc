@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "base/process_info.h"
 #include "base/spin_turn.h"
 #include "base/status_macros.h"
 #include "coordinator/client_pipeline.h"
@@ -26,13 +27,6 @@
 
 namespace shoal::coordinator {
 namespace {
-
-std::string BootId() {
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(in, id);
-  return std::string(absl::StripAsciiWhitespace(id));
-}
 
 // Whether two tcp:// endpoints name the same port on this machine
 // (127.0.0.1, localhost and the wildcard all reach a loopback listener).
@@ -128,10 +122,14 @@ absl::Status Client::Impl::Connect() {
   channel_options_ = channel;
   SHOAL_ASSIGN_OR_RETURN(channel_,
                          ipc::RpcChannel::Connect(o_.endpoint, channel));
+  // A resumable session (1.4; an older node ignores the field): its tasks
+  // and results outlive a connection that breaks.
   ipc::ClientHello hello{static_cast<int32_t>(getpid()), o_.name,
-                         o_.force_remote ? "" : BootId()};
+                         o_.force_remote ? "" : BootId(), /*resumable=*/true,
+                         BootId()};
   SHOAL_ASSIGN_OR_RETURN(
       welcome_, channel_.Call<ipc::ClientWelcome>(hello, o_.rpc_timeout));
+  channel_.SetSession(welcome_.session);
   if (!welcome_.local) return absl::OkStatus();
   shm::StoreClientOptions so;
   so.endpoint = welcome_.store_endpoint;
@@ -284,6 +282,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
 }
 
 bool Client::local() const { return impl_->welcome_.local; }
+bool Client::owner() const {
+  // A node before protocol 1.4 does not say; it took any client's path.
+  return impl_->welcome_.protocol_minor < 4 || impl_->welcome_.owner;
+}
 const std::string& Client::job_id() const { return impl_->welcome_.job_id; }
 shm::StoreClient* Client::store() { return impl_->store_.get(); }
 
@@ -326,6 +328,9 @@ absl::StatusOr<PendingTask> Client::SubmitAsync(ipc::TaskSpec task) {
     // message, matched by request id.
     p.batch = impl_->welcome_.protocol_minor >= 2 && impl_->o_.max_batch > 1;
     p.ids_with_result = impl_->welcome_.protocol_minor >= 3;
+    p.resumable = impl_->welcome_.protocol_minor >= 4;
+    p.name = impl_->o_.name;
+    p.hello_timeout = impl_->o_.rpc_timeout;
     p.max_batch = std::max<size_t>(1, impl_->o_.max_batch);
     p.flush_after = impl_->o_.flush_after;
     SHOAL_ASSIGN_OR_RETURN(impl_->pipeline_,

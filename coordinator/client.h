@@ -97,6 +97,9 @@ class Client {
   ~Client();
 
   bool local() const;
+  // Whether the node admitted this client as its owner (its ipc socket, or
+  // the owner's key): only the owner may send a Python search path.
+  bool owner() const;
   const std::string& job_id() const;
   // The node's store (local clients only; nullptr otherwise).
   shm::StoreClient* store();

@@ -1,5 +1,6 @@
 #include "coordinator/client_pipeline.h"
 
+#include <unistd.h>
 #include <zmq.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/process_info.h"
 #include "base/status_macros.h"
 #include "ipc/curve.h"
 #include "ipc/protocol.h"
@@ -63,7 +65,65 @@ absl::StatusOr<RemotePipeline> RemotePipeline::Connect(
         p.socket_, options.server_key, options.client_keys));
   }
   SHOAL_RETURN_IF_ERROR(p.socket_.Connect(endpoint));
-  return p;
+  if (!pipeline.resumable) return p;
+  // The session first: its welcome is its first numbered reply.
+  const uint64_t id = p.next_request_++;
+  SHOAL_ASSIGN_OR_RETURN(
+      std::string hello,
+      ipc::Encode(id, ipc::ClientHello{static_cast<int32_t>(getpid()),
+                                       pipeline.name, "", true, BootId()}));
+  SHOAL_RETURN_IF_ERROR(p.socket_.Send(hello));
+  const absl::Time deadline = absl::Now() + pipeline.hello_timeout;
+  std::vector<std::string> frames;
+  while (true) {
+    const absl::Duration left = deadline - absl::Now();
+    absl::Status got = left > absl::ZeroDuration()
+                           ? p.socket_.Recv(&frames, left)
+                           : absl::DeadlineExceededError("");
+    if (absl::IsDeadlineExceeded(got)) {
+      return absl::UnavailableError(absl::StrCat(
+          "the coordinator at ", endpoint, " did not answer a hello within ",
+          absl::FormatDuration(pipeline.hello_timeout)));
+    }
+    SHOAL_RETURN_IF_ERROR(got);
+    if (frames.size() != 1) continue;
+    ipc::DecodeResult d = ipc::Decode(frames[0], p.limits_);
+    if (!d.envelope.ok() || d.envelope->request_id != id) continue;
+    if (auto* e = std::get_if<ipc::ErrorReply>(&d.envelope->body))
+      return e->status;
+    if (auto* w = std::get_if<ipc::ClientWelcome>(&d.envelope->body)) {
+      p.session_ = w->session;
+      (void)p.seq_.Accept(d.envelope->seq);
+    }
+    return p;
+  }
+}
+
+absl::StatusOr<std::string> RemotePipeline::Frame(uint64_t request_id,
+                                                  ipc::Message body) {
+  ipc::Envelope e{request_id, std::move(body)};
+  e.session = session_;
+  if (session_ != 0) {
+    e.ack = seq_.ack();
+    seq_.MarkReported();
+  }
+  return ipc::Encode(e);
+}
+
+void RemotePipeline::SendAck() {
+  if (session_ == 0) return;
+  absl::StatusOr<std::string> frame = Frame(0, ipc::SessionAck{});
+  if (frame.ok()) (void)socket_.Send(*frame, /*dontwait=*/true);
+}
+
+void RemotePipeline::FailAll(const absl::Status& status) {
+  std::vector<uint64_t> requests;
+  for (const auto& [id, r] : requests_) requests.push_back(id);
+  for (uint64_t id : requests) FailRequest(id, status);
+  for (auto& [id, call] : calls_) {
+    if (!call.has_value()) call = status;
+  }
+  outputs_.clear();
 }
 
 absl::StatusOr<uint64_t> RemotePipeline::Submit(ipc::TaskSpec task,
@@ -125,7 +185,7 @@ absl::Status RemotePipeline::Send(std::vector<uint64_t> handles,
   req.ids_with_result = request.ids && options_.ids_with_result;
   for (uint64_t h : request.handles) submits_[h].request = id;
   requests_.emplace(id, std::move(request));
-  absl::StatusOr<std::string> frame = ipc::Encode(id, std::move(req));
+  absl::StatusOr<std::string> frame = Frame(id, std::move(req));
   absl::Status sent = frame.ok() ? socket_.Send(*frame) : frame.status();
   if (!sent.ok()) {
     if (!absl::IsInvalidArgument(sent)) {
@@ -163,10 +223,17 @@ absl::Status RemotePipeline::ReadUntil(Done done, absl::Duration timeout,
                                        absl::string_view what) {
   const absl::Time deadline = DeadlineAfter(timeout);
   while (!done()) {
-    absl::Status s = ReadOne(LeftUntil(deadline));
+    // A second at a time: a pipeline that waits says where it is (a node
+    // whose connection to it broke sends what was lost once it hears).
+    const absl::Duration left = LeftUntil(deadline);
+    absl::Status s = ReadOne(std::min(left, absl::Seconds(1)));
     if (absl::IsDeadlineExceeded(s)) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(what, " within ", absl::FormatDuration(timeout)));
+      if (left <= absl::Seconds(1)) {
+        return absl::DeadlineExceededError(
+            absl::StrCat(what, " within ", absl::FormatDuration(timeout)));
+      }
+      SendAck();
+      continue;
     }
     SHOAL_RETURN_IF_ERROR(s);
   }
@@ -245,7 +312,7 @@ absl::Status RemotePipeline::Cancel(uint64_t handle, absl::Duration timeout) {
   if (submits_.at(handle).result.has_value()) return absl::OkStatus();
   const uint64_t id = next_request_++;
   SHOAL_ASSIGN_OR_RETURN(std::string frame,
-                         ipc::Encode(id, ipc::CancelRequest{{task}}));
+                         Frame(id, ipc::CancelRequest{{task}}));
   calls_.emplace(id, std::nullopt);
   absl::Status s = socket_.Send(frame);
   if (s.ok()) {
@@ -270,9 +337,21 @@ absl::Status RemotePipeline::ReadOne(absl::Duration timeout) {
   ipc::DecodeResult d = ipc::Decode(frames[0], limits_);
   if (!d.envelope.ok()) {
     File(d.request_id, d.envelope.status());
-  } else {
-    File(d.envelope->request_id, std::move(d.envelope->body));
+    return absl::OkStatus();
   }
+  // Sent again after a reconnect: it arrived before.
+  if (!seq_.Accept(d.envelope->seq)) return absl::OkStatus();
+  if (auto* e = std::get_if<ipc::ErrorReply>(&d.envelope->body);
+      e != nullptr && ipc::IsSessionReset(e->status)) {
+    session_ = 0;
+    seq_.Reset();
+    FailAll(e->status);
+    return absl::OkStatus();
+  }
+  File(d.envelope->request_id, std::move(d.envelope->body));
+  // The node keeps each numbered reply until it hears: tell it now and then
+  // (requests carry it too), and at once when one was lost.
+  if (session_ != 0 && (seq_.unreported() >= 64 || seq_.gap())) SendAck();
   return absl::OkStatus();
 }
 
@@ -366,7 +445,7 @@ bool RemotePipeline::HoldsOutput(const ObjectId& id) const {
 void RemotePipeline::ReleaseOutput(const ObjectId& id) {
   if (outputs_.erase(id) == 0) return;
   absl::StatusOr<std::string> frame =
-      ipc::Encode(next_request_++, ipc::DeleteRequest{id});
+      Frame(next_request_++, ipc::DeleteRequest{id});
   if (frame.ok()) (void)socket_.Send(*frame);
 }
 

@@ -27,8 +27,14 @@
 // then returns ResourceExhausted; nothing is queued beyond the window.
 // Results that arrived are kept until Take (the caller holds a handle each).
 //
-// It is a peer of its own on the frontend (its own DEALER socket), so the
+// It is a session of its own on the frontend (its own DEALER socket), so the
 // outputs of its results are held for it: release them with ReleaseOutput.
+// With a 1.4 node the session is resumable (docs/protocol.md, "Sessions"):
+// every request acknowledges the numbered replies that arrived, a waiting
+// pipeline acknowledges every second (so that the node finds it again after
+// a reconnect and sends what was lost), duplicates are dropped, and a
+// session the node no longer knows fails every submit in flight with its
+// reset error (ABORTED).
 // Thread-compatible, like Client.
 #ifndef SHOAL_COORDINATOR_CLIENT_PIPELINE_H_
 #define SHOAL_COORDINATOR_CLIENT_PIPELINE_H_
@@ -47,6 +53,7 @@
 #include "absl/types/span.h"
 #include "ipc/messages.h"
 #include "ipc/rpc_channel.h"
+#include "ipc/session_seq.h"
 #include "ipc/socket.h"
 
 namespace shoal::coordinator {
@@ -62,13 +69,19 @@ struct PipelineOptions {
   size_t max_batch = 64;
   size_t max_batch_bytes = 256 << 10;
   absl::Duration flush_after = absl::Microseconds(50);
+  // The node speaks 1.4: Connect opens a resumable session (a hello), so
+  // that results outlive a connection that breaks; `name` is for its logs.
+  bool resumable = true;
+  std::string name = "pipeline";
+  absl::Duration hello_timeout = absl::Seconds(20);
 };
 
 class RemotePipeline {
  public:
   // `options` as for the client's RpcChannel (CURVE keys, limits).
   // REQUIRES: pipeline.window ≥ 1, max_batch ≥ 1 (else InvalidArgument).
-  // Errors: socket or CURVE set-up failures.
+  // Errors: socket or CURVE set-up failures; with `resumable`, the hello's
+  // (Unavailable when the node does not answer within hello_timeout).
   static absl::StatusOr<RemotePipeline> Connect(
       const std::string& endpoint, const ipc::RpcChannelOptions& options,
       PipelineOptions pipeline);
@@ -140,6 +153,12 @@ class RemotePipeline {
   // Reads and files one message, waiting up to `timeout`.
   // Errors: DeadlineExceeded (nothing came), Unavailable.
   absl::Status ReadOne(absl::Duration timeout);
+  // Encodes a request of this pipeline's session (with its acknowledgement).
+  absl::StatusOr<std::string> Frame(uint64_t request_id, ipc::Message body);
+  // Sends the acknowledgement alone (SessionAck).
+  void SendAck();
+  // The node reset the session: everything in flight fails with `status`.
+  void FailAll(const absl::Status& status);
   // Reads until `done()` or `timeout`; DeadlineExceeded names `what`.
   template <typename Done>
   absl::Status ReadUntil(Done done, absl::Duration timeout,
@@ -175,6 +194,8 @@ class RemotePipeline {
   size_t batch_bytes_ = 0;
   absl::Time batch_since_;
   std::set<ObjectId> outputs_;  // outputs of arrived results, not released
+  uint64_t session_ = 0;        // the resumable session's id; 0: none
+  ipc::SessionSeq seq_;
 };
 
 }  // namespace shoal::coordinator

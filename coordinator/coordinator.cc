@@ -85,13 +85,13 @@ absl::Status Coordinator::Impl::Init() {
   SHOAL_RETURN_IF_ERROR(StartWorkers());
   Discovery d;
   d.job_id = options_.job_id;
-  d.frontend = frontend_endpoint_;
-  d.tcp = tcp_endpoint_;
+  d.frontend = frontend_->ipc_endpoint();
+  d.tcp = frontend_->tcp_endpoint();
   d.store = store_endpoint_;
   d.tasks = table_->segment_name();
   d.pid = getpid();
-  d.server_key = server_public_key_;
-  d.client_key_file = owner_key_file_;
+  d.server_key = frontend_->server_public_key();
+  d.client_key_file = frontend_->owner_key_file();
   return WriteDiscovery(d);
 }
 
@@ -132,21 +132,6 @@ absl::Status Coordinator::Impl::StartTaskTable() {
   // completions gather between signals.
   if (fcntl(completion_.fd(), F_SETFD, 0) != 0)
     return SHOAL_ERRNO("fcntl(completion eventfd)");
-  rings_seen_ = table_->ClientRings(own_client_);
-  if (const char* d = std::getenv("SHOAL_COORDINATOR_DIRECT_WAKE");
-      d != nullptr && std::string(d) == "0") {
-    direct_wake_ = false;
-    gather_mode_.store(3);
-  }
-  if (const char* b = std::getenv("SHOAL_COORDINATOR_BUSY_SPIN");
-      b != nullptr && std::string(b) == "0") {
-    busy_spin_ = false;
-  }
-  if (const char* us = std::getenv("SHOAL_COORDINATOR_SPIN_US");
-      us != nullptr) {
-    int64_t n = 0;
-    if (absl::SimpleAtoi(us, &n) && n >= 0) spin_for_ = absl::Microseconds(n);
-  }
   watcher_ = std::thread([this] { RunWatcher(); });
   return absl::OkStatus();
 }
@@ -177,102 +162,14 @@ void Coordinator::Impl::RunWatcher() {
 }
 
 absl::Status Coordinator::Impl::StartSockets() {
-  ipc::SocketOptions fo;
-  fo.max_msg_bytes = 128 << 20;
-  // Replies ZeroMQ queues per peer before a push is kept for POLLOUT
-  // (PeerState::unsent); lowered by tests (SHOAL_FRONTEND_SEND_HWM).
-  if (const char* hwm = std::getenv("SHOAL_FRONTEND_SEND_HWM"); hwm != nullptr)
-    (void)absl::SimpleAtoi(hwm, &fo.send_hwm);
-  // The owner's socket: in the job folder (mode 0700), so only the owner (and
-  // root) can connect; no ZAP domain, so ZeroMQ asks no ZAP handler.
-  SHOAL_ASSIGN_OR_RETURN(frontend_, ipc::Socket::Create(ZMQ_ROUTER, fo));
-  frontend_endpoint_ = absl::StrCat("ipc://", job_dir_, "/client.sock");
-  unlink(absl::StrCat(job_dir_, "/client.sock").c_str());
-  SHOAL_RETURN_IF_ERROR(MonitorFrontend(/*tcp=*/false));
-  SHOAL_RETURN_IF_ERROR(frontend_.Bind(frontend_endpoint_));
-  SHOAL_ASSIGN_OR_RETURN(tcp_frontend_, ipc::Socket::Create(ZMQ_ROUTER, fo));
-  std::string host = options_.bind, port = "0";
-  if (size_t colon = options_.bind.rfind(':'); colon != std::string::npos) {
-    host = options_.bind.substr(0, colon);
-    port = options_.bind.substr(colon + 1);
-  }
-  if (host.empty()) host = "127.0.0.1";
-  const std::string bind =
-      absl::StrCat("tcp://", host, ":", port == "0" ? "*" : port);
-  // TCP needs credentials even on loopback (any local user can reach it):
-  // CURVE, with the owner's client key in the job folder.
-  if (!options_.insecure) {
-    SHOAL_RETURN_IF_ERROR(ConfigureCurve(tcp_frontend_));
-  } else {
-    SHOAL_LOG(WARNING,
-              "the frontend listens on %s without CURVE (--insecure): anyone "
-              "who can reach it can run tasks as this user",
-              bind);
-  }
-  SHOAL_RETURN_IF_ERROR(MonitorFrontend(/*tcp=*/true));
-  SHOAL_RETURN_IF_ERROR(tcp_frontend_.Bind(bind));
-  SHOAL_ASSIGN_OR_RETURN(tcp_endpoint_, tcp_frontend_.LastEndpoint());
+  frontend_ =
+      std::make_unique<Frontend>(options_, job_dir_, table_.get(), own_client_,
+                                 store_client_.get(), store_endpoint_, this);
+  SHOAL_RETURN_IF_ERROR(frontend_->Start());
   SHOAL_ASSIGN_OR_RETURN(backend_, ipc::Socket::Create(ZMQ_ROUTER));
   backend_endpoint_ = absl::StrCat("ipc://", job_dir_, "/backend.sock");
   unlink(absl::StrCat(job_dir_, "/backend.sock").c_str());
   SHOAL_RETURN_IF_ERROR(backend_.Bind(backend_endpoint_));
-  return absl::OkStatus();
-}
-
-absl::StatusOr<ipc::CurveKeyPair> Coordinator::Impl::OwnerClientKeys() {
-  owner_key_file_ = absl::StrCat(job_dir_, "/client.key");
-  absl::StatusOr<ipc::CurveKeyPair> keys = ipc::ReadKeyPair(owner_key_file_);
-  if (!absl::IsNotFound(keys.status())) return keys;
-  SHOAL_ASSIGN_OR_RETURN(ipc::CurveKeyPair fresh, ipc::GenerateCurveKeyPair());
-  SHOAL_RETURN_IF_ERROR(ipc::WriteKeyPair(owner_key_file_, fresh));
-  return fresh;
-}
-
-absl::Status Coordinator::Impl::ConfigureCurve(ipc::Socket& frontend) {
-  const std::string key_file = options_.server_key_file.empty()
-                                   ? absl::StrCat(job_dir_, "/server.key")
-                                   : options_.server_key_file;
-  absl::StatusOr<ipc::CurveKeyPair> keys = ipc::ReadKeyPair(key_file);
-  if (absl::IsNotFound(keys.status())) {
-    SHOAL_ASSIGN_OR_RETURN(ipc::CurveKeyPair fresh,
-                           ipc::GenerateCurveKeyPair());
-    SHOAL_RETURN_IF_ERROR(ipc::WriteKeyPair(key_file, fresh));
-    keys = fresh;
-  }
-  if (!keys.ok()) return keys.status();
-  SHOAL_ASSIGN_OR_RETURN(const ipc::CurveKeyPair owner, OwnerClientKeys());
-  owner_public_key_ = owner.public_key;
-  std::vector<std::string> allowed;
-  if (!options_.client_keys_file.empty()) {
-    std::ifstream in(options_.client_keys_file);
-    if (!in) {
-      return absl::NotFoundError(absl::StrCat("cannot read --client-keys ",
-                                              options_.client_keys_file));
-    }
-    std::string line;
-    while (std::getline(in, line)) {
-      std::string key(absl::StripAsciiWhitespace(line));
-      if (key.empty() || key[0] == '#') continue;
-      if (!ipc::IsValidZ85Key(key)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "not a Z85 public key in ", options_.client_keys_file, ": ", key));
-      }
-      allowed.push_back(key);
-    }
-  }
-  const bool loopback =
-      ipc::IsLoopbackEndpoint(absl::StrCat("tcp://", options_.bind));
-  if (allowed.empty() && !loopback) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("binding to ", options_.bind,
-                     " (not loopback) needs CURVE: pass --client-keys FILE "
-                     "with the public keys of the clients to admit (or "
-                     "--insecure to accept anyone)"));
-  }
-  allowed.push_back(owner.public_key);
-  SHOAL_ASSIGN_OR_RETURN(zap_, ipc::ZapAuthenticator::Start(allowed));
-  SHOAL_RETURN_IF_ERROR(ipc::ConfigureCurveServer(frontend, *keys));
-  server_public_key_ = keys->public_key;
   return absl::OkStatus();
 }
 
@@ -291,7 +188,7 @@ absl::Status Coordinator::Impl::StartWorkers() {
             {"SHOAL_TASK_SEGMENT", table_->segment_name()},
             {"SHOAL_STORE_ENDPOINT", store_endpoint_},
             {"SHOAL_BACKEND_ENDPOINT", backend_endpoint_},
-            {"SHOAL_COORDINATOR", frontend_endpoint_},
+            {"SHOAL_COORDINATOR", frontend_->ipc_endpoint()},
             {"SHOAL_PLUGINS", absl::StrJoin(options_.plugins, ":")},
             {"SHOAL_COMPLETION_FD", absl::StrCat(completion_.fd())},
             {"SHOAL_COMPLETION_CLIENT", absl::StrCat(own_client_)},
@@ -455,22 +352,6 @@ void Coordinator::Impl::CheckTimeouts(absl::Time now) {
   }
 }
 
-void Coordinator::Impl::ExpireRemoteResults(absl::Time now) {
-  for (auto it = remote_tasks_.begin(); it != remote_tasks_.end();) {
-    absl::StatusOr<tasks::TaskState> state = table_->Poll(it->first);
-    if (!state.ok()) {
-      ForgetTask((it++)->first);
-    } else if (*state == tasks::TaskState::kDone &&
-               now - it->second.submitted > options_.remote_result_ttl) {
-      ReleaseOutputs(it->second.peer,
-                     ResultOf(it->first, /*release=*/true).outputs);
-      ForgetTask((it++)->first);
-    } else {
-      ++it;
-    }
-  }
-}
-
 Coordinator::Impl::~Impl() {
   if (supervisor_) supervisor_->StopAll(absl::Seconds(2));
   if (table_) table_->Close();
@@ -479,24 +360,72 @@ Coordinator::Impl::~Impl() {
   gather_mode_.notify_one();
   if (watcher_.joinable()) watcher_.join();
   for (auto& [slot, c] : local_clients_) close(c.pidfd);
+  if (frontend_) frontend_->Close();
+  frontend_.reset();
   store_client_.reset();
   if (store_) store_->Stop();
   if (store_thread_.joinable()) store_thread_.join();
   store_.reset();
   table_.reset();
-  zap_.reset();
-  // Monitors stopped first: libzmq blocks the thread that emits an event
-  // while the monitor has no reader.
-  if (frontend_) zmq_socket_monitor(frontend_.raw(), nullptr, 0);
-  if (tcp_frontend_) zmq_socket_monitor(tcp_frontend_.raw(), nullptr, 0);
-  frontend_.Close();
-  tcp_frontend_.Close();
   backend_.Close();
-  if (!frontend_endpoint_.empty())
-    unlink(absl::StrCat(job_dir_, "/client.sock").c_str());
   if (!backend_endpoint_.empty())
     unlink(absl::StrCat(job_dir_, "/backend.sock").c_str());
   RemoveDiscovery(options_.job_id);
+}
+
+// ---- the frontend's host
+// -----------------------------------------------------------------
+
+bool Coordinator::Impl::AdmitLocalClient(pid_t pid,
+                                         ipc::ClientWelcome* welcome) {
+  absl::StatusOr<int> pidfd = OpenPidFd(pid);
+  if (!pidfd.ok()) return false;
+  absl::StatusOr<uint32_t> slot = table_->AddClient(pid);
+  if (!slot.ok()) {
+    close(*pidfd);
+    SHOAL_LOG(WARNING, "local client pid %d served remotely: %s", pid,
+              slot.status().ToString());
+    return false;
+  }
+  local_clients_[*slot] = LocalClient{pid, *pidfd};
+  welcome->local = true;
+  welcome->task_segment = table_->segment_name();
+  welcome->task_client = *slot;
+  return true;
+}
+
+ipc::NodeStatus Coordinator::Impl::Status() {
+  ipc::NodeStatus st;
+  st.set_job_id(options_.job_id);
+  st.set_coordinator_pid(getpid());
+  st.set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - started_));
+  st.set_frontend(frontend_->ipc_endpoint());
+  for (ipc::WorkerStatus& w : supervisor_->Status()) {
+    if (ListedInStatus(w)) *st.add_workers() = std::move(w);
+  }
+  for (ipc::WorkerStatus& w : *st.mutable_workers()) {
+    const int32_t slot =
+        w.id() < worker_slot_.size() ? worker_slot_[w.id()] : -1;
+    if (slot >= 0) {
+      absl::StatusOr<tasks::TaskWorkerCounters> c =
+          table_->WorkerCounters(static_cast<uint32_t>(slot));
+      if (c.ok()) {
+        w.set_tasks_done(c->done);
+        w.set_tasks_failed(c->failed);
+        if (w.state() == "running") w.set_state(c->busy ? "busy" : "idle");
+      }
+    }
+  }
+  if (absl::StatusOr<tasks::TaskTableStats> ts = table_->Stats(); ts.ok()) {
+    st.set_queued(ts->queued);
+    st.set_running(ts->running);
+    st.set_submitted(ts->submitted);
+    st.set_completed(ts->completed);
+    st.set_results_held(ts->done_untaken);
+  }
+  if (absl::StatusOr<shm::StoreStats> ss = store_client_->Stats(); ss.ok())
+    *st.mutable_store() = *std::move(ss);
+  return st;
 }
 
 // ---- Coordinator

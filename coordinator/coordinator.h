@@ -69,11 +69,30 @@ struct CoordinatorOptions {
   uint64_t max_queued_per_client = 24576;
   uint64_t max_held_per_client = 24576;
   uint64_t max_store_bytes_per_client = uint64_t{1} << 30;
-  // Bytes of replies the coordinator queues for one client. A client over it
-  // has its further requests held until it reads; one that stays over it for
-  // `slow_client_grace` is dropped (its tasks released). Default 16 MiB, 10 s.
+  // Bytes of replies kept for one client session: not yet written to its
+  // connection, or (resumable sessions) not yet acknowledged. A session over
+  // it has its further requests parked and its results left in the task
+  // table until it reads: back-pressure, never loss. Default 16 MiB.
   uint64_t max_reply_bytes_per_client = 16 << 20;
-  absl::Duration slow_client_grace = absl::Seconds(10);
+  // Requests a client may have parked, in number and in bytes; more breaks
+  // the protocol (a client keeps a window) and its connection is closed
+  // (a resumable session survives it). Defaults 65536 and 64 MiB.
+  uint64_t max_parked_requests_per_client = 65536;
+  uint64_t max_parked_bytes_per_client = uint64_t{64} << 20;
+  // Pending waits per client, and the task ids they name in all. Defaults
+  // 1024 and 65536.
+  uint64_t max_waits_per_client = 1024;
+  uint64_t max_wait_ids_per_client = 65536;
+  // Live actors a client that is not the owner may have. Default 16.
+  uint64_t max_actors_per_client = 16;
+  // Sessions one client may have open at once. Default 256.
+  uint64_t max_sessions_per_client = 256;
+  // How long a resumable session outlives its closed connection (its tasks
+  // run on; its results wait for it). Default 60 s.
+  absl::Duration resume_grace = absl::Seconds(60);
+  // The largest request frame the frontend serves (libzmq closes the
+  // connection of one over twice this). Default 64 MiB.
+  uint64_t max_request_bytes = uint64_t{64} << 20;
   // The TCP frontend's connections: at most max_connections at once (new
   // ones are held off meanwhile), max_per_client per client key (not the
   // owner's), handshakes in progress capped per address, and a connection

@@ -20,18 +20,18 @@ namespace shoal::coordinator {
 void Coordinator::Impl::FillPollSet(PollSet* ps) {
   auto& items = ps->items;
   items.clear();
-  // Replies kept for full peer queues go when a socket is writable.
-  const short out = unsent_peers_ > 0 && !pollout_stalled_ ? ZMQ_POLLOUT : 0;
+  // Replies kept for full client queues go when a socket is writable.
+  const short out = frontend_->WantsWritable() ? ZMQ_POLLOUT : 0;
   // In PollItem's order.
   items.push_back(
-      {frontend_.raw(), 0, static_cast<short>(ZMQ_POLLIN | out), 0});
+      {frontend_->ipc_socket(), 0, static_cast<short>(ZMQ_POLLIN | out), 0});
   items.push_back({backend_.raw(), 0, ZMQ_POLLIN, 0});
   items.push_back({nullptr, stop_.fd(), ZMQ_POLLIN, 0});
   items.push_back({nullptr, completion_.fd(), ZMQ_POLLIN, 0});
   items.push_back(
-      {tcp_frontend_.raw(), 0, static_cast<short>(ZMQ_POLLIN | out), 0});
-  items.push_back({frontend_events_.raw(), 0, ZMQ_POLLIN, 0});
-  items.push_back({tcp_frontend_events_.raw(), 0, ZMQ_POLLIN, 0});
+      {frontend_->tcp_socket(), 0, static_cast<short>(ZMQ_POLLIN | out), 0});
+  items.push_back({frontend_->ipc_events(), 0, ZMQ_POLLIN, 0});
+  items.push_back({frontend_->tcp_events(), 0, ZMQ_POLLIN, 0});
   static_assert(kFixedItems == 7);
   ps->fds.clear();
   ps->who.clear();
@@ -46,21 +46,15 @@ void Coordinator::Impl::FillPollSet(PollSet* ps) {
   }
 }
 
-absl::Time Coordinator::Impl::NextWake(absl::Time now, absl::Time next_tick,
-                                       bool parked) const {
+absl::Time Coordinator::Impl::NextWake(absl::Time now,
+                                       absl::Time next_tick) const {
   // Completions wake the loop (completion_); waits sleep until their
-  // deadline (wait_deadlines_), and nothing scans them. A 10 ms tick is
-  // left for what only polling sees: cancellations being enforced, parked
-  // peers, and task timeouts (CheckTimeouts: the table keeps no deadline
-  // queue) while remote clients wait for tasks, as before.
-  absl::Time wake = next_tick;
-  if (!wait_deadlines_.empty())
-    wake = std::min(wake, wait_deadlines_.begin()->first);
-  if (!expiring_.empty() || parked || !watched_.empty())
+  // deadline, and nothing scans them. A 10 ms tick is left for what only
+  // polling sees: task timeouts (CheckTimeouts: the table keeps no deadline
+  // queue) while tasks run for remote clients.
+  absl::Time wake = std::min(next_tick, frontend_->NextWake(now));
+  if (!expiring_.empty() || frontend_->watched() > 0)
     wake = std::min(wake, now + absl::Milliseconds(10));
-  if (unsent_peers_ > 0 && pollout_stalled_)
-    wake = std::min(wake, now + absl::Milliseconds(1));
-  if (!held_ids_.empty()) wake = std::min(wake, held_until_);
   return wake;
 }
 
@@ -75,20 +69,21 @@ absl::StatusOr<bool> Coordinator::Impl::PollOnce(PollSet* ps, absl::Time now,
   // Not while the CPU is contended (base/spin_turn.h): a stolen turn ends
   // the spin, and the eventfd wakes the loop.
   bool completed = false;
-  if (spin_for_push_ && SpinAllowed()) {
+  uint64_t spin_task = 0;
+  const uint32_t seen = frontend_->rings_seen();
+  if (frontend_->TakeSpinRequest(&spin_task) && SpinAllowed()) {
     const absl::Time until = absl::Now() + spin_for_;
     bool spinning = true;
     while (spinning && !completed && absl::Now() < until) {
-      completed = table_->ClientRings(own_client_) != rings_seen_;
-      if (!completed) spinning = table_->SpinTurn(busy_spin_ ? spin_task_ : 0);
+      completed = table_->ClientRings(own_client_) != seen;
+      if (!completed) spinning = table_->SpinTurn(spin_task);
     }
   }
-  spin_for_push_ = false;
   // Without the watcher (few tasks watched) the loop arms the eventfd:
   // a completion after this either shows in the ring count or is written.
   const bool direct = gather_mode_.load() == 0;
   if (direct && !completed)
-    completed = table_->ArmClientWakeFd(own_client_) != rings_seen_;
+    completed = table_->ArmClientWakeFd(own_client_) != seen;
   // A completion already seen is served first; the sockets are polled
   // (without waiting) at the latest by the next call.
   if (completed && !ps->skipped_poll) {
@@ -162,31 +157,27 @@ int Coordinator::Impl::Poll(PollSet* ps, long timeout_ms) {
 void Coordinator::Impl::ServeReady(const PollSet& ps, bool completed,
                                    absl::Time* next_tick) {
   const auto& items = ps.items;
-  // Disconnects before requests (frontend_sessions.cc).
+  // Closed connections before requests (coordinator/frontend.cc).
   if (items[kEventsItem].revents & ZMQ_POLLIN)
-    DrainFrontendEvents(/*tcp=*/false);
+    frontend_->DrainEvents(/*tcp=*/false);
   if (items[kTcpEventsItem].revents & ZMQ_POLLIN)
-    DrainFrontendEvents(/*tcp=*/true);
-  if (items[kFrontendItem].revents & ZMQ_POLLIN) DrainFrontend(/*tcp=*/false);
-  if (items[kTcpFrontendItem].revents & ZMQ_POLLIN) DrainFrontend(/*tcp=*/true);
+    frontend_->DrainEvents(/*tcp=*/true);
+  if (items[kFrontendItem].revents & ZMQ_POLLIN)
+    frontend_->DrainRequests(/*tcp=*/false);
+  if (items[kTcpFrontendItem].revents & ZMQ_POLLIN)
+    frontend_->DrainRequests(/*tcp=*/true);
   if (items[kBackendItem].revents & ZMQ_POLLIN) DrainBackend();
-  if (unsent_peers_ > 0) {
-    const bool writable =
-        ((items[kFrontendItem].revents | items[kTcpFrontendItem].revents) &
-         ZMQ_POLLOUT) != 0;
-    const bool progress = FlushUnsent(absl::Now());
-    if (progress) {
-      pollout_stalled_ = false;
-    } else if (writable) {
-      pollout_stalled_ = true;
-    }
-  }
   if (completed || (items[kCompletionItem].revents & ZMQ_POLLIN)) {
     completion_.Drain();
-    OnCompletions();
+    frontend_->OnCompletions();
     CheckActorInits();
   }
-  SetGatherMode(watched_.size() >= kGatherAbove);
+  const bool writable =
+      ((items[kFrontendItem].revents | items[kTcpFrontendItem].revents) &
+       ZMQ_POLLOUT) != 0;
+  frontend_->Pump(absl::Now(), writable);
+  SetGatherMode(frontend_->watched() >= kGatherAbove);
+  MarkFrontendTouched();
   for (size_t i = ps.workers_at; i < ps.clients_at; ++i) {
     if (items[i].revents & ZMQ_POLLIN) {
       supervisor_->OnExit(ps.who[i - ps.workers_at]);
@@ -205,25 +196,17 @@ absl::Status Coordinator::Impl::Run() {
   while (!stop_requested_) {
     FillPollSet(&ps);
     absl::Time now = absl::Now();
-    bool parked = false;
-    for (const auto& [key, p] : peers_) parked |= !p.parked.empty();
     absl::StatusOr<bool> completed =
-        PollOnce(&ps, now, NextWake(now, next_tick, parked));
+        PollOnce(&ps, now, NextWake(now, next_tick));
     if (!completed.ok()) return completed.status();
     if (ps.items[kStopItem].revents & ZMQ_POLLIN) break;  // stop_
     ServeReady(ps, *completed, &next_tick);
     now = absl::Now();
-    if (!held_ids_.empty() && now >= held_until_) SendHeldIds({});
     CheckTimeouts(now);
-    ExpireWaits(now);
-    AnswerOrphanedWaits();
-    if (parked) ServeParked(now);
+    frontend_->Tick(now);
+    MarkFrontendTouched();
     if (now >= next_tick) {
       next_tick = std::min(supervisor_->Tick(now), now + absl::Seconds(1));
-      ExpireRemoteResults(now);
-      ExpireOutputs(now);
-      connections_.Tick(now);
-      ServeParked(now);
     }
   }
   return absl::OkStatus();

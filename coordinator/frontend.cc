@@ -1,390 +1,495 @@
-// The coordinator's frontend requests. Local clients only say hello here (then
-// use the task table directly); remote ones submit, wait, cancel and release
-// through these handlers, with the coordinator's own task client as proxy.
-#include <unistd.h>
+// The frontend's sockets, how a request finds its session, and how sessions
+// end (coordinator/frontend.h). Requests are served in frontend_requests.cc,
+// results in frontend_results.cc and frontend_watch.cc, replies sent in
+// frontend_outbox.cc.
+//
+// Connections: libzmq 4.3.4 as Debian builds it has no ZMQ_ROUTER_NOTIFY, so
+// closed connections come from a socket monitor (ZMQ_EVENT_DISCONNECTED,
+// whose value is the connection's descriptor) and each request's descriptor
+// from ZMQ_SRCFD. After reading each request the frontend reads the events
+// queued so far: libzmq queues a disconnect before it closes the descriptor,
+// so the disconnect of a descriptor the kernel reused for the request's
+// connection is handled before that request. TCP peers are probed with TCP
+// keepalive: a host that vanishes without closing is noticed within about
+// 16 s of silence. No ZMTP heartbeats: libzmq 4.3.4 runs a connection's
+// heartbeat timer after it has stopped reading the connection (its queue to
+// us full) and seen it reset, and aborts (stream_engine_base.cpp:331).
+#include "coordinator/frontend.h"
 
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
-#include <sstream>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "base/log.h"
-#include "base/overloaded.h"
 #include "base/process_info.h"
-#include "coordinator/coordinator_impl.h"
-#include "ipc/router.h"
-#include "ipc/task_payload.h"
-#include "tasks/task_results.h"
+#include "base/status_macros.h"
+#include "ipc/protocol.h"
 
 namespace shoal::coordinator {
 namespace {
 
-ipc::Message Error(const absl::Status& s) { return ipc::ErrorReply{s}; }
+constexpr int kKeepaliveIdleS = 10;
+constexpr int kKeepaliveIntervalS = 2;
+constexpr int kKeepaliveProbes = 3;
+// A connection that has not completed its CURVE handshake in this long is
+// closed (libzmq's default is 30 s).
+constexpr int kHandshakeMs = 5000;
+// Requests read per socket per call.
+constexpr int kRequestsPerDrain = 256;
 
-std::string BootId() {
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(in, id);
-  return std::string(absl::StripAsciiWhitespace(id));
+// One request: its frames' count, the routing id, the body, and the body's
+// metadata (CURVE user id, peer address, descriptor).
+struct Incoming {
+  size_t frames = 0;
+  std::string routing_id;
+  std::string body;
+  std::string user_id;
+  std::string address;
+  int fd = -1;
+};
+
+bool Receive(void* socket, Incoming* in) {
+  *in = Incoming();
+  int more = 1;
+  while (more) {
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    if (zmq_msg_recv(&msg, socket, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&msg);
+      return in->frames > 0;
+    }
+    const absl::string_view data(static_cast<const char*>(zmq_msg_data(&msg)),
+                                 zmq_msg_size(&msg));
+    if (in->frames == 0) {
+      in->routing_id = std::string(data);
+    } else if (in->frames == 1) {
+      in->body = std::string(data);
+      const char* user = zmq_msg_gets(&msg, "User-Id");
+      in->user_id = user != nullptr ? user : "";
+      const char* address = zmq_msg_gets(&msg, "Peer-Address");
+      in->address = address != nullptr ? address : "";
+      in->fd = zmq_msg_get(&msg, ZMQ_SRCFD);
+    }
+    ++in->frames;
+    more = zmq_msg_more(&msg);
+    zmq_msg_close(&msg);
+  }
+  return true;
 }
 
 }  // namespace
 
-std::optional<ipc::Message> Coordinator::Impl::Handle(
-    const Peer& peer, uint64_t request_id, const ipc::Message& body) {
-  return std::visit(
-      Overloaded{
-          [&](const ipc::ClientHello& m) -> std::optional<ipc::Message> {
-            return OnHello(peer, m);
-          },
-          [&](const ipc::SubmitRequest& m) -> std::optional<ipc::Message> {
-            return OnSubmit(peer, request_id, m);
-          },
-          [&](const ipc::WaitRequest& m) -> std::optional<ipc::Message> {
-            return OnWait(peer, request_id, m);
-          },
-          [&](const ipc::CancelRequest& m) -> std::optional<ipc::Message> {
-            return OnCancel(peer, m);
-          },
-          [&](const ipc::ReleaseTasksRequest& m)
-              -> std::optional<ipc::Message> {
-            return OnReleaseTasks(peer, m);
-          },
-          [&](const ipc::FetchObjectRequest& m) -> std::optional<ipc::Message> {
-            return OnFetch(m);
-          },
-          [&](const ipc::DeleteRequest& m) -> std::optional<ipc::Message> {
-            return OnReleaseOutput(peer, m.id);
-          },
-          [&](const ipc::StatusRequest&) -> std::optional<ipc::Message> {
-            return OnStatus();
-          },
-          [&](const ipc::ActorCreateRequest& m) -> std::optional<ipc::Message> {
-            return OnActorCreate(peer, m);
-          },
-          [&](const ipc::ActorKillRequest& m) -> std::optional<ipc::Message> {
-            return OnActorKill(peer, m);
-          },
-          [&](const ipc::StopRequest&) -> std::optional<ipc::Message> {
-            if (!peer.owner) {
-              return Error(absl::PermissionDeniedError(
-                  "only the node's owner may stop it"));
-            }
-            stop_requested_ = true;
-            return ipc::OkReply{};
-          },
-          [&](const auto&) -> std::optional<ipc::Message> {
-            return Error(absl::InvalidArgumentError(absl::StrCat(
-                "the coordinator does not serve ", ipc::MessageName(body))));
-          },
-      },
-      body);
+Frontend::Frontend(const CoordinatorOptions& options, std::string job_dir,
+                   tasks::TaskTable* table, uint32_t own_client,
+                   shm::StoreClient* store, std::string store_endpoint,
+                   FrontendHost* host)
+    : options_(options),
+      job_dir_(std::move(job_dir)),
+      store_endpoint_(std::move(store_endpoint)),
+      table_(table),
+      own_client_(own_client),
+      store_(store),
+      host_(host),
+      guard_(options.connection_limits),
+      boot_id_(BootId()) {
+  rings_seen_ = table_->ClientRings(own_client_);
 }
 
-ipc::Message Coordinator::Impl::OnHello(const Peer& peer,
-                                        const ipc::ClientHello& m) {
-  ipc::ClientWelcome w;
-  w.job_id = options_.job_id;
-  w.store_endpoint = store_endpoint_;
-  w.cpus_per_worker = static_cast<uint32_t>(options_.cpus_per_worker);
-  w.gpus_per_worker = static_cast<uint32_t>(options_.gpus_per_worker);
-  // The shared-memory fast path is for processes on this machine (same boot)
-  // that we can watch (their pid is visible here), and only for the owner:
-  // the task table bypasses every check the frontend makes.
-  const bool same_machine =
-      peer.owner && !m.boot_id.empty() && m.boot_id == BootId();
-  if (same_machine && m.pid > 0) {
-    absl::StatusOr<int> pidfd = OpenPidFd(m.pid);
-    if (pidfd.ok()) {
-      absl::StatusOr<uint32_t> slot = table_->AddClient(m.pid);
-      if (slot.ok()) {
-        local_clients_[*slot] = LocalClient{m.pid, *pidfd, peer.routing_id};
-        w.local = true;
-        w.task_segment = table_->segment_name();
-        w.task_client = *slot;
-        return w;
-      }
-      close(*pidfd);
-      SHOAL_LOG(WARNING, "local client pid %d served remotely: %s", m.pid,
-                slot.status().ToString());
-    }
-  }
-  return w;
-}
+Frontend::~Frontend() { Close(); }
 
-std::optional<ipc::Message> Coordinator::Impl::OnSubmit(
-    const Peer& peer, uint64_t request_id, const ipc::SubmitRequest& m) {
-  PeerState& state = StateOf(peer);
-  if (absl::Status q = CheckQuota(state, m.tasks.size()); !q.ok())
-    return Error(q);
-  std::vector<tasks::TaskSubmission> subs;
-  subs.reserve(m.tasks.size());
-  for (const ipc::TaskSpec& t : m.tasks) {
-    if (!functions_.empty() && functions_.count(t.function) == 0 &&
-        !absl::StartsWith(t.function, "py:") &&
-        !absl::StrContains(t.function, "@actor=")) {
-      return Error(absl::NotFoundError(absl::StrCat(
-          "no worker has a task function '", t.function, "' (",
-          functions_.size(), " known: ", absl::StrJoin(functions_, ", "),
-          "); load plugins with --plugin")));
-    }
-    if (absl::Status ok = CheckFunction(peer, t.function); !ok.ok())
-      return Error(ok);
-    absl::StatusOr<tasks::TaskSubmission> s =
-        tasks::ToSubmission(t, static_cast<uint32_t>(options_.cpus_per_worker),
-                            static_cast<uint32_t>(options_.gpus_per_worker));
-    if (!s.ok()) return Error(s.status());
-    subs.push_back(*std::move(s));
+absl::Status Frontend::Start() {
+  ipc::SocketOptions so;
+  so.max_msg_bytes = static_cast<int64_t>(2 * options_.max_request_bytes);
+  // Replies libzmq queues per client before one is kept for POLLOUT
+  // (Session::out); lowered by tests (SHOAL_FRONTEND_SEND_HWM).
+  if (const char* hwm = std::getenv("SHOAL_FRONTEND_SEND_HWM"); hwm != nullptr)
+    (void)absl::SimpleAtoi(hwm, &so.send_hwm);
+  // The owner's socket: in the job folder (mode 0700), so only the owner (and
+  // root) can connect; no ZAP domain, so ZeroMQ asks no ZAP handler.
+  SHOAL_ASSIGN_OR_RETURN(ipc_, ipc::Socket::Create(ZMQ_ROUTER, so));
+  ipc_endpoint_ = absl::StrCat("ipc://", job_dir_, "/client.sock");
+  unlink(absl::StrCat(job_dir_, "/client.sock").c_str());
+  SHOAL_RETURN_IF_ERROR(Monitor(/*tcp=*/false));
+  SHOAL_RETURN_IF_ERROR(ipc_.Bind(ipc_endpoint_));
+  SHOAL_ASSIGN_OR_RETURN(tcp_, ipc::Socket::Create(ZMQ_ROUTER, so));
+  std::string host = options_.bind, port = "0";
+  if (size_t colon = options_.bind.rfind(':'); colon != std::string::npos) {
+    host = options_.bind.substr(0, colon);
+    port = options_.bind.substr(colon + 1);
   }
-  // One Submit for the batch: TaskTable::Submit is all-or-nothing (it
-  // rolls a batch back under its lock when a task does not fit).
-  absl::StatusOr<std::vector<uint64_t>> submitted =
-      table_->Submit(own_client_, subs);
-  if (!submitted.ok()) {
-    return Error(absl::Status(
-        submitted.status().code(),
-        absl::StrCat(submitted.status().message(), " (none of the batch of ",
-                     subs.size(), " was submitted)")));
-  }
-  std::vector<uint64_t> ids = *std::move(submitted);
-  const absl::Time now = absl::Now();
-  const std::string key = peer.key();
-  for (uint64_t id : ids) {
-    remote_tasks_[id] = RemoteTask{key, now};
-    state.tasks.insert(id);
-  }
-  if (!m.push) {
-    // Watched for the store-bytes quota: a finished result's outputs count
-    // against its peer whether or not it collects them (CountUncollected).
-    for (uint64_t id : ids) {
-      auto [it, fresh] = watched_.try_emplace(id);
-      if (fresh) watch_order_.push_back(id);
-      it->second.quota = true;
-    }
-    return ipc::SubmitReply{std::move(ids)};
-  }
-  // Each result is pushed when its task finishes (OnCompletions), a
-  // WaitReply with this request's id; with push_ids (1.2) the ids go first
-  // (this reply is sent before OnCompletions can push a result), unless the
-  // one task's result can carry its id (1.3, ids_with_result: held_ids_).
-  auto push = std::make_shared<const PushTarget>(PushTarget{peer, request_id});
-  for (uint64_t id : ids) Watch(id, push, 0);
-  spin_for_push_ = watched_.size() <= kSpinWatchedAtMost;
-  spin_task_ = ids.size() == 1 ? ids[0] : 0;
-  if (m.push_ids && m.ids_with_result && ids.size() == 1) {
-    if (held_ids_.empty()) held_until_ = absl::Now() + kHoldIdsFor;
-    held_ids_.push_back(HeldIds{peer, request_id, ids[0]});
-    return std::nullopt;
-  }
-  if (m.push_ids) return ipc::SubmitReply{std::move(ids)};
-  return std::nullopt;
-}
-
-absl::Status Coordinator::Impl::CheckOwner(const Peer& peer,
-                                           uint64_t id) const {
-  auto it = remote_tasks_.find(id);
-  if (it == remote_tasks_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("no task ", id, " (unknown or released)"));
-  }
-  if (it->second.peer != peer.key()) {
-    // The same answer as for an unknown id: another client's ids are not
-    // confirmed to exist.
-    return absl::NotFoundError(
-        absl::StrCat("no task ", id, " (unknown or released)"));
-  }
-  return absl::OkStatus();
-}
-
-ipc::TaskResult Coordinator::Impl::ResultOf(uint64_t id, bool release) {
-  ipc::TaskResult r = ToResult(id, table_->Take(own_client_, id, release));
-  // A worker's new output reaches our store client with its creatorship, and
-  // before any result names it (its id is new): its first sight here tells
-  // whose task made it. An object a task only passed along keeps its creator.
-  auto task = remote_tasks_.find(id);
-  if (task == remote_tasks_.end()) return r;
-  for (const Value& v : r.outputs) {
-    const auto* o = std::get_if<ObjectValue>(&v);
-    if (o == nullptr || produced_by_.count(o->id) != 0) continue;
-    absl::StatusOr<bool> ours = store_client_->Created(o->id);
-    if (ours.ok() && *ours) produced_by_.emplace(o->id, task->second.peer);
-  }
-  return r;
-}
-
-std::optional<ipc::Message> Coordinator::Impl::TryWait(
-    const Peer& peer, const ipc::WaitRequest& m, bool force) {
-  size_t done = 0;
-  for (uint64_t id : m.task_ids) {
-    absl::Status owner = CheckOwner(peer, id);
-    if (!owner.ok()) return Error(owner);
-    absl::StatusOr<tasks::TaskState> st = table_->Poll(id);
-    if (!st.ok()) return Error(st.status());
-    if (*st == tasks::TaskState::kDone) ++done;
-  }
-  const size_t want = m.min_done == 0
-                          ? m.task_ids.size()
-                          : std::min<size_t>(m.min_done, m.task_ids.size());
-  if (done < want && !force) return std::nullopt;
-  ipc::WaitReply reply;
-  PeerState& state = StateOf(peer);
-  for (uint64_t id : m.task_ids) {
-    absl::StatusOr<tasks::TaskState> st = table_->Poll(id);
-    if (!st.ok() || *st != tasks::TaskState::kDone) continue;
-    reply.results.push_back(TakeFor(state, id, m.release));
-  }
-  return reply;
-}
-
-ipc::TaskResult Coordinator::Impl::TakeFor(PeerState& state, uint64_t id,
-                                           bool release) {
-  ipc::TaskResult r = ResultOf(id, release);
-  if (release) {
-    ForgetTask(id);
-    const absl::Time now = absl::Now();
-    for (const Value& v : r.outputs) {
-      if (const auto* o = std::get_if<ObjectValue>(&v))
-        state.outputs[o->id] = {o->nbytes, now};
-    }
+  if (host.empty()) host = "127.0.0.1";
+  const std::string bind =
+      absl::StrCat("tcp://", host, ":", port == "0" ? "*" : port);
+  // TCP needs credentials even on loopback (any local user can reach it):
+  // CURVE, with the owner's client key in the job folder.
+  if (!options_.insecure) {
+    SHOAL_RETURN_IF_ERROR(ConfigureCurve());
   } else {
-    uint64_t bytes = 0;
-    for (const Value& v : r.outputs) {
-      if (const auto* o = std::get_if<ObjectValue>(&v)) bytes += o->nbytes;
-    }
-    state.Hold(id, bytes);
+    SHOAL_LOG(WARNING,
+              "the frontend listens on %s without CURVE (--insecure): anyone "
+              "who can reach it can run tasks as this user",
+              bind);
   }
-  return r;
-}
-
-// Ids are checked before anything is taken: a repeated id would be taken
-// (and released) twice.
-static absl::Status CheckWaitRequest(const ipc::WaitRequest& m) {
-  std::set<uint64_t> seen;
-  for (uint64_t id : m.task_ids) {
-    if (!seen.insert(id).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("task_ids names task ", id, " twice"));
-    }
-  }
-  if (m.timeout_ms > ipc::kMaxTimeoutMs) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("timeout_ms ", m.timeout_ms, " is over the limit of ",
-                     ipc::kMaxTimeoutMs, " (about 10 years); negative means none"));
-  }
+  SHOAL_RETURN_IF_ERROR(Monitor(/*tcp=*/true));
+  SHOAL_RETURN_IF_ERROR(tcp_.Bind(bind));
+  SHOAL_ASSIGN_OR_RETURN(tcp_endpoint_, tcp_.LastEndpoint());
+  DrainEvents(/*tcp=*/true);  // LISTENING: the guard's listening socket
   return absl::OkStatus();
 }
 
-std::optional<ipc::Message> Coordinator::Impl::OnWait(
-    const Peer& peer, uint64_t request_id, const ipc::WaitRequest& m) {
-  if (absl::Status s = CheckWaitRequest(m); !s.ok()) return Error(s);
-  // Owners first, then how many finished: the reply now, or a wait that
-  // completions and its deadline answer (frontend_watch.cc).
-  size_t done = 0;
-  for (uint64_t id : m.task_ids) {
-    if (absl::Status owner = CheckOwner(peer, id); !owner.ok())
-      return Error(owner);
-    absl::StatusOr<tasks::TaskState> st = table_->Poll(id);
-    if (!st.ok()) return Error(st.status());
-    done += *st == tasks::TaskState::kDone;
-  }
-  const size_t want = m.min_done == 0
-                          ? m.task_ids.size()
-                          : std::min<size_t>(m.min_done, m.task_ids.size());
-  if (done >= want || m.timeout_ms == 0) return TryWait(peer, m, true);
-  PendingWait w;
-  w.peer = peer;
-  w.request_id = request_id;
-  w.request = m;
-  w.done = done;
-  w.want = want;
-  AddWait(std::move(w));
-  return std::nullopt;
+void Frontend::Close() {
+  // Monitors stopped first: libzmq blocks the thread that emits an event
+  // while the monitor has no reader.
+  if (ipc_) zmq_socket_monitor(ipc_.raw(), nullptr, 0);
+  if (tcp_) zmq_socket_monitor(tcp_.raw(), nullptr, 0);
+  ipc_.Close();
+  tcp_.Close();
+  ipc_events_.Close();
+  tcp_events_.Close();
+  zap_.reset();
+  if (!ipc_endpoint_.empty())
+    unlink(absl::StrCat(job_dir_, "/client.sock").c_str());
 }
 
-ipc::Message Coordinator::Impl::OnCancel(const Peer& peer,
-                                         const ipc::CancelRequest& m) {
-  for (uint64_t id : m.task_ids) {
-    absl::Status s = CheckOwner(peer, id);
-    if (!s.ok()) return Error(s);
-    absl::StatusOr<tasks::TaskState> was = table_->Cancel(id);
-    if (!was.ok()) return Error(was.status());
-  }
-  return ipc::OkReply{};
+absl::StatusOr<ipc::CurveKeyPair> Frontend::OwnerClientKeys() {
+  owner_key_file_ = absl::StrCat(job_dir_, "/client.key");
+  absl::StatusOr<ipc::CurveKeyPair> keys = ipc::ReadKeyPair(owner_key_file_);
+  if (!absl::IsNotFound(keys.status())) return keys;
+  SHOAL_ASSIGN_OR_RETURN(ipc::CurveKeyPair fresh, ipc::GenerateCurveKeyPair());
+  SHOAL_RETURN_IF_ERROR(ipc::WriteKeyPair(owner_key_file_, fresh));
+  return fresh;
 }
 
-void Coordinator::Impl::ReleaseOutputs(const std::string& peer,
-                                       const std::vector<Value>& outputs) {
-  auto state = peers_.find(peer);
-  const bool owner = state != peers_.end() && state->second.peer.owner;
-  for (const Value& v : outputs) {
-    const auto* o = std::get_if<ObjectValue>(&v);
-    if (o == nullptr) continue;
-    auto made = produced_by_.find(o->id);
-    if (made != produced_by_.end() && made->second == peer) {
-      (void)store_client_->Release(o->id);
-      (void)store_client_->Delete(o->id);
-      produced_by_.erase(made);
-    } else if (owner) {
-      (void)store_client_->Delete(o->id);
+absl::Status Frontend::ConfigureCurve() {
+  const std::string key_file = options_.server_key_file.empty()
+                                   ? absl::StrCat(job_dir_, "/server.key")
+                                   : options_.server_key_file;
+  absl::StatusOr<ipc::CurveKeyPair> keys = ipc::ReadKeyPair(key_file);
+  if (absl::IsNotFound(keys.status())) {
+    SHOAL_ASSIGN_OR_RETURN(ipc::CurveKeyPair fresh,
+                           ipc::GenerateCurveKeyPair());
+    SHOAL_RETURN_IF_ERROR(ipc::WriteKeyPair(key_file, fresh));
+    keys = fresh;
+  }
+  if (!keys.ok()) return keys.status();
+  SHOAL_ASSIGN_OR_RETURN(const ipc::CurveKeyPair owner, OwnerClientKeys());
+  owner_public_key_ = owner.public_key;
+  std::vector<std::string> allowed;
+  if (!options_.client_keys_file.empty()) {
+    SHOAL_ASSIGN_OR_RETURN(allowed,
+                           ipc::ReadPublicKeys(options_.client_keys_file));
+  }
+  const bool loopback =
+      ipc::IsLoopbackEndpoint(absl::StrCat("tcp://", options_.bind));
+  if (allowed.empty() && !loopback) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("binding to ", options_.bind,
+                     " (not loopback) needs CURVE: pass --client-keys FILE "
+                     "with the public keys of the clients to admit (or "
+                     "--insecure to accept anyone)"));
+  }
+  allowed.push_back(owner.public_key);
+  SHOAL_ASSIGN_OR_RETURN(zap_, ipc::ZapAuthenticator::Start(allowed));
+  SHOAL_RETURN_IF_ERROR(ipc::ConfigureCurveServer(tcp_, *keys));
+  server_public_key_ = keys->public_key;
+  return absl::OkStatus();
+}
+
+absl::Status Frontend::Monitor(bool tcp) {
+  ipc::Socket& socket = tcp ? tcp_ : ipc_;
+  ipc::Socket& events = tcp ? tcp_events_ : ipc_events_;
+  int mask = ZMQ_EVENT_DISCONNECTED;
+  if (tcp) {
+    SHOAL_ZMQ_CHECK(zmq_setsockopt(socket.raw(), ZMQ_TCP_KEEPALIVE_IDLE,
+                                   &kKeepaliveIdleS, sizeof kKeepaliveIdleS));
+    SHOAL_ZMQ_CHECK(zmq_setsockopt(socket.raw(), ZMQ_TCP_KEEPALIVE_INTVL,
+                                   &kKeepaliveIntervalS,
+                                   sizeof kKeepaliveIntervalS));
+    SHOAL_ZMQ_CHECK(zmq_setsockopt(socket.raw(), ZMQ_TCP_KEEPALIVE_CNT,
+                                   &kKeepaliveProbes, sizeof kKeepaliveProbes));
+    SHOAL_ZMQ_CHECK(zmq_setsockopt(socket.raw(), ZMQ_HANDSHAKE_IVL,
+                                   &kHandshakeMs, sizeof kHandshakeMs));
+    mask |= ipc::ConnectionGuard::MonitorEvents();
+  }
+  // inproc names are per context: this object's address keeps two
+  // coordinators of one process (tests) apart.
+  const std::string name =
+      absl::StrCat("inproc://shoal-frontend-events-", tcp ? "tcp-" : "ipc-",
+                   reinterpret_cast<uintptr_t>(this));
+  SHOAL_ZMQ_CHECK(zmq_socket_monitor(socket.raw(), name.c_str(), mask));
+  SHOAL_ASSIGN_OR_RETURN(events, ipc::Socket::Create(ZMQ_PAIR));
+  return events.Connect(name);
+}
+
+void Frontend::DrainEvents(bool tcp) {
+  ipc::Socket& events = tcp ? tcp_events_ : ipc_events_;
+  if (!events) return;
+  touched_ |= tcp ? kTouchedTcpEvents : kTouchedIpcEvents;
+  std::vector<std::string> frames;
+  const absl::Time now = absl::Now();
+  while (events.Recv(&frames, absl::ZeroDuration()).ok()) {
+    std::optional<ipc::MonitorEvent> e = ipc::ParseMonitorEvent(frames);
+    if (!e) continue;
+    if (tcp) guard_.OnEvent(e->event, e->value, now);
+    if (e->event != ZMQ_EVENT_DISCONNECTED) continue;
+    for (Session* s : sessions_.OnConnection(tcp, e->value)) {
+      if (s->route.fd == e->value && s->route.tcp == tcp) Detach(*s, now);
     }
   }
 }
 
-ipc::Message Coordinator::Impl::OnReleaseTasks(
-    const Peer& peer, const ipc::ReleaseTasksRequest& m) {
-  for (uint64_t id : m.task_ids) {
-    absl::Status s = CheckOwner(peer, id);
-    if (!s.ok()) return Error(s);
-    DropTask(id);
-  }
-  return ipc::OkReply{};
+// Replies to a request that reached no session (undecodable, refused, a
+// reset session): uncounted, and dropped if the client's queue is full.
+static void SendRaw(void* socket, const std::string& routing_id,
+                    const std::string& payload) {
+  // (The caller's socket is marked touched: SendRaw answers requests.)
+  if (zmq_send(socket, routing_id.data(), routing_id.size(),
+               ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+    return;
+  (void)zmq_send(socket, payload.data(), payload.size(), ZMQ_DONTWAIT);
 }
 
-ipc::Message Coordinator::Impl::OnFetch(const ipc::FetchObjectRequest& m) {
-  absl::StatusOr<shm::ObjectBuffer> buf = store_client_->Get(m.id);
-  if (!buf.ok()) return Error(buf.status());
-  ipc::FetchObjectReply reply;
-  reply.tensor.meta = buf->meta;
-  reply.tensor.data.assign(reinterpret_cast<const char*>(buf->data),
-                           buf->nbytes);
-  (void)store_client_->Release(m.id);
-  return reply;
-}
-
-ipc::Message Coordinator::Impl::OnStatus() {
-  ipc::NodeStatus st;
-  st.set_job_id(options_.job_id);
-  st.set_coordinator_pid(getpid());
-  st.set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - started_));
-  st.set_frontend(frontend_endpoint_);
-  for (ipc::WorkerStatus& w : supervisor_->Status()) {
-    if (ListedInStatus(w)) *st.add_workers() = std::move(w);
-  }
-  for (ipc::WorkerStatus& w : *st.mutable_workers()) {
-    const int32_t slot =
-        w.id() < worker_slot_.size() ? worker_slot_[w.id()] : -1;
-    if (slot >= 0) {
-      absl::StatusOr<tasks::TaskWorkerCounters> c =
-          table_->WorkerCounters(static_cast<uint32_t>(slot));
-      if (c.ok()) {
-        w.set_tasks_done(c->done);
-        w.set_tasks_failed(c->failed);
-        if (w.state() == "running") w.set_state(c->busy ? "busy" : "idle");
+void Frontend::DrainRequests(bool tcp) {
+  ipc::Socket& socket = tcp ? tcp_ : ipc_;
+  touched_ |= tcp ? kTouchedTcp : kTouchedIpc;
+  ipc::DecodeLimits limits;
+  limits.max_frame_bytes = options_.max_request_bytes;
+  Incoming in;
+  for (int i = 0; i < kRequestsPerDrain; ++i) {
+    if (!Receive(socket.raw(), &in)) return;
+    // Disconnects queued before this request was: the descriptor it came on
+    // may be a closed connection's, reused.
+    DrainEvents(tcp);
+    const Route route{tcp, in.routing_id, in.fd};
+    const bool owner =
+        !tcp || (!owner_public_key_.empty() && in.user_id == owner_public_key_);
+    if (tcp && !in.user_id.empty()) {
+      if (absl::Status s = guard_.OnRequest(in.fd, in.user_id, owner);
+          !s.ok()) {
+        SendRaw(socket.raw(), in.routing_id, ipc::EncodeError(0, s));
+        continue;
       }
     }
+    if (in.frames != 2) {
+      SendRaw(socket.raw(), in.routing_id,
+              ipc::EncodeError(0, absl::InvalidArgumentError(absl::StrCat(
+                                      "expected a single-frame message, got ",
+                                      in.frames - 1))));
+      continue;
+    }
+    ipc::DecodeResult decoded = ipc::Decode(in.body, limits);
+    if (!decoded.envelope.ok()) {
+      SendRaw(socket.raw(), in.routing_id,
+              ipc::EncodeError(decoded.request_id, decoded.envelope.status()));
+      continue;
+    }
+    const std::string key = owner                 ? std::string("owner")
+                            : !in.user_id.empty() ? "k:" + in.user_id
+                                                  : "a:" + in.address;
+    Principal& p = sessions_.PrincipalOf(key, owner);
+    bool moved = false;
+    Session* s = SessionFor(route, p, *decoded.envelope, &moved);
+    if (s == nullptr) continue;
+    s->minor = decoded.envelope->minor;
+    if (s->resumable()) {
+      Acknowledge(*s, decoded.envelope->ack);
+      if (moved) Resend(*s);
+    }
+    if (std::holds_alternative<ipc::SessionAck>(decoded.envelope->body))
+      continue;
+    Dispatch(*s, decoded.envelope->request_id,
+             std::move(decoded.envelope->body), in.body.size());
   }
-  if (absl::StatusOr<tasks::TaskTableStats> ts = table_->Stats(); ts.ok()) {
-    st.set_queued(ts->queued);
-    st.set_running(ts->running);
-    st.set_submitted(ts->submitted);
-    st.set_completed(ts->completed);
-    st.set_results_held(ts->done_untaken);
+}
+
+Session* Frontend::SessionFor(const Route& route, Principal& p,
+                              const ipc::Envelope& e, bool* moved) {
+  void* socket = (route.tcp ? tcp_ : ipc_).raw();
+  if (e.session != 0) {
+    Session* s = sessions_.Resumable(p, e.session);
+    if (s == nullptr) {
+      SendRaw(
+          socket, route.routing_id,
+          ipc::EncodeError(
+              e.request_id,
+              ipc::MarkSessionReset(absl::AbortedError(absl::StrCat(
+                  "the node does not know this client's session ", e.session,
+                  ": it ended (its connection stayed closed longer than "
+                  "the resume grace, or it broke the protocol), or the "
+                  "node restarted; its tasks and results are gone. Say "
+                  "hello again for a new session")))));
+      return nullptr;
+    }
+    if (!s->attached || s->route.fd != route.fd || s->route.tcp != route.tcp ||
+        s->route.routing_id != route.routing_id) {
+      sessions_.Reroute(*s, route);
+      s->attached = true;
+      *moved = true;
+    }
+    return s;
   }
-  if (absl::StatusOr<shm::StoreStats> ss = store_client_->Stats(); ss.ok())
-    *st.mutable_store() = *std::move(ss);
-  return st;
+  bool fresh = false;
+  Session& s = sessions_.LegacySession(p, route, &fresh);
+  if (fresh && p.sessions.size() > options_.max_sessions_per_client) {
+    sessions_.Remove(s);
+    SendRaw(socket, route.routing_id,
+            ipc::EncodeError(
+                e.request_id,
+                absl::ResourceExhaustedError(absl::StrCat(
+                    "this client has ", p.sessions.size(),
+                    " sessions open: over the limit max_sessions_per_client = ",
+                    options_.max_sessions_per_client))));
+    return nullptr;
+  }
+  if (s.route.fd != route.fd) sessions_.Reroute(s, route);
+  s.attached = true;
+  return &s;
+}
+
+void Frontend::Dispatch(Session& s, uint64_t request_id, ipc::Message body,
+                        uint64_t bytes) {
+  if (!s.parked.empty() || OverBudget(s)) {
+    Park(s, request_id, std::move(body), bytes);
+    return;
+  }
+  const uint64_t serial = s.serial;
+  std::optional<ipc::Message> reply = Handle(s, request_id, body);
+  Session* still = sessions_.BySerial(serial);
+  if (still == nullptr) return;
+  if (reply) Reply(*still, request_id, *std::move(reply));
+}
+
+void Frontend::CloseConnection(const Route& route, const std::string& why) {
+  SHOAL_LOG(WARNING, "closing a frontend client's connection: %s", why);
+  if (route.fd >= 0 && shutdown(route.fd, SHUT_RDWR) != 0 && errno != ENOTCONN)
+    SHOAL_LOG(DEBUG, "shutdown(%d): %s", route.fd, std::strerror(errno));
+}
+
+void Frontend::Detach(Session& s, absl::Time now) {
+  // A client of this machine that exited is not coming back.
+  const bool gone =
+      s.local_pid > 0 && kill(s.local_pid, 0) != 0 && errno == ESRCH;
+  if (!s.resumable() || gone) {
+    SHOAL_LOG(DEBUG,
+              "a frontend client's connection closed: freeing its %d tasks "
+              "and %d outputs",
+              s.tasks.size(), s.outputs.size());
+    EndSession(s, "its connection closed");
+    return;
+  }
+  sessions_.Unroute(s);
+  s.attached = false;
+  s.detached_at = now;
+  // What libzmq held for the old connection is lost with it: everything
+  // not acknowledged goes again once the client is back.
+  s.unsent = 0;
+  if (unsent_.erase(s.serial) != 0) --unsent_sessions_;
+}
+
+void Frontend::EndSession(Session& s, const std::string& why) {
+  s.ended = true;
+  Principal& p = *s.principal;
+  for (uint64_t serial : std::set<uint64_t>(s.waits)) DropWait(serial);
+  for (uint64_t id : std::set<uint64_t>(s.tasks)) DropTask(id);
+  for (const auto& [id, held] : s.outputs) {
+    ReleaseOutputs(p, {Value{ObjectValue{id, TensorMeta{}, held.first}}});
+    p.held_bytes -= std::min(p.held_bytes, held.first);
+  }
+  s.outputs.clear();
+  for (const ParkedRequest& r : s.parked) {
+    --p.parked;
+    p.parked_bytes -= r.bytes;
+  }
+  s.parked.clear();
+  host_->EndActorsOfSession(s.serial);
+  if (unsent_.erase(s.serial) != 0) --unsent_sessions_;
+  waiting_budget_.erase(s.serial);
+  parked_.erase(s.serial);
+  holding_ids_.erase(s.serial);
+  SHOAL_LOG(DEBUG, "a frontend session ended: %s", why);
+  sessions_.Remove(s);
+}
+
+void Frontend::Tick(absl::Time now) {
+  ExpireWaits(now);
+  if (!holding_ids_.empty() && now >= held_until_) SendAllHeldIds();
+  ExpireResults(now);
+  guard_.Tick(now);
+  std::vector<Session*> expired, idle;
+  for (auto& [serial, s] : sessions_.all()) {
+    if (s->resumable() && !s->attached &&
+        now - s->detached_at > options_.resume_grace) {
+      expired.push_back(s.get());
+    } else if (!s->resumable() && s->tasks.empty() && s->outputs.empty() &&
+               s->waits.empty() && s->parked.empty() && s->out.empty() &&
+               s->held_ids.empty() && s->ready.empty() && s->actors == 0 &&
+               s->zmq->queued.load() == 0) {
+      idle.push_back(s.get());
+    }
+  }
+  for (Session* s : expired) {
+    EndSession(*s, absl::StrCat("its connection stayed closed longer than ",
+                                absl::FormatDuration(options_.resume_grace)));
+  }
+  for (Session* s : idle) sessions_.Remove(*s);
+  while (!orphaned_waits_.empty()) {
+    std::vector<uint64_t> serials;
+    serials.swap(orphaned_waits_);
+    for (uint64_t serial : serials) FinishWait(serial);
+  }
+}
+
+absl::Time Frontend::NextWake(absl::Time now) const {
+  absl::Time wake = absl::InfiniteFuture();
+  if (!wait_deadlines_.empty()) wake = wait_deadlines_.begin()->first;
+  if (!holding_ids_.empty()) wake = std::min(wake, held_until_);
+  // Budgets free as libzmq writes (on its own thread): look again soon.
+  if (!waiting_budget_.empty() || !parked_.empty() || !orphaned_waits_.empty())
+    wake = std::min(wake, now + absl::Milliseconds(10));
+  if (unsent_sessions_ > 0 && stalled_)
+    wake = std::min(wake, now + absl::Milliseconds(1));
+  return wake;
+}
+
+void Frontend::Pump(absl::Time now, bool writable) {
+  if (unsent_sessions_ > 0) {
+    bool progress = false;
+    for (uint64_t serial : std::set<uint64_t>(unsent_)) {
+      if (Session* s = sessions_.BySerial(serial)) progress |= Flush(*s);
+    }
+    if (progress) {
+      stalled_ = false;
+    } else if (writable) {
+      stalled_ = true;
+    }
+  }
+  for (uint64_t serial : std::set<uint64_t>(waiting_budget_)) {
+    if (Session* s = sessions_.BySerial(serial)) PushReady(*s);
+  }
+  if (!parked_.empty()) ServeParked();
+  while (!orphaned_waits_.empty()) {
+    std::vector<uint64_t> serials;
+    serials.swap(orphaned_waits_);
+    for (uint64_t serial : serials) FinishWait(serial);
+  }
+  (void)now;
+}
+
+bool Frontend::TakeSpinRequest(uint64_t* task) {
+  const bool spin = spin_;
+  *task = spin_task_;
+  spin_ = false;
+  spin_task_ = 0;
+  return spin;
 }
 
 }  // namespace shoal::coordinator

@@ -1,97 +1,115 @@
-// A frontend peer's session ends when its connection closes: what it owns
-// (tasks, held outputs, actors) is freed at once, not at remote_result_ttl.
-//
-// libzmq 4.3.4 as Debian builds it has no ZMQ_ROUTER_NOTIFY (a draft option:
-// setsockopt 97 fails with EINVAL), so disconnects come from a socket monitor
-// (ZMQ_EVENT_DISCONNECTED, whose value is the connection's descriptor), and
-// each request's descriptor from ZMQ_SRCFD; peers_by_fd_ maps one to the
-// other. After reading each request the frontend reads the events queued so
-// far: ZeroMQ queues a disconnect before it closes the descriptor, so the
-// disconnect of a descriptor the kernel reused for the request's connection
-// is always handled before that request. TCP peers are probed with TCP
-// keepalive: a host that vanishes without closing is noticed within about
-// 16 s of silence.
-#include <zmq.h>
+#include "coordinator/frontend_sessions.h"
 
 #include <cstring>
-#include <string>
-#include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "base/log.h"
-#include "base/status_macros.h"
-#include "coordinator/coordinator_impl.h"
+#include "ipc/object_id.h"
 
 namespace shoal::coordinator {
 namespace {
 
-constexpr int kKeepaliveIdleS = 10;
-constexpr int kKeepaliveIntervalS = 2;
-constexpr int kKeepaliveProbes = 3;
-constexpr int kHandshakeMs = 5000;
+// A random non-zero session id (from the kernel's CSPRNG, as object ids):
+// a client resumes a session by naming it, so it must not be guessable.
+uint64_t RandomSessionId() {
+  for (;;) {
+    const ObjectId r = ObjectId::Random();
+    uint64_t id = 0;
+    std::memcpy(&id, r.Binary().data(), sizeof id);
+    if (id != 0) return id;
+  }
+}
 
 }  // namespace
 
-absl::Status Coordinator::Impl::MonitorFrontend(bool tcp) {
-  ipc::Socket& socket = tcp ? tcp_frontend_ : frontend_;
-  ipc::Socket& events = tcp ? tcp_frontend_events_ : frontend_events_;
-  int mask = ZMQ_EVENT_DISCONNECTED;
-  if (tcp) {
-    // A host that vanishes is noticed by TCP keepalive, not by ZMTP
-    // heartbeats: libzmq 4.3.4 runs a connection's heartbeat timer after it
-    // has stopped reading the connection (its queue to us full) and seen it
-    // reset, and aborts the process (stream_engine_base.cpp:331).
-    SHOAL_ZMQ_CHECK(zmq_setsockopt(socket.raw(), ZMQ_TCP_KEEPALIVE_IDLE,
-                                   &kKeepaliveIdleS, sizeof kKeepaliveIdleS));
-    SHOAL_ZMQ_CHECK(zmq_setsockopt(socket.raw(), ZMQ_TCP_KEEPALIVE_INTVL,
-                                   &kKeepaliveIntervalS,
-                                   sizeof kKeepaliveIntervalS));
-    SHOAL_ZMQ_CHECK(zmq_setsockopt(socket.raw(), ZMQ_TCP_KEEPALIVE_CNT,
-                                   &kKeepaliveProbes, sizeof kKeepaliveProbes));
-    // A connection that has not completed its CURVE handshake in this long
-    // is closed (libzmq's default is 30 s).
-    SHOAL_ZMQ_CHECK(zmq_setsockopt(socket.raw(), ZMQ_HANDSHAKE_IVL,
-                                   &kHandshakeMs, sizeof kHandshakeMs));
-    mask |= ipc::ConnectionGuard::MonitorEvents();
+Principal& SessionTable::PrincipalOf(const std::string& key, bool owner) {
+  std::unique_ptr<Principal>& p = principals_[key];
+  if (!p) {
+    p = std::make_unique<Principal>();
+    p->key = key;
+    p->owner = owner;
   }
-  // inproc names are per context: this object's address keeps two
-  // coordinators of one process (tests) apart.
-  const std::string name =
-      absl::StrCat("inproc://shoal-frontend-events-", tcp ? "tcp-" : "ipc-",
-                   reinterpret_cast<uintptr_t>(this));
-  SHOAL_ZMQ_CHECK(zmq_socket_monitor(socket.raw(), name.c_str(), mask));
-  SHOAL_ASSIGN_OR_RETURN(events, ipc::Socket::Create(ZMQ_PAIR));
-  return events.Connect(name);
+  return *p;
 }
 
-void Coordinator::Impl::DrainFrontendEvents(bool tcp) {
-  ipc::Socket& events = tcp ? tcp_frontend_events_ : frontend_events_;
-  MarkTouched(tcp ? kTcpEventsItem : kEventsItem);
-  std::vector<std::string> frames;
-  while (events.Recv(&frames, absl::ZeroDuration()).ok()) {
-    std::optional<ipc::MonitorEvent> e = ipc::ParseMonitorEvent(frames);
-    if (!e) continue;
-    if (tcp) connections_.OnEvent(e->event, e->value, absl::Now());
-    if (e->event != ZMQ_EVENT_DISCONNECTED) continue;
-    const int32_t value = e->value;
-    auto it = peers_by_fd_.find({tcp, static_cast<int>(value)});
-    if (it == peers_by_fd_.end()) continue;
-    const std::set<std::string> keys = std::move(it->second);
-    peers_by_fd_.erase(it);
-    for (const std::string& key : keys) {
-      auto p = peers_.find(key);
-      if (p == peers_.end() || p->second.dropped) continue;
-      SHOAL_LOG(DEBUG,
-                "a frontend client's connection closed: freeing its %d tasks, "
-                "%d outputs and %d actors",
-                p->second.tasks.size(), p->second.outputs.size(),
-                p->second.actors.size());
-      EndSession(p->second);
-      // Forgotten, not kept as dropped: a DEALER with a routing id of its
-      // own that reconnects starts a new session. (Replies still queued
-      // count against a ReplyBytes their messages own.)
-      peers_.erase(p);
-    }
+Session& SessionTable::LegacySession(Principal& p, const Route& route,
+                                     bool* fresh) {
+  auto [it, made] = legacy_.try_emplace({p.key, RouteKey(route)}, 0);
+  *fresh = made;
+  if (!made) return *sessions_.at(it->second);
+  auto s = std::make_unique<Session>();
+  s->serial = next_serial_++;
+  s->principal = &p;
+  s->route = route;
+  it->second = s->serial;
+  p.sessions.insert(s->serial);
+  if (route.fd >= 0) by_fd_[{route.tcp, route.fd}].insert(s->serial);
+  Session& ref = *s;
+  sessions_.emplace(s->serial, std::move(s));
+  return ref;
+}
+
+Session& SessionTable::NewResumable(Principal& p, const Route& route) {
+  auto s = std::make_unique<Session>();
+  s->serial = next_serial_++;
+  s->principal = &p;
+  s->route = route;
+  do {
+    s->id = RandomSessionId();
+  } while (resumable_.count({p.key, s->id}) != 0);
+  resumable_[{p.key, s->id}] = s->serial;
+  p.sessions.insert(s->serial);
+  if (route.fd >= 0) by_fd_[{route.tcp, route.fd}].insert(s->serial);
+  Session& ref = *s;
+  sessions_.emplace(s->serial, std::move(s));
+  return ref;
+}
+
+Session* SessionTable::Resumable(const Principal& p, uint64_t id) {
+  auto it = resumable_.find({p.key, id});
+  return it == resumable_.end() ? nullptr : BySerial(it->second);
+}
+
+Session* SessionTable::BySerial(uint64_t serial) {
+  auto it = sessions_.find(serial);
+  return it == sessions_.end() ? nullptr : it->second.get();
+}
+
+std::vector<Session*> SessionTable::OnConnection(bool tcp, int fd) {
+  std::vector<Session*> out;
+  auto it = by_fd_.find({tcp, fd});
+  if (it == by_fd_.end()) return out;
+  for (uint64_t serial : it->second) {
+    if (Session* s = BySerial(serial)) out.push_back(s);
+  }
+  return out;
+}
+
+void SessionTable::Reroute(Session& s, const Route& route) {
+  Unroute(s);
+  s.route = route;
+  if (route.fd >= 0) by_fd_[{route.tcp, route.fd}].insert(s.serial);
+}
+
+void SessionTable::Unroute(Session& s) {
+  if (s.route.fd < 0) return;
+  auto it = by_fd_.find({s.route.tcp, s.route.fd});
+  if (it == by_fd_.end()) return;
+  it->second.erase(s.serial);
+  if (it->second.empty()) by_fd_.erase(it);
+}
+
+void SessionTable::Remove(Session& s) {
+  Unroute(s);
+  Principal* p = s.principal;
+  if (s.resumable()) {
+    resumable_.erase({p->key, s.id});
+  } else {
+    legacy_.erase({p->key, RouteKey(s.route)});
+  }
+  p->sessions.erase(s.serial);
+  sessions_.erase(s.serial);  // `s` is gone
+  if (p->sessions.empty() && p->tasks == 0 && p->held_bytes == 0 &&
+      p->waits == 0 && p->parked == 0) {
+    principals_.erase(p->key);
   }
 }
 

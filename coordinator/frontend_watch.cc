@@ -1,177 +1,228 @@
-// Waits and pushed results of remote clients, without periodic scans: a task
-// someone waits for is in watched_ (by id, with its push and its waits), in
-// the order it was watched. When our task client's doorbell rings (the
-// completion_ eventfd), the ring count says how many of our tasks finished
-// since the last look; OnCompletions walks the watch order from its front
-// until it has found that many finished ones (completions come roughly in
-// submission order), so a completion costs about one Poll, not a scan of
-// every waiting request. Deadlines of waits are a timer queue: the event
-// loop sleeps until the earliest.
+// Waits and pushed results of the frontend's clients, without periodic
+// scans. Every remote task is in tasks_ and, until it finishes, in
+// watch_order_ (the order it was submitted in). When our task client's
+// doorbell rings (the completion eventfd), the ring count says how many of
+// our tasks finished since the last look; OnCompletions walks the watch
+// order from its front until it has found that many finished ones
+// (completions come roughly in submission order), so a completion costs
+// about one Poll, not a scan of every waiting request. Deadlines of waits
+// are a timer queue: the event loop sleeps until the earliest.
+//
+// A pushed task's result goes to its session's `ready` queue and is taken
+// from the table only when the session has room in its reply budget
+// (PushReady): a client that does not read leaves its results in the table,
+// where they wait for it (never dropped).
 #include <algorithm>
 #include <map>
 #include <utility>
 
-#include "coordinator/coordinator_impl.h"
+#include "coordinator/frontend.h"
 #include "tasks/task_results.h"
 
 namespace shoal::coordinator {
+namespace {
 
-void Coordinator::Impl::Watch(uint64_t id,
-                              std::shared_ptr<const PushTarget> push,
-                              uint64_t serial) {
-  auto [it, fresh] = watched_.try_emplace(id);
-  if (fresh) watch_order_.push_back(id);
-  if (push) {
-    it->second.push = std::move(push);
-  } else {
-    it->second.waits.push_back(serial);
-  }
-}
+// Results per pushed WaitReply.
+constexpr size_t kResultsPerPush = 64;
 
-void Coordinator::Impl::CountUncollected(uint64_t id) {
-  auto task = remote_tasks_.find(id);
-  if (task == remote_tasks_.end()) return;
-  auto p = peers_.find(task->second.peer);
-  if (p == peers_.end() || p->second.held_bytes.count(id) != 0) return;
-  // Read without taking: the peer collects it later as before.
-  const ipc::TaskResult r = ResultOf(id, /*release=*/false);
-  uint64_t bytes = 0;
-  for (const Value& v : r.outputs) {
-    if (const auto* o = std::get_if<ObjectValue>(&v)) bytes += o->nbytes;
-  }
-  p->second.Hold(id, bytes);
-}
+}  // namespace
 
-void Coordinator::Impl::Unwatch(const PendingWait& wait, uint64_t serial) {
-  for (uint64_t id : wait.request.task_ids) {
-    auto it = watched_.find(id);
-    if (it == watched_.end()) continue;
-    std::vector<uint64_t>& waits = it->second.waits;
-    waits.erase(std::remove(waits.begin(), waits.end(), serial), waits.end());
-    if (waits.empty() && !it->second.push && !it->second.quota)
-      watched_.erase(it);
-  }
-}
-
-void Coordinator::Impl::AddWait(PendingWait wait) {
+void Frontend::AddWait(Session& s, PendingWait wait) {
   const uint64_t serial = next_wait_++;
   if (wait.request.timeout_ms > 0) {
     wait.deadline = wait_deadlines_.emplace(
         absl::Now() + absl::Milliseconds(wait.request.timeout_ms), serial);
   }
-  // Counted again here: a task that finished since the caller looked will
-  // not be seen by OnCompletions (it is not watched).
+  wait.session = s.serial;
   wait.done = 0;
   for (uint64_t id : wait.request.task_ids) {
-    absl::StatusOr<tasks::TaskState> st = table_->Poll(id);
-    if (st.ok() && *st != tasks::TaskState::kDone) {
-      Watch(id, nullptr, serial);
-    } else {
+    RemoteTask& t = tasks_.at(id);  // REQUIRES: checked by CheckOwner
+    if (t.done) {
       ++wait.done;
+    } else {
+      t.waits.push_back(serial);
     }
   }
+  Principal& p = *s.principal;
+  ++p.waits;
+  p.wait_ids += wait.request.task_ids.size();
+  s.waits.insert(serial);
   const bool satisfied = wait.done >= wait.want;
   waits_.emplace(serial, std::move(wait));
   if (satisfied) FinishWait(serial);
 }
 
-void Coordinator::Impl::FinishWait(uint64_t serial) {
+void Frontend::DropWait(uint64_t serial) {
   auto it = waits_.find(serial);
   if (it == waits_.end()) return;
-  PendingWait wait = std::move(it->second);
+  PendingWait& w = it->second;
+  if (w.deadline) wait_deadlines_.erase(*w.deadline);
+  for (uint64_t id : w.request.task_ids) {
+    auto t = tasks_.find(id);
+    if (t == tasks_.end()) continue;
+    std::vector<uint64_t>& waits = t->second.waits;
+    waits.erase(std::remove(waits.begin(), waits.end(), serial), waits.end());
+  }
+  if (Session* s = sessions_.BySerial(w.session)) {
+    s->waits.erase(serial);
+    --s->principal->waits;
+    s->principal->wait_ids -= w.request.task_ids.size();
+  }
   waits_.erase(it);
-  if (wait.deadline) wait_deadlines_.erase(*wait.deadline);
-  Unwatch(wait, serial);
-  std::optional<ipc::Message> reply =
-      TryWait(wait.peer, wait.request, /*force=*/true);
-  if (reply) Reply(wait.peer, wait.request_id, *std::move(reply));
 }
 
-void Coordinator::Impl::SendHeldIds(const std::set<uint64_t>& answered) {
-  std::vector<HeldIds> held;
-  held.swap(held_ids_);
-  held_until_ = absl::InfiniteFuture();
-  for (const HeldIds& h : held) {
-    if (answered.count(h.task_id) != 0) continue;
-    Reply(h.peer, h.request_id, ipc::SubmitReply{{h.task_id}});
+void Frontend::FinishWait(uint64_t serial) {
+  auto it = waits_.find(serial);
+  if (it == waits_.end()) return;
+  const uint64_t session = it->second.session;
+  const uint64_t request_id = it->second.request_id;
+  const ipc::WaitRequest request = it->second.request;
+  DropWait(serial);
+  Session* s = sessions_.BySerial(session);
+  if (s == nullptr) return;
+  std::optional<ipc::Message> reply = TryWait(*s, request, /*force=*/true);
+  if (reply) Reply(*s, request_id, *std::move(reply));
+}
+
+std::optional<ipc::Message> Frontend::TryWait(Session& s,
+                                              const ipc::WaitRequest& m,
+                                              bool force) {
+  size_t done = 0;
+  for (uint64_t id : m.task_ids) {
+    if (absl::Status owner = CheckOwner(s, id); !owner.ok())
+      return ipc::ErrorReply{owner};
+    absl::StatusOr<tasks::TaskState> st = table_->Poll(id);
+    if (!st.ok()) return ipc::ErrorReply{st.status()};
+    if (*st == tasks::TaskState::kDone) ++done;
+  }
+  const size_t want = m.min_done == 0
+                          ? m.task_ids.size()
+                          : std::min<size_t>(m.min_done, m.task_ids.size());
+  if (done < want && !force) return std::nullopt;
+  ipc::WaitReply reply;
+  for (uint64_t id : m.task_ids) {
+    absl::StatusOr<tasks::TaskState> st = table_->Poll(id);
+    if (!st.ok() || *st != tasks::TaskState::kDone) continue;
+    reply.results.push_back(TakeFor(s, id, m.release));
+  }
+  return reply;
+}
+
+void Frontend::ExpireWaits(absl::Time now) {
+  while (!wait_deadlines_.empty() && wait_deadlines_.begin()->first <= now)
+    FinishWait(wait_deadlines_.begin()->second);
+}
+
+void Frontend::SendHeldIds(Session& s, const std::set<uint64_t>& answered) {
+  std::vector<std::pair<uint64_t, uint64_t>> held;
+  held.swap(s.held_ids);
+  holding_ids_.erase(s.serial);
+  for (const auto& [request, task] : held) {
+    if (answered.count(task) != 0) continue;
+    Reply(s, request, ipc::SubmitReply{{task}});
   }
 }
 
-void Coordinator::Impl::OnCompletions() {
+void Frontend::SendAllHeldIds() {
+  for (uint64_t serial : std::set<uint64_t>(holding_ids_)) {
+    if (Session* s = sessions_.BySerial(serial)) SendHeldIds(*s, {});
+  }
+  holding_ids_.clear();
+  held_until_ = absl::InfiniteFuture();
+}
+
+void Frontend::PushReady(Session& s) {
+  // Taken first, so that held ids (which go before any result) know which
+  // tasks this round answers.
+  std::vector<std::pair<uint64_t, ipc::WaitReply>> pushes;
+  std::set<uint64_t> answered;
+  while (!s.ready.empty() && !OverBudget(s)) {
+    const uint64_t request = s.ready.front().first;
+    ipc::WaitReply reply;
+    uint64_t bytes = 0;
+    while (!s.ready.empty() && s.ready.front().first == request &&
+           reply.results.size() < kResultsPerPush) {
+      const uint64_t id = s.ready.front().second;
+      s.ready.pop_front();
+      if (tasks_.count(id) == 0) continue;  // released or expired meanwhile
+      reply.results.push_back(TakeFor(s, id, /*release=*/true));
+      answered.insert(id);
+      for (const Value& v : reply.results.back().outputs) {
+        if (const auto* t = std::get_if<TensorValue>(&v))
+          bytes += t->data.size();
+      }
+    }
+    if (reply.results.empty()) continue;
+    pushes.emplace_back(request, std::move(reply));
+    // Counted now, so that the loop stops at the budget.
+    if (bytes + s.outstanding() > options_.max_reply_bytes_per_client) break;
+  }
+  if (!s.held_ids.empty()) SendHeldIds(s, answered);
+  for (auto& [request, reply] : pushes) Reply(s, request, std::move(reply));
+  if (s.ready.empty()) {
+    waiting_budget_.erase(s.serial);
+  } else {
+    waiting_budget_.insert(s.serial);
+  }
+}
+
+void Frontend::OnCompletions() {
   const uint32_t rings = table_->ClientRings(own_client_);
   const uint32_t rung = rings - rings_seen_;
   rings_seen_ = rings;
-  // Finished watched tasks, found from the front of the watch order. Rings
-  // of tasks nobody watches count too, so a short find means a full walk.
+  // Finished tasks, found from the front of the watch order. Rings of our
+  // other tasks (actor constructors) count too, so a short find means a
+  // full walk.
   std::vector<uint64_t> finished;
-  size_t live = 0;
   for (size_t i = 0; i < watch_order_.size() && finished.size() < rung; ++i) {
     const uint64_t id = watch_order_[i];
-    if (watched_.count(id) == 0) continue;
-    ++live;
+    auto t = tasks_.find(id);
+    if (t == tasks_.end() || t->second.done) continue;
     absl::StatusOr<tasks::TaskState> st = table_->Poll(id);
     if (!st.ok() || *st == tasks::TaskState::kDone) finished.push_back(id);
   }
-  // Pushed results, one WaitReply per submit request per round.
-  std::map<std::pair<std::string, uint64_t>,
-           std::pair<std::shared_ptr<const PushTarget>, ipc::WaitReply>>
-      pushes;
   std::vector<uint64_t> due;
-  std::set<uint64_t> pushed;  // tasks whose results go below
+  std::set<uint64_t> pushing;  // sessions with results to push
   for (uint64_t id : finished) {
-    auto it = watched_.find(id);
-    if (it == watched_.end()) continue;
-    TaskWatch watch = std::move(it->second);
-    watched_.erase(it);
-    for (uint64_t serial : watch.waits) {
+    auto it = tasks_.find(id);
+    if (it == tasks_.end()) continue;
+    RemoteTask& t = it->second;
+    t.done = true;
+    --unfinished_;
+    Session* s = sessions_.BySerial(t.session);
+    if (s != nullptr) ++s->principal->finished;
+    for (uint64_t serial : t.waits) {
       auto w = waits_.find(serial);
       if (w != waits_.end() && ++w->second.done >= w->second.want)
         due.push_back(serial);
     }
-    if (!watch.push) {
-      if (watch.quota) CountUncollected(id);
-      continue;
-    }
-    const PushTarget& to = *watch.push;
-    if (CheckOwner(to.peer, id).ok()) {
-      auto& [target, reply] = pushes[{to.peer.key(), to.request_id}];
-      target = watch.push;
-      reply.results.push_back(TakeFor(StateOf(to.peer), id, true));
-      pushed.insert(id);
+    t.waits.clear();
+    if (s == nullptr) continue;
+    if (t.push_request != 0) {
+      s->ready.emplace_back(t.push_request, id);
+      pushing.insert(s->serial);
+    } else {
+      CountFinished(id);
     }
   }
-  // Held ids before any result; a held task pushed now needs none.
-  if (!held_ids_.empty()) SendHeldIds(pushed);
-  for (auto& [key, push] : pushes) {
-    Reply(push.first->peer, push.first->request_id, std::move(push.second));
+  for (uint64_t serial : pushing) {
+    if (Session* s = sessions_.BySerial(serial)) PushReady(*s);
   }
   for (uint64_t serial : due) FinishWait(serial);
-  // Drop stale ids from the front; compact when most of the order is stale.
-  while (!watch_order_.empty() && watched_.count(watch_order_.front()) == 0)
+  // Drop finished and forgotten ids from the front; compact when most of
+  // the order is stale.
+  auto stale = [&](uint64_t id) {
+    auto t = tasks_.find(id);
+    return t == tasks_.end() || t->second.done;
+  };
+  while (!watch_order_.empty() && stale(watch_order_.front()))
     watch_order_.pop_front();
-  if (watch_order_.size() > 2 * watched_.size() + 4096) {
+  if (watch_order_.size() > 2 * unfinished_ + 4096) {
     std::deque<uint64_t> kept;
     for (uint64_t id : watch_order_) {
-      if (watched_.count(id) != 0) kept.push_back(id);
+      if (!stale(id)) kept.push_back(id);
     }
     watch_order_.swap(kept);
-  }
-  (void)live;
-}
-
-std::optional<absl::Time> Coordinator::Impl::ExpireWaits(absl::Time now) {
-  while (!wait_deadlines_.empty() && wait_deadlines_.begin()->first <= now) {
-    FinishWait(wait_deadlines_.begin()->second);
-  }
-  if (wait_deadlines_.empty()) return std::nullopt;
-  return wait_deadlines_.begin()->first;
-}
-
-void Coordinator::Impl::AnswerOrphanedWaits() {
-  while (!orphaned_waits_.empty()) {
-    std::vector<uint64_t> serials;
-    serials.swap(orphaned_waits_);
-    for (uint64_t serial : serials) FinishWait(serial);
   }
 }
 

@@ -54,8 +54,8 @@ bool AttachSynFilter(int fd) {
 
 bool DetachFilter(int fd) {
   int unused = 0;
-  return setsockopt(fd, SOL_SOCKET, SO_DETACH_FILTER, &unused,
-                    sizeof unused) == 0 ||
+  return setsockopt(fd, SOL_SOCKET, SO_DETACH_FILTER, &unused, sizeof unused) ==
+             0 ||
          errno == ENOENT;
 }
 
@@ -126,11 +126,11 @@ absl::Status ConnectionGuard::OnRequest(int fd, absl::string_view client,
   if (!exempt && fds.size() > limits_.max_per_client) {
     ++stats_.closed_client;
     Close(fd);
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "this client has ", fds.size() - 1,
-        " connections to the node already: over the limit "
-        "max_connections_per_client = ",
-        limits_.max_per_client, "; this connection is closed"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this client has ", fds.size() - 1,
+                     " connections to the node already: over the limit "
+                     "max_connections_per_client = ",
+                     limits_.max_per_client, "; this connection is closed"));
   }
   return absl::OkStatus();
 }

@@ -57,9 +57,9 @@ struct ConnectionLimits {
 struct ConnectionGuardStats {
   uint64_t accepted = 0;
   uint64_t closed_handshaking = 0;  // over max_handshakes_per_address
-  uint64_t closed_silent = 0;     // no request within first_request_within
-  uint64_t closed_client = 0;     // over max_per_client
-  uint64_t hold_offs = 0;         // times new connections were held off
+  uint64_t closed_silent = 0;       // no request within first_request_within
+  uint64_t closed_client = 0;       // over max_per_client
+  uint64_t hold_offs = 0;           // times new connections were held off
 };
 
 class ConnectionGuard {
@@ -80,8 +80,7 @@ class ConnectionGuard {
   // ResourceExhausted naming max_per_client when the client already holds
   // that many other connections: this one is then closed (a reply the
   // caller sends first may still reach it).
-  absl::Status OnRequest(int fd, absl::string_view client,
-                         bool exempt = false);
+  absl::Status OnRequest(int fd, absl::string_view client, bool exempt = false);
   // Closes connections silent for first_request_within. About once a
   // second.
   void Tick(absl::Time now);
@@ -109,8 +108,8 @@ class ConnectionGuard {
   ConnectionLimits limits_;
   int listener_ = -1;
   bool holding_off_ = false;
-  std::map<int, Connection> connections_;           // by descriptor
-  std::map<std::string, size_t> handshaking_;       // by address
+  std::map<int, Connection> connections_;            // by descriptor
+  std::map<std::string, size_t> handshaking_;        // by address
   std::map<std::string, std::vector<int>> clients_;  // client → descriptors
   ConnectionGuardStats stats_;
 };

@@ -175,15 +175,12 @@ TEST(ConnectionGuardTest, RefusesAClientOverItsConnectionCap) {
   // Real ZeroMQ clients, so that the router reads requests with their
   // descriptors (ZMQ_SRCFD), as a frontend does.
   const int timeout_ms = 20000;
-  zmq_setsockopt(r.router_.raw(), ZMQ_RCVTIMEO, &timeout_ms,
-                 sizeof timeout_ms);
+  zmq_setsockopt(r.router_.raw(), ZMQ_RCVTIMEO, &timeout_ms, sizeof timeout_ms);
   std::vector<Socket> dealers;
   std::vector<int> router_fds;
   for (int i = 0; i < 3; ++i) {
     dealers.push_back(*Socket::Create(ZMQ_DEALER));
-    ASSERT_TRUE(dealers.back()
-                    .Connect(*r.router_.LastEndpoint())
-                    .ok());
+    ASSERT_TRUE(dealers.back().Connect(*r.router_.LastEndpoint()).ok());
     ASSERT_TRUE(dealers.back().Send("hello").ok());
     zmq_msg_t id, body;
     zmq_msg_init(&id);

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <fstream>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -476,6 +477,30 @@ bool IsLoopbackEndpoint(absl::string_view endpoint) {
   if (absl::EqualsIgnoreCase(host, "localhost")) return true;
   uint8_t octets[4];
   return ParseIpv4(host, octets) && octets[0] == 127;
+}
+
+absl::StatusOr<std::vector<std::string>> ReadPublicKeys(
+    const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::vector<std::string> keys;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    absl::string_view key = absl::StripAsciiWhitespace(line);
+    if (key.empty() || key[0] == '#') continue;
+    if (absl::StartsWith(key, "secret=")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, " line ", n,
+          " is a secret key: list only public keys (the public= line)"));
+    }
+    absl::ConsumePrefix(&key, "public=");
+    if (!IsValidZ85Key(key)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "not a Z85 public key in ", path, " line ", n, ": ", line));
+    }
+    keys.emplace_back(key);
+  }
+  return keys;
 }
 
 }  // namespace shoal::ipc

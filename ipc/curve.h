@@ -76,6 +76,14 @@ absl::Status WriteKeyPair(const std::string& path, const CurveKeyPair& keys);
 // belong to the secret key; other errno-derived codes from the file system.
 absl::StatusOr<CurveKeyPair> ReadKeyPair(const std::string& path);
 
+// Reads a file of admitted client public keys (`shoal start --client-keys`):
+// one per line, either the bare Z85 key or the `public=<key>` line of a
+// key-pair file; blank lines and lines starting with '#' are skipped.
+// Errors: NotFound (unreadable), InvalidArgument naming the line (not a key,
+// or a `secret=` line: a secret key must never be handed over).
+absl::StatusOr<std::vector<std::string>> ReadPublicKeys(
+    const std::string& path);
+
 // Makes `socket` a CURVE server with `server`'s secret key, sets the ZAP
 // domain to kCurveZapDomain and ZMQ_ZAP_ENFORCE_DOMAIN, so that without a ZAP
 // handler no client is admitted. Call before Bind (ZeroMQ applies security

@@ -30,8 +30,17 @@ namespace shoal::ipc {
 // gets a FailedPrecondition error reply.
 inline constexpr uint32_t kProtocolMajor = 1;
 // 1: SubmitRequest.push; 2: SubmitRequest.push_ids;
-// 3: SubmitRequest.ids_with_result.
-inline constexpr uint32_t kProtocolMinor = 3;
+// 3: SubmitRequest.ids_with_result; 4: resumable sessions (Envelope.session,
+// ack, seq; SessionAck; ErrorReply.session_reset), PutObjectRequest.
+inline constexpr uint32_t kProtocolMinor = 4;
+
+// The absl::Status payload (type URL) that marks an ErrorReply's status as a
+// session reset (ErrorReply.session_reset on the wire).
+inline constexpr char kSessionResetPayload[] = "shoal.wire/session_reset";
+// Whether `s` is a session reset (the node no longer knows the session).
+bool IsSessionReset(const absl::Status& s);
+// `s` marked as a session reset.
+absl::Status MarkSessionReset(absl::Status s);
 
 struct ErrorReply {
   absl::Status status;  // never OK
@@ -186,6 +195,8 @@ struct ClientHello {
   int32_t pid = 0;
   std::string name;
   std::string boot_id;
+  bool resumable = false;  // 1.4: open a resumable session
+  std::string machine;     // 1.4: the client machine's boot id
 };
 
 struct ClientWelcome {
@@ -196,6 +207,14 @@ struct ClientWelcome {
   std::string store_endpoint;
   uint32_t cpus_per_worker = 1;
   uint32_t gpus_per_worker = 0;
+  // 1.4: the resumable session's id (0: none), the largest request frame the
+  // node serves, the most reply bytes it keeps for a client, and how long a
+  // session outlives its connection.
+  uint64_t session = 0;
+  uint64_t max_request_bytes = 0;
+  uint64_t reply_budget_bytes = 0;
+  uint32_t resume_grace_ms = 0;
+  bool owner = false;  // 1.4: the node counts this client as its owner
   // The node's protocol minor (its Envelope's, set by Decode; not a field).
   uint32_t protocol_minor = 0;
 };
@@ -241,6 +260,17 @@ struct FetchObjectRequest {
 
 struct FetchObjectReply {
   TensorValue tensor;
+};
+
+struct SessionAck {};
+
+struct PutObjectRequest {
+  TensorValue tensor;
+};
+
+struct PutObjectReply {
+  ObjectId id;
+  uint64_t nbytes = 0;
 };
 
 // Actors: plain records (see the rule above).
@@ -334,11 +364,18 @@ using Message = std::variant<
     WorkerHeartbeat, StatusRequest, NodeStatus, StopRequest, KvSetRequest,
     KvGetRequest, KvValue, KvAddRequest, KvCompareAndSetRequest,
     KvDeleteRequest, KvListRequest, KvListReply, KvWaitRequest, BarrierRequest,
-    ActorCreateRequest, ActorCreateReply, ActorKillRequest>;
+    ActorCreateRequest, ActorCreateReply, ActorKillRequest, SessionAck,
+    PutObjectRequest, PutObjectReply>;
 
 struct Envelope {
   uint64_t request_id = 0;
   Message body;
+  // Resumable sessions (1.4): set by the sender, 0 when unused.
+  uint64_t session = 0;  // client → node: its session
+  uint64_t ack = 0;      // client → node: every seq up to this arrived
+  uint64_t seq = 0;      // node → client: this message's number
+  // The sender's protocol minor (set by Decode; Encode writes this build's).
+  uint32_t minor = 0;
 };
 
 }  // namespace shoal::ipc

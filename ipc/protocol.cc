@@ -4,6 +4,7 @@
 
 #include <variant>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "ipc/protocol_internal.h"
 #include "ipc/wire_convert.h"
@@ -28,6 +29,7 @@ absl::Status EncodeBody(const ErrorReply& m, wire::Envelope* w) {
   }
   w->mutable_error()->set_code(static_cast<int32_t>(m.status.code()));
   w->mutable_error()->set_message(std::string(m.status.message()));
+  if (IsSessionReset(m.status)) w->mutable_error()->set_session_reset(true);
   return absl::OkStatus();
 }
 
@@ -51,8 +53,8 @@ absl::StatusOr<Message> ErrorReplyFromWire(const wire::ErrorReply& r) {
     return absl::InvalidArgumentError(
         absl::StrCat("error reply with invalid code ", r.code()));
   }
-  return ErrorReply{
-      absl::Status(static_cast<absl::StatusCode>(r.code()), r.message())};
+  absl::Status s(static_cast<absl::StatusCode>(r.code()), r.message());
+  return ErrorReply{r.session_reset() ? MarkSessionReset(std::move(s)) : s};
 }
 
 // Sends each body case to the decoder of its area (protocol_internal.h). The
@@ -102,6 +104,9 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
     case wire::Envelope::kActorCreate:
     case wire::Envelope::kActorCreateReply:
     case wire::Envelope::kActorKill:
+    case wire::Envelope::kSessionAck:
+    case wire::Envelope::kPutObject:
+    case wire::Envelope::kPutObjectReply:
       return protocol_internal::TaskBodyFromWire(w, limits);
     case wire::Envelope::kKvSet:
     case wire::Envelope::kKvGet:
@@ -120,13 +125,51 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
   return absl::InvalidArgumentError("message has no body (or an unknown one)");
 }
 
+// The request id of a frame that does not parse as a whole: the Envelope's
+// leading fields (major 1, minor 2, request_id 3: protobuf writes fields in
+// order) read as far as they are well-formed; 0 if it cannot be read.
+uint64_t LeadingRequestId(absl::string_view frame) {
+  size_t at = 0;
+  auto varint = [&](uint64_t* out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64 && at < frame.size(); shift += 7) {
+      const uint8_t b = static_cast<uint8_t>(frame[at++]);
+      v |= uint64_t{b & 0x7fu} << shift;
+      if ((b & 0x80) == 0) {
+        *out = v;
+        return true;
+      }
+    }
+    return false;
+  };
+  while (at < frame.size()) {
+    uint64_t tag = 0, value = 0;
+    if (!varint(&tag) || (tag & 7) != 0 || !varint(&value)) return 0;
+    if ((tag >> 3) == 3) return value;
+    if ((tag >> 3) > 3) return 0;
+  }
+  return 0;
+}
+
 }  // namespace
+
+bool IsSessionReset(const absl::Status& s) {
+  return s.GetPayload(kSessionResetPayload).has_value();
+}
+
+absl::Status MarkSessionReset(absl::Status s) {
+  s.SetPayload(kSessionResetPayload, absl::Cord("1"));
+  return s;
+}
 
 absl::StatusOr<std::string> Encode(const Envelope& envelope) {
   wire::Envelope w;
   w.set_major(kProtocolMajor);
   w.set_minor(kProtocolMinor);
   w.set_request_id(envelope.request_id);
+  if (envelope.session != 0) w.set_session(envelope.session);
+  if (envelope.ack != 0) w.set_ack(envelope.ack);
+  if (envelope.seq != 0) w.set_seq(envelope.seq);
   absl::Status s = BodyToWire(envelope.body, &w);
   if (!s.ok()) return s;
   std::string out;
@@ -165,11 +208,20 @@ DecodeResult Decode(absl::string_view frame, const DecodeLimits& limits) {
   }
   wire::Envelope w;
   if (!w.ParseFromArray(frame.data(), static_cast<int>(frame.size()))) {
+    result.request_id = LeadingRequestId(frame);
     result.envelope = absl::InvalidArgumentError(absl::StrCat(
         "frame of ", frame.size(), " bytes is not a shoal message"));
     return result;
   }
   result.request_id = w.request_id();
+  if (w.major() == 0) {
+    result.envelope = absl::InvalidArgumentError(
+        frame.empty() ? std::string("an empty frame is not a shoal message")
+                      : absl::StrCat("frame of ", frame.size(),
+                                     " bytes has no protocol version: not a "
+                                     "shoal message"));
+    return result;
+  }
   if (w.major() != kProtocolMajor) {
     result.envelope = absl::FailedPreconditionError(
         absl::StrCat("protocol version mismatch: peer speaks ", w.major(), ".",
@@ -182,7 +234,12 @@ DecodeResult Decode(absl::string_view frame, const DecodeLimits& limits) {
     result.envelope = body.status();
     return result;
   }
-  result.envelope = Envelope{w.request_id(), *std::move(body)};
+  Envelope e{w.request_id(), *std::move(body)};
+  e.session = w.session();
+  e.ack = w.ack();
+  e.seq = w.seq();
+  e.minor = w.minor();
+  result.envelope = std::move(e);
   return result;
 }
 
@@ -234,7 +291,10 @@ absl::string_view MessageName(const Message& m) {
                                                  "barrier",
                                                  "actor_create",
                                                  "actor_create_reply",
-                                                 "actor_kill"};
+                                                 "actor_kill",
+                                                 "session_ack",
+                                                 "put_object",
+                                                 "put_object_reply"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[m.index()];
 }

@@ -82,6 +82,9 @@ absl::Status EncodeBody(const ActorCreateRequest& m, wire::Envelope* w);
 absl::Status EncodeBody(const ActorCreateReply& m, wire::Envelope* w);
 absl::Status EncodeBody(const ActorKillRequest& m, wire::Envelope* w);
 absl::Status EncodeBody(const StopRequest& m, wire::Envelope* w);
+absl::Status EncodeBody(const SessionAck& m, wire::Envelope* w);
+absl::Status EncodeBody(const PutObjectRequest& m, wire::Envelope* w);
+absl::Status EncodeBody(const PutObjectReply& m, wire::Envelope* w);
 
 // protocol_kv.cc
 absl::Status EncodeBody(const KvSetRequest& m, wire::Envelope* w);

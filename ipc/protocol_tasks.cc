@@ -15,6 +15,8 @@ absl::Status EncodeBody(const ClientHello& m, wire::Envelope* w) {
   r->set_pid(m.pid);
   r->set_name(m.name);
   r->set_boot_id(m.boot_id);
+  r->set_resumable(m.resumable);
+  r->set_machine(m.machine);
   return absl::OkStatus();
 }
 
@@ -27,6 +29,11 @@ absl::Status EncodeBody(const ClientWelcome& m, wire::Envelope* w) {
   r->set_store_endpoint(m.store_endpoint);
   r->set_cpus_per_worker(m.cpus_per_worker);
   r->set_gpus_per_worker(m.gpus_per_worker);
+  r->set_session(m.session);
+  r->set_max_request_bytes(m.max_request_bytes);
+  r->set_reply_budget_bytes(m.reply_budget_bytes);
+  r->set_resume_grace_ms(m.resume_grace_ms);
+  r->set_owner(m.owner);
   return absl::OkStatus();
 }
 
@@ -127,6 +134,24 @@ absl::Status EncodeBody(const ActorCreateReply& m, wire::Envelope* w) {
   return absl::OkStatus();
 }
 
+absl::Status EncodeBody(const SessionAck&, wire::Envelope* w) {
+  w->mutable_session_ack();
+  return absl::OkStatus();
+}
+
+absl::Status EncodeBody(const PutObjectRequest& m, wire::Envelope* w) {
+  auto* t = w->mutable_put_object()->mutable_tensor();
+  ToWire(m.tensor.meta, t->mutable_meta());
+  t->set_data(m.tensor.data);
+  return absl::OkStatus();
+}
+
+absl::Status EncodeBody(const PutObjectReply& m, wire::Envelope* w) {
+  w->mutable_put_object_reply()->set_id(IdBytes(m.id));
+  w->mutable_put_object_reply()->set_nbytes(m.nbytes);
+  return absl::OkStatus();
+}
+
 absl::Status EncodeBody(const ActorKillRequest& m, wire::Envelope* w) {
   *w->mutable_actor_kill() = m;
   return absl::OkStatus();
@@ -157,21 +182,23 @@ absl::StatusOr<Message> TaskIdsMessageFromWire(
 
 absl::StatusOr<Message> ClientHelloFromWire(const wire::ClientHello& r,
                                             const DecodeLimits& limits) {
-  if (r.name().size() > limits.max_string_bytes || r.boot_id().size() > 64) {
+  if (r.name().size() > limits.max_string_bytes || r.boot_id().size() > 64 ||
+      r.machine().size() > 64) {
     return absl::ResourceExhaustedError("client hello fields too long");
   }
   if (r.pid() < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("client hello's pid ", r.pid(), " is negative"));
   }
-  return ClientHello{r.pid(), r.name(), r.boot_id()};
+  return ClientHello{r.pid(), r.name(), r.boot_id(), r.resumable(),
+                     r.machine()};
 }
 
 absl::StatusOr<Message> ActorCreateFromWire(const wire::ActorCreateRequest& r) {
   if (r.cpus() > 4096 || r.gpus() > 4096) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "an actor asks for ", r.cpus(), " cpus and ", r.gpus(),
-        " gpus: out of range [0, 4096]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("an actor asks for ", r.cpus(), " cpus and ", r.gpus(),
+                     " gpus: out of range [0, 4096]"));
   }
   if (r.max_restarts() > kMaxActorRestarts) {
     return absl::InvalidArgumentError(
@@ -241,6 +268,15 @@ absl::StatusOr<Message> FetchObjectReplyFromWire(
   return FetchObjectReply{std::get<TensorValue>(*std::move(value))};
 }
 
+// An InlineTensor as a TensorValue (its size checked against its meta).
+absl::StatusOr<TensorValue> InlineTensorFromWire(const wire::InlineTensor& t) {
+  wire::Value v;
+  *v.mutable_tensor() = t;
+  auto value = FromWire(v);
+  if (!value.ok()) return value.status();
+  return std::get<TensorValue>(*std::move(value));
+}
+
 absl::StatusOr<Message> WorkerHelloFromWire(const wire::WorkerHello& r,
                                             const DecodeLimits& limits) {
   if (static_cast<size_t>(r.functions_size()) > limits.max_ids) {
@@ -260,10 +296,21 @@ absl::StatusOr<Message> TaskBodyFromWire(const wire::Envelope& w,
       return ClientHelloFromWire(w.client_hello(), limits);
     case wire::Envelope::kClientWelcome: {
       const auto& r = w.client_welcome();
-      return ClientWelcome{r.job_id(),          r.local(),
-                           r.task_segment(),    r.task_client(),
-                           r.store_endpoint(),  r.cpus_per_worker(),
-                           r.gpus_per_worker(), w.minor()};
+      ClientWelcome m;
+      m.job_id = r.job_id();
+      m.local = r.local();
+      m.task_segment = r.task_segment();
+      m.task_client = r.task_client();
+      m.store_endpoint = r.store_endpoint();
+      m.cpus_per_worker = r.cpus_per_worker();
+      m.gpus_per_worker = r.gpus_per_worker();
+      m.session = r.session();
+      m.max_request_bytes = r.max_request_bytes();
+      m.reply_budget_bytes = r.reply_budget_bytes();
+      m.resume_grace_ms = r.resume_grace_ms();
+      m.owner = r.owner();
+      m.protocol_minor = w.minor();
+      return m;
     }
     case wire::Envelope::kSubmit:
       return SubmitFromWire(w.submit(), limits);
@@ -302,6 +349,19 @@ absl::StatusOr<Message> TaskBodyFromWire(const wire::Envelope& w,
       return w.actor_create_reply();
     case wire::Envelope::kActorKill:
       return w.actor_kill();
+    case wire::Envelope::kSessionAck:
+      return SessionAck{};
+    case wire::Envelope::kPutObject: {
+      auto t = InlineTensorFromWire(w.put_object().tensor());
+      if (!t.ok()) return t.status();
+      return PutObjectRequest{*std::move(t)};
+    }
+    case wire::Envelope::kPutObjectReply: {
+      absl::StatusOr<ObjectId> id =
+          ObjectId::FromBinary(w.put_object_reply().id());
+      if (!id.ok()) return id.status();
+      return PutObjectReply{*id, w.put_object_reply().nbytes()};
+    }
     default:
       return NotInArea("task", w);
   }

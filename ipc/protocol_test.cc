@@ -64,6 +64,60 @@ TEST(ProtocolTest, ErrorReplyRoundTrip) {
   EXPECT_FALSE(Encode(1, ErrorReply{absl::OkStatus()}).ok());
 }
 
+TEST(ProtocolTest, SessionFieldsAndResetRoundTrip) {
+  Envelope e{7, SessionAck{}};
+  e.session = 0x1234567890abcdefu;
+  e.ack = 99;
+  e.seq = 100;
+  absl::StatusOr<std::string> frame = Encode(e);
+  ASSERT_TRUE(frame.ok());
+  DecodeResult r = Decode(*frame);
+  ASSERT_TRUE(r.envelope.ok()) << r.envelope.status();
+  EXPECT_EQ(r.envelope->session, e.session);
+  EXPECT_EQ(r.envelope->ack, 99u);
+  EXPECT_EQ(r.envelope->seq, 100u);
+  EXPECT_EQ(r.envelope->minor, kProtocolMinor);
+  EXPECT_TRUE(std::holds_alternative<SessionAck>(r.envelope->body));
+  // A session reset travels as ErrorReply.session_reset.
+  DecodeResult reset = Decode(EncodeError(
+      3, MarkSessionReset(absl::AbortedError("session 5 is not known"))));
+  ASSERT_TRUE(reset.envelope.ok());
+  const absl::Status& st = std::get<ErrorReply>(reset.envelope->body).status;
+  EXPECT_EQ(st.code(), absl::StatusCode::kAborted);
+  EXPECT_TRUE(IsSessionReset(st));
+  EXPECT_FALSE(IsSessionReset(absl::AbortedError("a task crashed")));
+  // PutObject.
+  PutObjectRequest put;
+  put.tensor.meta = TensorMeta::Bytes(3);
+  put.tensor.data = "abc";
+  absl::StatusOr<std::string> pf = Encode(1, put);
+  ASSERT_TRUE(pf.ok());
+  DecodeResult pr = Decode(*pf);
+  ASSERT_TRUE(pr.envelope.ok()) << pr.envelope.status();
+  EXPECT_EQ(std::get<PutObjectRequest>(pr.envelope->body).tensor.data, "abc");
+  put.tensor.data = "abcd";  // does not match its meta
+  EXPECT_EQ(Decode(*Encode(1, put)).envelope.status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// An error reply to a frame that does not decode names its request id when
+// the frame's leading fields carry one; an empty frame is not a message.
+TEST(ProtocolTest, UndecodableFramesKeepTheirRequestId) {
+  wire::Envelope w;
+  w.set_major(kProtocolMajor);
+  w.set_minor(kProtocolMinor);
+  w.set_request_id(4242);
+  w.mutable_status();
+  std::string frame = w.SerializeAsString();
+  frame += "\xff\xff\xff";  // a broken field after the id
+  DecodeResult r = Decode(frame);
+  EXPECT_EQ(r.envelope.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.request_id, 4242u);
+  DecodeResult empty = Decode("");
+  EXPECT_EQ(empty.envelope.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(empty.request_id, 0u);
+}
+
 TEST(ProtocolTest, WrongMajorVersionIsFailedPrecondition) {
   wire::Envelope w;
   w.set_major(kProtocolMajor + 1);

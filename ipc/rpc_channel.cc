@@ -64,6 +64,8 @@ RpcChannel& RpcChannel::operator=(RpcChannel&& other) noexcept {
     peer_ = std::move(other.peer_);
     limits_ = other.limits_;
     next_request_ = other.next_request_;
+    session_ = other.session_;
+    seq_ = std::move(other.seq_);
   }
   return *this;
 }
@@ -79,7 +81,14 @@ void RpcChannel::Close() {
 absl::StatusOr<Message> RpcChannel::Exchange(Message request,
                                              absl::Duration timeout) {
   const uint64_t id = next_request_++;
-  SHOAL_ASSIGN_OR_RETURN(std::string frame, Encode(id, std::move(request)));
+  // A hello may open a session whose replies are numbered from 1 (its
+  // welcome first).
+  if (std::holds_alternative<ClientHello>(request)) seq_.Reset();
+  Envelope out{id, std::move(request)};
+  out.session = session_;
+  out.ack = session_ != 0 ? seq_.ack() : 0;
+  seq_.MarkReported();
+  SHOAL_ASSIGN_OR_RETURN(std::string frame, Encode(out));
   const absl::Time deadline = timeout == absl::InfiniteDuration()
                                   ? absl::InfiniteFuture()
                                   : absl::Now() + timeout;
@@ -106,9 +115,24 @@ absl::StatusOr<Message> RpcChannel::Exchange(Message request,
       if (d.request_id == id) return d.envelope.status();
       continue;
     }
+    // A reply sent again after a reconnect is dropped.
+    if (!seq_.Accept(d.envelope->seq)) continue;
     // Replies to earlier calls that timed out are skipped.
     if (d.envelope->request_id != id) continue;
-    if (auto* e = std::get_if<ErrorReply>(&d.envelope->body)) return e->status;
+    if (auto* e = std::get_if<ErrorReply>(&d.envelope->body)) {
+      if (IsSessionReset(e->status)) SetSession(0);
+      return e->status;
+    }
+    // A large reply is acknowledged at once: the node keeps each numbered
+    // reply until it is, and the next call may be far off.
+    if (session_ != 0 && frames[0].size() > (64 << 10)) {
+      Envelope ack{0, SessionAck{}};
+      ack.session = session_;
+      ack.ack = seq_.ack();
+      seq_.MarkReported();
+      absl::StatusOr<std::string> f = Encode(ack);
+      if (f.ok()) (void)socket_.Send(*f, /*dontwait=*/true);
+    }
     return std::move(d.envelope->body);
   }
 }
@@ -193,6 +217,11 @@ absl::Status RpcChannel::UnexpectedReply(absl::string_view asked,
 
 std::string RpcChannel::PeerName() const {
   return peer_.empty() ? endpoint_ : absl::StrCat(peer_, " at ", endpoint_);
+}
+
+void RpcChannel::SetSession(uint64_t id) {
+  session_ = id;
+  if (id == 0) seq_.Reset();
 }
 
 void RpcChannel::Notify(Message message) {

@@ -16,6 +16,7 @@
 #include "ipc/curve.h"
 #include "ipc/messages.h"
 #include "ipc/protocol.h"
+#include "ipc/session_seq.h"
 #include "ipc/socket.h"
 
 namespace shoal::ipc {
@@ -71,6 +72,16 @@ class RpcChannel {
   // Sends without waiting (the service sends no reply).
   void Notify(Message message);
 
+  // Requests from now on belong to resumable session `id` (the welcome of
+  // the hello this channel sent last gave it; 0: none): each carries the id
+  // and the acknowledgement
+  // of the numbered replies that arrived (docs/protocol.md, "Sessions"),
+  // and a reply that comes again after a reconnect is dropped. A reply that
+  // says the node no longer knows the session ends it here too (the call
+  // returns that error; later calls have no session).
+  void SetSession(uint64_t id);
+  uint64_t session() const { return session_; }
+
   const std::string& endpoint() const { return endpoint_; }
 
  private:
@@ -112,6 +123,8 @@ class RpcChannel {
   std::string peer_;
   DecodeLimits limits_;
   uint64_t next_request_ = 1;
+  uint64_t session_ = 0;
+  SessionSeq seq_;
 };
 
 }  // namespace shoal::ipc

@@ -150,11 +150,24 @@ absl::StatusOr<coordinator::CoordinatorOptions> ParseStartFlags(int argc,
                                 "store bytes of results a client may hold");
   uint64_t& max_reply = p.Bytes(
       "max-reply-bytes-per-client", 16 << 20,
-      "bytes of replies queued for a client before it is slowed, then dropped");
-  int64_t& slow_grace_ms =
-      p.Int("slow-client-grace-ms", 10000,
-            "how long a client may stay over its reply bytes before it is "
-            "dropped");
+      "bytes of replies kept for a client session before its requests wait "
+      "and its results stay in the node (never dropped)");
+  uint64_t& max_parked = p.Bytes(
+      "max-parked-bytes-per-client", uint64_t{64} << 20,
+      "bytes of requests a client that does not read may have waiting; more "
+      "closes its connection (a resumable session survives)");
+  int64_t& max_waits = p.Int("max-waits-per-client", 1024,
+                             "waits a frontend client may have pending");
+  int64_t& max_actors = p.Int("max-actors-per-client", 16,
+                              "actors a client other than the owner may have");
+  int64_t& max_connections =
+      p.Int("max-connections", 1024,
+            "TCP connections at once (at most a quarter of the descriptor "
+            "limit); new ones wait while at it");
+  int64_t& resume_grace_ms =
+      p.Int("resume-grace-ms", 60000,
+            "how long a resumable client session outlives its closed "
+            "connection");
   bool& daemon_flag = p.Bool(
       "daemon", false, "run in the background; print the endpoint and return");
   p.Alias('n', "workers");
@@ -173,15 +186,22 @@ absl::StatusOr<coordinator::CoordinatorOptions> ParseStartFlags(int argc,
   o.client_keys_file = client_keys;
   o.server_key_file = server_key;
   o.allowed_modules = absl::StrSplit(allow_modules, ',', absl::SkipEmpty());
-  if (max_queued < 1 || max_held < 1 || max_store < 1 || max_reply < 1) {
+  if (max_queued < 1 || max_held < 1 || max_store < 1 || max_reply < 1 ||
+      max_parked < 1 || max_waits < 1 || max_actors < 0 ||
+      max_connections < 1 || resume_grace_ms < 0) {
     return absl::InvalidArgumentError(
-        "the --max-*-per-client limits must be at least 1");
+        "the --max-* limits must be at least 1 (--max-actors-per-client and "
+        "--resume-grace-ms at least 0)");
   }
   o.max_queued_per_client = static_cast<uint64_t>(max_queued);
   o.max_held_per_client = static_cast<uint64_t>(max_held);
   o.max_store_bytes_per_client = max_store;
   o.max_reply_bytes_per_client = max_reply;
-  o.slow_client_grace = absl::Milliseconds(std::max<int64_t>(1, slow_grace_ms));
+  o.max_parked_bytes_per_client = max_parked;
+  o.max_waits_per_client = static_cast<uint64_t>(max_waits);
+  o.max_actors_per_client = static_cast<uint64_t>(max_actors);
+  o.connection_limits.max_connections = static_cast<size_t>(max_connections);
+  o.resume_grace = absl::Milliseconds(resume_grace_ms);
   *daemon = daemon_flag;
   return o;
 }

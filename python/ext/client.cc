@@ -45,6 +45,7 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
     auto h = std::make_shared<ClientHandle>();
     std::unique_ptr<coordinator::Client> client = Unwrap(std::move(c));
     h->local_ = client->local();
+    h->owner_ = client->owner();
     const char* pipelined = std::getenv("SHOAL_PY_REMOTE_PIPELINE");
     h->pipelined_ =
         !h->local_ && (pipelined == nullptr || std::string(pipelined) != "0");
@@ -54,6 +55,7 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
   }
 
   bool local() const { return local_; }
+  bool owner() const { return owner_; }
   const std::string& job_id() const { return job_id_; }
 
   // The store as an ObjectRef owner (local clients); nullptr when remote.
@@ -390,6 +392,7 @@ class ClientHandle : public std::enable_shared_from_this<ClientHandle> {
   // Calls into the client are serialised (it is thread-compatible).
   std::unique_ptr<coordinator::Client> client_ ABSL_PT_GUARDED_BY(mu_);
   bool local_ = false;
+  bool owner_ = false;
   bool pipelined_ = false;  // remote, unless SHOAL_PY_REMOTE_PIPELINE=0
   std::string job_id_;
   std::weak_ptr<StoreHandle> store_ ABSL_GUARDED_BY(mu_);
@@ -425,6 +428,7 @@ void DefineClient(py::module_& m) {
                   py::arg("job_id") = "", py::arg("name") = "",
                   py::arg("force_remote") = false)
       .def_property_readonly("local", &ClientHandle::local)
+      .def_property_readonly("owner", &ClientHandle::owner)
       .def_property_readonly("job_id", &ClientHandle::job_id)
       .def("submit", &ClientHandle::Submit, py::arg("function"),
            py::arg("args"), py::arg("python_path"), py::arg("timeout_s"),

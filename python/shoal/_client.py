@@ -476,7 +476,11 @@ class Client(Collector):
         """This process's sys.path minus the interpreter's own folders (the
         worker has those): what a worker needs to import our modules. A long
         one is put into the store once and named by "@<object id>"; the
-        object lives as long as this client (queued tasks may name it)."""
+        object lives as long as this client (queued tasks may name it).
+        Empty for a client the node did not admit as its owner: only the
+        owner may send a search path (its workers run as the owner)."""
+        if not self._handle.owner:
+            return ""
         if sys.path != self._path_key:  # (no copy when unchanged)
             key = list(sys.path)
             path = ":".join(client_search_path())

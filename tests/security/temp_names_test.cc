@@ -179,8 +179,11 @@ std::vector<Finding> CheckTree(const std::string& root) {
     const std::string name = p.filename().string();
     if (it->is_symlink()) continue;  // bazel-* output links, among others
     if (it->is_directory()) {
-      if (name == ".git" || name == "third_party" || name == "__pycache__" ||
-          name == "node_modules" || absl::StartsWith(name, "bazel-")) {
+      // Hidden folders (.git, the virtual environments benchmarks and
+      // tests make, caches) hold no source of shoal's.
+      if (absl::StartsWith(name, ".") || name == "third_party" ||
+          name == "__pycache__" || name == "node_modules" ||
+          absl::StartsWith(name, "bazel-")) {
         it.disable_recursion_pending();
       }
       continue;

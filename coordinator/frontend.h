@@ -1,0 +1,344 @@
+// Frontend: the node's door for clients that do not use the task table
+// themselves — remote clients over TCP (CURVE) and owner processes on the
+// ipc:// socket (docs/protocol.md, docs/security.md). It owns the two
+// frontend sockets and everything a client has there: its principal (who it
+// is, for ownership and quotas), its sessions (tasks, held outputs, waits,
+// pushed results, replies not yet acknowledged), and the connections' guard.
+// It submits remote clients' tasks through the coordinator's own slot in the
+// task table, as their proxy.
+//
+// Who is who:
+// - A *principal* is a client's identity: its CURVE public key over TCP, the
+//   Unix user on the ipc:// socket (the node's owner: file permissions admit
+//   no one else), the peer address on an --insecure socket. Quotas count per
+//   principal, whatever connections or sessions it spreads its work over.
+// - A *session* holds a client's work. A legacy session (a client that said
+//   no resumable hello) is its connection's routing id and ends when the
+//   connection closes. A resumable session (1.4) has an id from its welcome,
+//   numbers its replies, keeps each until the client acknowledges it, and
+//   outlives a closed connection for `resume_grace`: the client's next
+//   request, on any connection, resumes it and gets every unacknowledged
+//   reply again (the client drops duplicates by number).
+//
+// Back-pressure, not loss: a session whose replies outstanding (not yet
+// written to the kernel, or for a resumable session not yet acknowledged)
+// exceed max_reply_bytes_per_client has its requests parked and its finished
+// tasks' results left in the task table until it reads; nothing is dropped.
+// A principal whose parked requests exceed max_parked_* breaks the protocol
+// (a client keeps a window): that connection is closed, its parked requests
+// discarded, and a resumable session survives it.
+//
+// Single-threaded: every method runs on the coordinator's event loop.
+#ifndef SHOAL_COORDINATOR_FRONTEND_H_
+#define SHOAL_COORDINATOR_FRONTEND_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/frontend_sessions.h"
+#include "ipc/connection_guard.h"
+#include "ipc/curve.h"
+#include "ipc/messages.h"
+#include "ipc/socket.h"
+#include "shm/store_client.h"
+#include "tasks/task_table.h"
+
+namespace shoal::coordinator {
+
+// Who made an actor, for the coordinator's actor table.
+struct ActorCreator {
+  std::string principal;  // Principal key
+  uint64_t session = 0;   // the frontend's serial of the creating session
+  bool owner = false;     // the node's owner
+};
+
+// What the frontend asks of the rest of the node. Implemented by the
+// coordinator.
+class FrontendHost {
+ public:
+  virtual ~FrontendHost() = default;
+
+  // A hello's shared-memory fast path for a process of the owner on this
+  // machine: a task-table slot for `pid`, watched until it exits; fills
+  // `welcome`'s local fields. False when it cannot be given (the client is
+  // then served remotely).
+  virtual bool AdmitLocalClient(pid_t pid, ipc::ClientWelcome* welcome) = 0;
+  // `shoal status`.
+  virtual ipc::NodeStatus Status() = 0;
+  // A Stop request of the owner: the node stops after replying.
+  virtual void RequestStop() = 0;
+  // Functions the workers reported (empty until the first worker's hello).
+  virtual const std::set<std::string>& Functions() const = 0;
+
+  // Actors (docs/actors.md). Errors as their requests' (docs/protocol.md).
+  virtual absl::StatusOr<ipc::ActorCreateReply> CreateActor(
+      const ActorCreator& creator, const ipc::ActorCreateRequest& m) = 0;
+  virtual absl::Status KillActor(const ActorCreator& caller,
+                                 uint32_t actor) = 0;
+  // Whether `principal` may call actor `actor` (it made it). Errors:
+  // PermissionDenied naming the actor.
+  virtual absl::Status MayCallActor(const std::string& principal,
+                                    uint32_t actor) const = 0;
+  // A session ended: the actors it owns end with it.
+  virtual void EndActorsOfSession(uint64_t session) = 0;
+};
+
+class Frontend {
+ public:
+  // Sockets are made by Start. REQUIRES: every pointer outlives the
+  // frontend; `table`'s slot `own_client` is the frontend's.
+  Frontend(const CoordinatorOptions& options, std::string job_dir,
+           tasks::TaskTable* table, uint32_t own_client,
+           shm::StoreClient* store, std::string store_endpoint,
+           FrontendHost* host);
+  ~Frontend();
+  Frontend(const Frontend&) = delete;
+  Frontend& operator=(const Frontend&) = delete;
+
+  // Binds the ipc:// socket in the job folder and the TCP one (CURVE unless
+  // --insecure), with their monitors. Errors: bad keys or --client-keys, a
+  // non-loopback bind without keys, socket failures.
+  absl::Status Start();
+  // Stops the monitors, then closes the sockets.
+  void Close();
+
+  // The sockets the event loop polls.
+  void* ipc_socket() const { return ipc_.raw(); }
+  void* tcp_socket() const { return tcp_.raw(); }
+  void* ipc_events() const { return ipc_events_.raw(); }
+  void* tcp_events() const { return tcp_events_.raw(); }
+
+  const std::string& ipc_endpoint() const { return ipc_endpoint_; }
+  const std::string& tcp_endpoint() const { return tcp_endpoint_; }
+  const std::string& server_public_key() const { return server_public_key_; }
+  const std::string& owner_key_file() const { return owner_key_file_; }
+
+  // Reads and serves requests from one socket (at most a few hundred per
+  // call, so that one client cannot hold the loop).
+  void DrainRequests(bool tcp);
+  // Reads one socket's monitor events (connections opened and closed).
+  void DrainEvents(bool tcp);
+  // Our task client's doorbell rang: answers the pushes and waits of tasks
+  // that finished. REQUIRES: called when the completion eventfd fired.
+  void OnCompletions();
+  // Sends what is due: replies kept for full queues, results of sessions
+  // back under budget, parked requests. `writable`: a socket said POLLOUT.
+  void Pump(absl::Time now, bool writable);
+  // Periodic work: wait deadlines, held ids, expired results and outputs,
+  // detached sessions past their grace, silent connections.
+  void Tick(absl::Time now);
+  // Whether the sockets should be polled for POLLOUT (replies wait for
+  // room).
+  bool WantsWritable() const { return unsent_sessions_ > 0 && !stalled_; }
+  // When the loop must run at the latest with nothing ready.
+  absl::Time NextWake(absl::Time now) const;
+
+  // Which of the sockets (kTouched* bits) the frontend sent or received on
+  // since the last call: their descriptors are edge-triggered and may stay
+  // quiet while a socket is ready, so the loop reads their ZMQ_EVENTS.
+  static constexpr uint32_t kTouchedIpc = 1, kTouchedTcp = 2,
+                            kTouchedIpcEvents = 4, kTouchedTcpEvents = 8;
+  uint32_t TakeTouched() {
+    const uint32_t t = touched_;
+    touched_ = 0;
+    return t;
+  }
+
+  // The event loop's spin after a pushed submit (coordinator/event_loop.cc):
+  // whether to spin, and the task to watch while spinning (0: none). Reset
+  // by the call.
+  bool TakeSpinRequest(uint64_t* task);
+  // Our task client's ring count as of the last OnCompletions.
+  uint32_t rings_seen() const { return rings_seen_; }
+  // Unfinished remote tasks (the loop gathers completions in a watcher
+  // thread from kGatherAbove on).
+  size_t watched() const { return unfinished_; }
+
+ private:
+  // A task submitted through the frontend, until it is forgotten.
+  struct RemoteTask {
+    uint64_t session = 0;  // serial
+    absl::Time submitted;
+    bool done = false;            // OnCompletions saw it finish
+    uint64_t held_bytes = 0;      // its outputs' bytes, charged once done
+    uint64_t push_request = 0;    // pushed: its submit's request id
+    std::vector<uint64_t> waits;  // serials of pending waits naming it
+  };
+  // A WaitRequest not answered yet.
+  struct PendingWait {
+    uint64_t session = 0;
+    uint64_t request_id = 0;
+    ipc::WaitRequest request;
+    size_t done = 0;
+    size_t want = 0;
+    std::optional<std::multimap<absl::Time, uint64_t>::iterator> deadline;
+  };
+
+  // ---- sockets and requests (frontend.cc)
+  absl::Status ConfigureCurve();
+  absl::StatusOr<ipc::CurveKeyPair> OwnerClientKeys();
+  absl::Status Monitor(bool tcp);
+  // Finds or makes the request's session; nullptr when it is answered
+  // already (a reset session, a refused one).
+  Session* SessionFor(const Route& route, Principal& who,
+                      const ipc::Envelope& e, bool* moved);
+  // Serves, parks or refuses one request of `s`.
+  void Dispatch(Session& s, uint64_t request_id, ipc::Message body,
+                uint64_t bytes);
+  // Serves one request; nullopt when its answer comes later (pushes, waits).
+  std::optional<ipc::Message> Handle(Session& s, uint64_t request_id,
+                                     const ipc::Message& body);
+  // Closes a connection that broke the protocol (shutdown of libzmq's
+  // descriptor; libzmq then ends it as if the peer had).
+  void CloseConnection(const Route& route, const std::string& why);
+
+  // ---- the requests (frontend_requests.cc)
+  ipc::Message OnHello(Session& s, const ipc::ClientHello& m);
+  std::optional<ipc::Message> OnSubmit(Session& s, uint64_t request_id,
+                                       const ipc::SubmitRequest& m);
+  std::optional<ipc::Message> OnWait(Session& s, uint64_t request_id,
+                                     const ipc::WaitRequest& m);
+  ipc::Message OnCancel(Session& s, const ipc::CancelRequest& m);
+  ipc::Message OnReleaseTasks(Session& s, const ipc::ReleaseTasksRequest& m);
+  ipc::Message OnFetch(const ipc::FetchObjectRequest& m);
+  ipc::Message OnPut(Session& s, const ipc::PutObjectRequest& m);
+  ipc::Message OnReleaseOutput(Session& s, const ObjectId& id);
+  ipc::Message OnActorCreate(Session& s, const ipc::ActorCreateRequest& m);
+  ipc::Message OnActorKill(Session& s, const ipc::ActorKillRequest& m);
+  // Whether `s` may run `function` (allow-list, python_path, actors).
+  // Errors: PermissionDenied naming the module, the field or the actor.
+  absl::Status CheckTask(const Session& s, const ipc::TaskSpec& t) const;
+  // Whether `p` may queue `count` more tasks. Errors: ResourceExhausted
+  // naming the limit.
+  absl::Status CheckQuota(const Principal& p, size_t count) const;
+  // Errors: NotFound (unknown, or another session's: the same answer).
+  absl::Status CheckOwner(const Session& s, uint64_t id) const;
+
+  // ---- results (frontend_results.cc)
+  // Task `id`'s result, taken with `release`; notes the outputs its task
+  // made (produced_by_).
+  ipc::TaskResult ResultOf(uint64_t id, bool release);
+  // Takes a finished task's result for its session (with release: forgets
+  // the task and holds its output objects for the session).
+  ipc::TaskResult TakeFor(Session& s, uint64_t id, bool release);
+  // A finished task nobody collected: its outputs' bytes are charged to its
+  // principal until collected.
+  void CountFinished(uint64_t id);
+  // Lets go of outputs of `principal`'s results (see frontend_results.cc).
+  void ReleaseOutputs(const Principal& p, const std::vector<Value>& outputs);
+  // Forgets a remote task (its session's and principal's accounting).
+  void ForgetTask(uint64_t id);
+  // Lets go of remote task `id` for good: a finished one's outputs are
+  // released, an unfinished one is released in the table; then ForgetTask.
+  void DropTask(uint64_t id);
+  // Frees outputs held past remote_result_ttl, and results never collected.
+  void ExpireResults(absl::Time now);
+
+  // ---- waits and pushes (frontend_watch.cc)
+  void AddWait(Session& s, PendingWait wait);
+  // Answers wait `serial` with what finished so far and forgets it.
+  void FinishWait(uint64_t serial);
+  // Forgets wait `serial` without answering (its session ended).
+  void DropWait(uint64_t serial);
+  std::optional<ipc::Message> TryWait(Session& s, const ipc::WaitRequest& m,
+                                      bool force);
+  void ExpireWaits(absl::Time now);
+  // Sends held SubmitReplies, but for the tasks in `answered`.
+  void SendHeldIds(Session& s, const std::set<uint64_t>& answered);
+  void SendAllHeldIds();
+  // Pushes results of `s` that wait for room, while it is under budget.
+  void PushReady(Session& s);
+
+  // ---- replies (frontend_outbox.cc)
+  // Queues a reply for `s`'s client and sends what its queue takes.
+  void Reply(Session& s, uint64_t request_id, ipc::Message body);
+  // Sends `s`'s unsent replies while libzmq takes them. Whether any went.
+  bool Flush(Session& s);
+  // The client has every reply up to `ack`: they are let go.
+  void Acknowledge(Session& s, uint64_t ack);
+  // Everything unacknowledged goes again (the session moved connection).
+  void Resend(Session& s);
+  bool OverBudget(const Session& s) const {
+    return s.outstanding() > options_.max_reply_bytes_per_client;
+  }
+  // Parks a request of `s`; false (and the connection closed) when its
+  // principal is over its parked limits.
+  bool Park(Session& s, uint64_t request_id, ipc::Message body, uint64_t bytes);
+  // Serves parked requests of sessions back under budget.
+  void ServeParked();
+
+  // ---- session ends (frontend.cc)
+  // The session's connection closed: a resumable one waits for its client;
+  // a legacy one ends.
+  void Detach(Session& s, absl::Time now);
+  // Ends a session: its waits, tasks, outputs and actors are freed.
+  void EndSession(Session& s, const std::string& why);
+
+  const CoordinatorOptions& options_;
+  const std::string job_dir_;
+  const std::string store_endpoint_;
+  tasks::TaskTable* const table_;
+  const uint32_t own_client_;
+  shm::StoreClient* const store_;
+  FrontendHost* const host_;
+
+  ipc::Socket ipc_;
+  ipc::Socket tcp_;
+  ipc::Socket ipc_events_;
+  ipc::Socket tcp_events_;
+  std::string ipc_endpoint_;
+  std::string tcp_endpoint_;
+  std::string server_public_key_;
+  std::string owner_key_file_;
+  std::string owner_public_key_;
+  std::unique_ptr<ipc::ZapAuthenticator> zap_;
+  ipc::ConnectionGuard guard_;
+  std::string boot_id_;
+
+  SessionTable sessions_;
+  std::map<uint64_t, RemoteTask> tasks_;  // by task id
+  // Unfinished tasks in the order they were submitted (completions come
+  // roughly in that order; finished and forgotten ids are skipped).
+  std::deque<uint64_t> watch_order_;
+  size_t unfinished_ = 0;
+  uint32_t rings_seen_ = 0;
+  uint32_t touched_ = ~0u;
+  std::map<uint64_t, PendingWait> waits_;  // by serial
+  uint64_t next_wait_ = 1;
+  std::multimap<absl::Time, uint64_t> wait_deadlines_;
+  std::vector<uint64_t> orphaned_waits_;  // waits that lost a task
+  // Output objects remote tasks made → the principal whose task made them:
+  // only its release deletes them (ReleaseOutputs).
+  std::map<ObjectId, std::string> produced_by_;
+  // Sessions with held ids, and when the earliest must go.
+  std::set<uint64_t> holding_ids_;
+  absl::Time held_until_ = absl::InfiniteFuture();
+  // Sessions with unsent replies, results waiting for budget, parked
+  // requests (serials): Pump looks only at these.
+  std::set<uint64_t> unsent_;
+  size_t unsent_sessions_ = 0;
+  std::set<uint64_t> waiting_budget_;
+  std::set<uint64_t> parked_;
+  // A POLLOUT that moved nothing: ROUTER is writable when any peer is, so
+  // until a flush moves something, kept replies are retried each 1 ms.
+  bool stalled_ = false;
+  // The loop's spin after a pushed submit (TakeSpinRequest).
+  bool spin_ = false;
+  uint64_t spin_task_ = 0;
+};
+
+}  // namespace shoal::coordinator
+
+#endif  // SHOAL_COORDINATOR_FRONTEND_H_
