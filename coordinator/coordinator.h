@@ -65,7 +65,10 @@ struct CoordinatorOptions {
   std::vector<std::string> allowed_modules;
   // Per frontend client: tasks queued or running, results held (finished, not
   // released), and store bytes of the results it holds. Going over one is
-  // ResourceExhausted naming the limit.
+  // ResourceExhausted naming the limit. The store bytes are also the limit
+  // of the client's store account, which the store charges as its tasks
+  // write their outputs: a task whose output would cross it fails with
+  // ResourceExhausted, so no batch holds more than the limit.
   uint64_t max_queued_per_client = 24576;
   uint64_t max_held_per_client = 24576;
   uint64_t max_store_bytes_per_client = uint64_t{1} << 30;

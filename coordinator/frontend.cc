@@ -340,7 +340,7 @@ Session* Frontend::SessionFor(const Route& route, Principal& p,
   bool fresh = false;
   Session& s = sessions_.LegacySession(p, route, &fresh);
   if (fresh && p.sessions.size() > options_.max_sessions_per_client) {
-    sessions_.Remove(s);
+    RemoveSession(s);
     SendRaw(socket, route.routing_id,
             ipc::EncodeError(
                 e.request_id,
@@ -374,10 +374,22 @@ void Frontend::CloseConnection(const Route& route, const std::string& why) {
     SHOAL_LOG(DEBUG, "shutdown(%d): %s", route.fd, std::strerror(errno));
 }
 
+bool Frontend::LocalClientExited(const Session& s) {
+  // A process whose connections closed may still be exiting (files close
+  // before it is a zombie): the caller asks again on later ticks.
+  return s.local_pid > 0 && !ProcessIsAlive(s.local_pid, s.local_start_ticks);
+}
+
+bool Frontend::LocalClientExitedBy(Session& s, absl::Time now) {
+  if (s.local_pid <= 0 || now - s.exit_checked < absl::Milliseconds(100))
+    return false;
+  s.exit_checked = now;
+  return LocalClientExited(s);
+}
+
 void Frontend::Detach(Session& s, absl::Time now) {
   // A client of this machine that exited is not coming back.
-  const bool gone =
-      s.local_pid > 0 && kill(s.local_pid, 0) != 0 && errno == ESRCH;
+  const bool gone = LocalClientExited(s);
   if (!s.resumable() || gone) {
     SHOAL_LOG(DEBUG,
               "a frontend client's connection closed: freeing its %d tasks "
@@ -416,7 +428,7 @@ void Frontend::EndSession(Session& s, const std::string& why) {
   parked_.erase(s.serial);
   holding_ids_.erase(s.serial);
   SHOAL_LOG(DEBUG, "a frontend session ended: %s", why);
-  sessions_.Remove(s);
+  RemoveSession(s);
 }
 
 void Frontend::Tick(absl::Time now) {
@@ -427,7 +439,8 @@ void Frontend::Tick(absl::Time now) {
   std::vector<Session*> expired, idle;
   for (auto& [serial, s] : sessions_.all()) {
     if (s->resumable() && !s->attached &&
-        now - s->detached_at > options_.resume_grace) {
+        (now - s->detached_at > options_.resume_grace ||
+         LocalClientExitedBy(*s, now))) {
       expired.push_back(s.get());
     } else if (!s->resumable() && s->tasks.empty() && s->outputs.empty() &&
                s->waits.empty() && s->parked.empty() && s->out.empty() &&
@@ -440,7 +453,7 @@ void Frontend::Tick(absl::Time now) {
     EndSession(*s, absl::StrCat("its connection stayed closed longer than ",
                                 absl::FormatDuration(options_.resume_grace)));
   }
-  for (Session* s : idle) sessions_.Remove(*s);
+  for (Session* s : idle) RemoveSession(*s);
   while (!orphaned_waits_.empty()) {
     std::vector<uint64_t> serials;
     serials.swap(orphaned_waits_);

@@ -225,6 +225,13 @@ class Frontend {
   absl::Status CheckQuota(const Principal& p, size_t count) const;
   // Errors: NotFound (unknown, or another session's: the same answer).
   absl::Status CheckOwner(const Session& s, uint64_t id) const;
+  // `p`'s store account (made on first use, its limit
+  // max_store_bytes_per_client): the account its tasks' outputs and its
+  // puts are charged to. Errors: those of StoreClient::SetAccountLimit.
+  absl::StatusOr<uint32_t> AccountOf(Principal& p);
+  // Forgets `s` (SessionTable::Remove), and the store account of a
+  // principal forgotten with it.
+  void RemoveSession(Session& s);
 
   // ---- results (frontend_results.cc)
   // Task `id`'s result, taken with `release`; notes the outputs its task
@@ -283,6 +290,10 @@ class Frontend {
   // The session's connection closed: a resumable one waits for its client;
   // a legacy one ends.
   void Detach(Session& s, absl::Time now);
+  // Whether `s` is a client of this machine whose process has exited.
+  static bool LocalClientExited(const Session& s);
+  // LocalClientExited, asked at most every 100 ms per session (Tick).
+  static bool LocalClientExitedBy(Session& s, absl::Time now);
   // Ends a session: its waits, tasks, outputs and actors are freed.
   void EndSession(Session& s, const std::string& why);
 
@@ -308,6 +319,7 @@ class Frontend {
   std::string boot_id_;
 
   SessionTable sessions_;
+  uint32_t next_account_ = 1;             // store accounts handed to principals
   std::map<uint64_t, RemoteTask> tasks_;  // by task id
   // Unfinished tasks in the order they were submitted (completions come
   // roughly in that order; finished and forgotten ids are skipped).

@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "base/log.h"
 #include "base/overloaded.h"
+#include "base/process_info.h"
 #include "base/status_macros.h"
 #include "coordinator/frontend.h"
 #include "ipc/protocol.h"
@@ -120,7 +121,14 @@ ipc::Message Frontend::OnHello(Session& s, const ipc::ClientHello& m) {
   w.resume_grace_ms =
       static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.resume_grace));
   w.owner = s.principal->owner;
-  if (m.machine == boot_id_ && m.pid > 0) s.local_pid = m.pid;
+  if (m.machine == boot_id_ && m.pid > 0) {
+    // A client of this machine: once its process is gone (its start time
+    // tells a reused pid), its session ends without waiting to resume.
+    if (absl::StatusOr<uint64_t> t = ProcessStartTicks(m.pid); t.ok()) {
+      s.local_pid = m.pid;
+      s.local_start_ticks = *t;
+    }
+  }
   // The shared-memory fast path is for processes on this machine (same boot)
   // that we can watch (their pid is visible here), and only for the owner:
   // the task table bypasses every check the frontend makes.
@@ -188,11 +196,30 @@ absl::Status Frontend::CheckTask(const Session& s,
       "module '", module, "' is not in this node's --allow-modules list"));
 }
 
+absl::StatusOr<uint32_t> Frontend::AccountOf(Principal& p) {
+  if (p.account != 0) return p.account;
+  const uint32_t account = next_account_;
+  next_account_ = next_account_ == UINT32_MAX ? 1 : next_account_ + 1;
+  SHOAL_RETURN_IF_ERROR(
+      store_->SetAccountLimit(account, options_.max_store_bytes_per_client));
+  p.account = account;
+  return account;
+}
+
+void Frontend::RemoveSession(Session& s) {
+  if (const uint32_t account = sessions_.Remove(s); account != 0) {
+    // Limit 0: the store removes the account once its last object is freed.
+    if (absl::Status gone = store_->SetAccountLimit(account, 0); !gone.ok())
+      SHOAL_LOG(WARNING, "store account %u: %s", account,
+                std::string(gone.message()).c_str());
+  }
+}
+
 absl::Status Frontend::CheckQuota(const Principal& p, size_t count) const {
-  if (p.held_bytes > options_.max_store_bytes_per_client) {
+  if (p.held_bytes >= options_.max_store_bytes_per_client) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "this client holds ", p.held_bytes,
-        " bytes of results in the store: over the limit "
+        " bytes of results in the store: at or over the limit "
         "max_store_bytes_per_client = ",
         options_.max_store_bytes_per_client, " (release results)"));
   }
@@ -216,6 +243,8 @@ std::optional<ipc::Message> Frontend::OnSubmit(Session& s, uint64_t request_id,
                                                const ipc::SubmitRequest& m) {
   Principal& p = *s.principal;
   if (absl::Status q = CheckQuota(p, m.tasks.size()); !q.ok()) return Error(q);
+  absl::StatusOr<uint32_t> account = AccountOf(p);
+  if (!account.ok()) return Error(account.status());
   std::vector<tasks::TaskSubmission> subs;
   subs.reserve(m.tasks.size());
   for (const ipc::TaskSpec& t : m.tasks) {
@@ -224,6 +253,7 @@ std::optional<ipc::Message> Frontend::OnSubmit(Session& s, uint64_t request_id,
         tasks::ToSubmission(t, static_cast<uint32_t>(options_.cpus_per_worker),
                             static_cast<uint32_t>(options_.gpus_per_worker));
     if (!sub.ok()) return Error(sub.status());
+    sub->account = *account;
     subs.push_back(*std::move(sub));
   }
   // One Submit for the batch: TaskTable::Submit is all-or-nothing (it
@@ -351,8 +381,11 @@ ipc::Message Frontend::OnPut(Session& s, const ipc::PutObjectRequest& m) {
         ": over the limit max_store_bytes_per_client = ",
         options_.max_store_bytes_per_client)));
   }
+  absl::StatusOr<uint32_t> account = AccountOf(p);
+  if (!account.ok()) return Error(account.status());
   const ObjectId id = ObjectId::Random();
-  if (absl::Status put = store_->Put(id, m.tensor.meta, m.tensor.data.data());
+  if (absl::Status put = store_->Put(id, m.tensor.meta, m.tensor.data.data(),
+                                     shm::CreateOptions{*account});
       !put.ok()) {
     return Error(put);
   }

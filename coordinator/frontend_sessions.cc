@@ -97,7 +97,7 @@ void SessionTable::Unroute(Session& s) {
   if (it->second.empty()) by_fd_.erase(it);
 }
 
-void SessionTable::Remove(Session& s) {
+uint32_t SessionTable::Remove(Session& s) {
   Unroute(s);
   Principal* p = s.principal;
   if (s.resumable()) {
@@ -109,8 +109,11 @@ void SessionTable::Remove(Session& s) {
   sessions_.erase(s.serial);  // `s` is gone
   if (p->sessions.empty() && p->tasks == 0 && p->held_bytes == 0 &&
       p->waits == 0 && p->parked == 0) {
+    const uint32_t account = p->account;
     principals_.erase(p->key);
+    return account;
   }
+  return 0;
 }
 
 }  // namespace shoal::coordinator

@@ -42,6 +42,7 @@ struct Principal {
   uint64_t wait_ids = 0;        // task ids named by its pending waits
   uint64_t parked = 0;          // requests parked
   uint64_t parked_bytes = 0;    // their encoded size
+  uint32_t account = 0;         // its store account (0: none made yet)
   std::set<uint64_t> sessions;  // serials
 };
 
@@ -73,6 +74,8 @@ struct Session {
   // The client process, when its hello said it runs on this machine: the
   // session ends at once if its connection closes and it has exited.
   pid_t local_pid = 0;
+  uint64_t local_start_ticks = 0;  // its start time (ProcessStartTicks)
+  absl::Time exit_checked;         // when Tick last looked for its process
   Route route;
   bool attached = true;  // its connection is open (as far as we know)
   absl::Time detached_at;
@@ -127,8 +130,9 @@ class SessionTable {
   // Forgets the connection's mapping for `s` (its connection closed).
   void Unroute(Session& s);
   // Forgets a session (its work already ended); a principal with no
-  // session and nothing held is forgotten too.
-  void Remove(Session& s);
+  // session and nothing held is forgotten too. Returns the store account of
+  // a principal it forgot (the caller removes it), else 0.
+  uint32_t Remove(Session& s);
 
   std::map<uint64_t, std::unique_ptr<Session>>& all() { return sessions_; }
   size_t principals() const { return principals_.size(); }
