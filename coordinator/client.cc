@@ -130,6 +130,7 @@ absl::Status Client::Impl::Connect() {
   SHOAL_ASSIGN_OR_RETURN(
       welcome_, channel_.Call<ipc::ClientWelcome>(hello, o_.rpc_timeout));
   channel_.SetSession(welcome_.session);
+  channel_.SetMaxRequestBytes(welcome_.max_request_bytes);
   if (!welcome_.local) return absl::OkStatus();
   shm::StoreClientOptions so;
   so.endpoint = welcome_.store_endpoint;

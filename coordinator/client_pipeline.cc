@@ -93,6 +93,7 @@ absl::StatusOr<RemotePipeline> RemotePipeline::Connect(
       return e->status;
     if (auto* w = std::get_if<ipc::ClientWelcome>(&d.envelope->body)) {
       p.session_ = w->session;
+      p.max_request_bytes_ = w->max_request_bytes;
       (void)p.seq_.Accept(d.envelope->seq);
     }
     return p;
@@ -107,7 +108,10 @@ absl::StatusOr<std::string> RemotePipeline::Frame(uint64_t request_id,
     e.ack = seq_.ack();
     seq_.MarkReported();
   }
-  return ipc::Encode(e);
+  SHOAL_ASSIGN_OR_RETURN(std::string frame, ipc::Encode(e));
+  SHOAL_RETURN_IF_ERROR(
+      ipc::CheckRequestSize(frame.size(), max_request_bytes_));
+  return frame;
 }
 
 void RemotePipeline::SendAck() {
@@ -188,7 +192,7 @@ absl::Status RemotePipeline::Send(std::vector<uint64_t> handles,
   absl::StatusOr<std::string> frame = Frame(id, std::move(req));
   absl::Status sent = frame.ok() ? socket_.Send(*frame) : frame.status();
   if (!sent.ok()) {
-    if (!absl::IsInvalidArgument(sent)) {
+    if (!absl::IsInvalidArgument(sent) && !absl::IsResourceExhausted(sent)) {
       sent = absl::UnavailableError(
           absl::StrCat("the coordinator's frontend: ", sent.message()));
     }

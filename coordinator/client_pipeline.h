@@ -154,6 +154,7 @@ class RemotePipeline {
   // Errors: DeadlineExceeded (nothing came), Unavailable.
   absl::Status ReadOne(absl::Duration timeout);
   // Encodes a request of this pipeline's session (with its acknowledgement).
+  // Errors: ResourceExhausted over the welcome's max_request_bytes.
   absl::StatusOr<std::string> Frame(uint64_t request_id, ipc::Message body);
   // Sends the acknowledgement alone (SessionAck).
   void SendAck();
@@ -193,8 +194,9 @@ class RemotePipeline {
   std::vector<uint64_t> batch_handles_;
   size_t batch_bytes_ = 0;
   absl::Time batch_since_;
-  std::set<ObjectId> outputs_;  // outputs of arrived results, not released
-  uint64_t session_ = 0;        // the resumable session's id; 0: none
+  std::set<ObjectId> outputs_;      // outputs of arrived results, not released
+  uint64_t session_ = 0;            // the resumable session's id; 0: none
+  uint64_t max_request_bytes_ = 0;  // the welcome's (0: no limit)
   ipc::SessionSeq seq_;
 };
 

@@ -182,6 +182,16 @@ absl::StatusOr<std::string> Encode(uint64_t request_id, Message body) {
   return Encode(Envelope{request_id, std::move(body)});
 }
 
+absl::Status CheckRequestSize(size_t frame_bytes, uint64_t max_request_bytes) {
+  if (max_request_bytes == 0 || frame_bytes <= max_request_bytes)
+    return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "a request of ", frame_bytes,
+      " bytes is over the node's max_request_bytes = ", max_request_bytes,
+      " (nothing was sent; put a large value into the store with put_object "
+      "and pass its id)"));
+}
+
 std::string EncodeError(uint64_t request_id, const absl::Status& status) {
   absl::StatusOr<std::string> frame = Encode(
       request_id, ErrorReply{status.ok() ? absl::InternalError(

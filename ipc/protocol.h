@@ -31,6 +31,12 @@ absl::StatusOr<std::string> Encode(const Envelope& envelope);
 // Convenience: Encode({request_id, body}).
 absl::StatusOr<std::string> Encode(uint64_t request_id, Message body);
 
+// Whether a request frame of `frame_bytes` may go to a node whose welcome
+// said `max_request_bytes` (0: no limit): a client checks before it sends,
+// so an oversized request costs neither the connection nor the session.
+// Errors: ResourceExhausted naming both sizes.
+absl::Status CheckRequestSize(size_t frame_bytes, uint64_t max_request_bytes);
+
 // An ErrorReply frame for `status` (which must not be OK). Never fails: if the
 // status cannot be encoded, an INTERNAL error frame is produced instead.
 std::string EncodeError(uint64_t request_id, const absl::Status& status);

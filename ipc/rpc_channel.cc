@@ -89,6 +89,7 @@ absl::StatusOr<Message> RpcChannel::Exchange(Message request,
   out.ack = session_ != 0 ? seq_.ack() : 0;
   seq_.MarkReported();
   SHOAL_ASSIGN_OR_RETURN(std::string frame, Encode(out));
+  SHOAL_RETURN_IF_ERROR(CheckRequestSize(frame.size(), max_request_bytes_));
   const absl::Time deadline = timeout == absl::InfiniteDuration()
                                   ? absl::InfiniteFuture()
                                   : absl::Now() + timeout;

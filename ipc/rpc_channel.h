@@ -81,6 +81,9 @@ class RpcChannel {
   // returns that error; later calls have no session).
   void SetSession(uint64_t id);
   uint64_t session() const { return session_; }
+  // Requests over `bytes` (the welcome's max_request_bytes; 0: none) fail
+  // here with ResourceExhausted (ipc::CheckRequestSize), unsent.
+  void SetMaxRequestBytes(uint64_t bytes) { max_request_bytes_ = bytes; }
 
   const std::string& endpoint() const { return endpoint_; }
 
@@ -124,6 +127,7 @@ class RpcChannel {
   DecodeLimits limits_;
   uint64_t next_request_ = 1;
   uint64_t session_ = 0;
+  uint64_t max_request_bytes_ = 0;
   SessionSeq seq_;
 };
 
