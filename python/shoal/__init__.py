@@ -28,7 +28,8 @@ function to dodge a cycle); the arrows name its imports besides _errors:
                    first use; connect/submit/wait, init/kv_*/barrier,
                    put/get/borrow              → _client, _job, _store, _ext
     _client        Client (task mode): submitting
-                   → _collector, _naming, _future, _serialize, _store, _ext
+                   → _collector, _naming, _future, _paths, _serialize,
+                     _store, _ext
     _collector     Collector, the Client's completions half: result(),
                    waits, the completion thread           → _future
     _naming        task names of functions, the worker's search path,
@@ -41,7 +42,8 @@ function to dodge a cycle); the arrows name its imports besides _errors:
     _ext           the C++ extension _shoal (absent in a worker); at call
                    time, not import time, it looks up _errors.from_status
                    (to raise) and _context._borrow (to unpickle an ObjectRef)
-    _paths         the shoal binary, __main__'s name
+    _paths         the shoal binary, __main__'s name, a node's
+                   coordinator pid
     _errors        Error and its subclasses, TaskError  (no shoal imports)
     _version       __version__, generated from VERSION by Bazel
     task           shoal.task, for code running as a task

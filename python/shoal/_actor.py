@@ -204,6 +204,8 @@ def _init_spec(cls, args, kwargs):
 
 
 def _create(cls, args, kwargs, options, client):
+    if getattr(client, "_gone", None) is not None:
+        raise client._gone_error()  # its node went away
     control = _control_for(client)
     detached = options.get("lifetime") == "detached"
     actor_id, worker_id = control.create(

@@ -12,7 +12,7 @@ import weakref
 
 import numpy as np
 
-from . import _errors, _ext, _serialize, _store, _zero_copy
+from . import _errors, _ext, _paths, _serialize, _store, _zero_copy
 from ._naming import _fingerprint, client_search_path, task_name
 from ._collector import _MIN_SWEEP, Collector
 from ._future import _DONE_STATES, Future, ValueByReference, _finished
@@ -124,8 +124,10 @@ class Client(Collector):
         # future does not cancel its task: `a.add.remote()` alone runs).
         self._forgotten = []
         self._sweep_at = _MIN_SWEEP
-        self._path_key = None
-        self._path = ""
+        # (sys.path as last seen, the search path sent for it): one tuple,
+        # read without a lock; made under _path_lock.
+        self._path_now = (None, "")
+        self._path_lock = threading.Lock()
         self._path_refs = {}  # path → ObjectRef holding it (local clients)
         # Functions by value: id(fn) → (weakref, fingerprint, name, payload)
         # and content hash → (name, ObjectRef or None, payload).
@@ -145,6 +147,14 @@ class Client(Collector):
         # Futures threads wait for in _collect: task id → (Future, threads).
         self._wanted = {}
         self._completer = None
+        if self._local:  # its node going away fails its futures at once
+            pid = _paths.coordinator_pid(handle.job_id)
+            if pid is not None:
+                self._watch_node(pid)
+
+    def _gone_error(self):
+        """A new UnavailableError saying the node went away."""
+        return _errors.UnavailableError(str(self._gone))
 
     @property
     def local(self):
@@ -264,6 +274,8 @@ class Client(Collector):
         as task values, any others as a pickled call (the call envelope, its
         small pickle inline in the task). None when it is not that case
         (the general path then names an argument that cannot be pickled)."""
+        if self._gone is not None:
+            raise self._gone_error()
         try:
             name = self._names.get(fn)
         except TypeError:  # an unhashable callable
@@ -319,6 +331,8 @@ class Client(Collector):
     def _submit_now(self, fn, args, kwargs, opts):
         """Submits fn(*args, **kwargs); returns (task id, what its Future
         keeps)."""
+        if self._gone is not None:
+            raise self._gone_error()
         if len(self._forgotten) >= self._sweep_at:
             self._release_forgotten()
         name, fn_keep, fn_bytes = self._function(fn)
@@ -481,7 +495,13 @@ class Client(Collector):
         owner may send a search path (its workers run as the owner)."""
         if not self._handle.owner:
             return ""
-        if sys.path != self._path_key:  # (no copy when unchanged)
+        now = self._path_now
+        if sys.path == now[0]:  # (no copy when unchanged)
+            return now[1]
+        # Threads making their first submits together: one puts the path
+        # into the store, the others use its object (a second put would
+        # replace, and so free, an object queued tasks already name).
+        with self._path_lock:
             key = list(sys.path)
             path = ":".join(client_search_path())
             if len(path) > _INLINE_PATH_BYTES and self._handle.local:
@@ -492,8 +512,8 @@ class Client(Collector):
                         np.frombuffer(path.encode(), dtype=np.uint8), "raw")
                     self._path_refs[path] = ref
                 path = "@" + ref.id
-            self._path_key, self._path = key, path
-        return self._path
+            self._path_now = (key, path)
+        return path
 
 
 def _results_in_order(futures, timeout, chunked):

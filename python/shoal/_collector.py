@@ -9,6 +9,8 @@ Uses the Client's _handle, _cond, _wait_lock, _watched, _wanted,
 _user_waiting, _completer, _forgotten and _sweep_at (made by its
 __init__)."""
 
+import os
+import select
 import threading
 import time
 import weakref
@@ -36,12 +38,67 @@ _ROUND_S = 0.1
 class Collector:
     """The completions half of a Client."""
 
+    # The UnavailableError of a node that went away (its coordinator
+    # exited): set once, by _node_gone; then every pending future fails with
+    # it and submits raise it at once.
+    _gone = None
+
+    def _watch_node(self, pid):
+        """Watches the node's coordinator process `pid` from a daemon
+        thread: when it exits, _node_gone. Local clients only (a remote
+        client's connection reports a node that went away)."""
+        try:
+            fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            fd = None  # no pidfd here: the thread polls the pid instead
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                self._node_gone(pid)
+                return
+            except OSError:
+                return
+        threading.Thread(target=_watch_loop, args=(weakref.ref(self), pid, fd),
+                         name="shoal-node-watch", daemon=True).start()
+
+    def _node_gone(self, pid):
+        """The node's coordinator (pid) exited: fails the futures threads
+        wait for and the watched ones, now; later waits and submits fail at
+        once (_collect_once, the client's submits)."""
+        with self._cond:
+            if self._gone is not None:
+                return
+            self._gone = _errors.UnavailableError(
+                f"the node of job {self.job_id!r} went away (its coordinator, "
+                f"pid {pid}, exited): its tasks will not finish")
+            pending = [e[0] for e in self._wanted.values()] + \
+                list(self._watched.values())
+            self._watched.clear()
+            self._cond.notify_all()
+        try:
+            self._handle.node_stopped()
+        except Exception:  # noqa: BLE001 (an older extension)
+            pass
+        self._fail(pending)
+
+    def _fail(self, futures):
+        """Fails those of `futures` still pending with self._gone."""
+        for f in futures:
+            if f._state in _DONE_STATES:
+                continue
+            f._keep = None
+            if f._settle(None, self._gone):
+                f._notify()
+
     def _await_one(self, future, timeout):
         """result()/done() of one future. The common case (no other thread
         collecting, no watched futures) waits on the task table directly on
         this thread, as a C++ client does: no Condition, no hand-off. After
         _DIRECT_WAIT_S (or when the direct way is taken) it joins _collect,
         which shares the table among threads."""
+        if self._gone is not None:
+            self._fail([future])
+            return
         if (future.id is not None and not self._watched and
                 self._wait_lock.acquire(False)):
             direct = _DIRECT_WAIT_S if timeout is None else \
@@ -109,6 +166,11 @@ class Collector:
             waiting = [f for f in futures if f._state not in done_states]
             if len(futures) - len(waiting) >= min_done or not waiting:
                 return False
+            gone = self._gone
+        if gone is not None:
+            self._fail(waiting)
+            return False
+        with self._cond:
             left = None if deadline is None else \
                 max(0.0, deadline - time.monotonic())
             targets = {f.id: f for f in waiting if f.id is not None}
@@ -211,3 +273,37 @@ def _complete_loop(client_ref):
                 if not _finished(f) and f.set_running_or_notify_cancel():
                     f.set_exception(e)
         del client
+
+
+# How often the node watch looks whether its client is still there.
+_WATCH_ROUND_S = 1.0
+
+
+def _watch_loop(client_ref, pid, fd):
+    """The node watch: waits for the coordinator's pidfd to become readable
+    (the process exited), or polls the pid where there is no pidfd; ends
+    with its client."""
+    try:
+        while True:
+            if fd is not None:
+                ready, _, _ = select.select([fd], [], [], _WATCH_ROUND_S)
+                exited = bool(ready)
+            else:
+                time.sleep(_WATCH_ROUND_S / 4)
+                try:
+                    os.kill(pid, 0)
+                    exited = False
+                except ProcessLookupError:
+                    exited = True
+                except OSError:
+                    exited = False
+            client = client_ref()
+            if client is None:
+                return
+            if exited:
+                client._node_gone(pid)
+                return
+            del client
+    finally:
+        if fd is not None:
+            os.close(fd)

@@ -51,3 +51,30 @@ def shoal_binary(search_path=True):
         "cannot find the shoal binary: set SHOAL_BIN, install shoal "
         "(pip install . in its source tree), or build it "
         "(bazel build //tools:shoal) beside this package")
+
+
+def runtime_root():
+    """Where nodes keep their job folders (base/runtime_dir.cc's preferred
+    root: $SHOAL_RUNTIME_DIR, $XDG_RUNTIME_DIR/shoal, /tmp/shoal-<uid>)."""
+    root = os.environ.get("SHOAL_RUNTIME_DIR")
+    if root:
+        return root.rstrip("/") or "/"
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg:
+        return os.path.join(xdg, "shoal")
+    return f"/tmp/shoal-{os.getuid()}"
+
+
+def coordinator_pid(job_id):
+    """The pid of job `job_id`'s coordinator, from its discovery file; None
+    when the file is not where runtime_root() says (a fallback root)."""
+    path = os.path.join(runtime_root(), job_id, "coordinator")
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("pid="):
+                    pid = int(line[4:].strip() or 0)
+                    return pid if pid > 0 else None
+    except (OSError, ValueError):
+        return None
+    return None
