@@ -6,6 +6,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -17,6 +19,7 @@
 #include "coordinator/client.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/discovery.h"
+#include "observe/metrics.h"
 #include "python/ext/builtin.h"
 #include "tools/bench/bench_util.h"
 #include "tools/cli/args.h"
@@ -34,30 +37,77 @@ void OnSignal(int) {
   if (g_coordinator != nullptr) g_coordinator->Stop();
 }
 
+// What `shoal start` does besides the node: --metrics-port, --metrics-address.
+struct NodeExtras {
+  std::optional<observe::MetricsServerOptions> metrics;
+};
+
+// The figures of a scrape: the node's status, asked of its own ipc://
+// frontend as `shoal status` asks it (one request of the event loop). The
+// client connects at the first scrape (the loop runs by then) and again
+// after a failure.
+observe::FigureSource NodeFigures(std::string frontend) {
+  struct State {
+    std::string frontend;
+    std::unique_ptr<coordinator::Client> client;
+  };
+  auto state = std::make_shared<State>();
+  state->frontend = std::move(frontend);
+  return [state]() -> absl::StatusOr<observe::Figures> {
+    if (state->client == nullptr) {
+      coordinator::ClientOptions co;
+      co.endpoint = state->frontend;
+      co.force_remote = true;
+      co.name = "metrics";
+      co.rpc_timeout = absl::Seconds(5);
+      absl::StatusOr<std::unique_ptr<coordinator::Client>> c =
+          coordinator::Client::Connect(co);
+      if (!c.ok()) return c.status();
+      state->client = *std::move(c);
+    }
+    absl::StatusOr<ipc::NodeStatus> st = state->client->Status();
+    if (!st.ok()) state->client.reset();
+    return st;
+  };
+}
+
 // Runs the coordinator in this process until a signal or `shoal stop`.
 // `ready_fd` (if ≥ 0) gets one line, "ready ..." or "error ...", then closes.
-int RunNode(coordinator::CoordinatorOptions options, int ready_fd) {
-  absl::StatusOr<std::unique_ptr<coordinator::Coordinator>> node =
-      coordinator::Coordinator::Create(std::move(options));
-  if (!node.ok()) {
+int RunNode(coordinator::CoordinatorOptions options, const NodeExtras& extras,
+            int ready_fd) {
+  auto fail_start = [ready_fd](const absl::Status& s) {
     if (ready_fd >= 0) {
-      const std::string line =
-          absl::StrCat("error ", node.status().message(), "\n");
+      const std::string line = absl::StrCat("error ", s.message(), "\n");
       ssize_t unused = write(ready_fd, line.data(), line.size());
       (void)unused;
       close(ready_fd);
     }
-    return Fail(node.status());
+    return Fail(s);
+  };
+  absl::StatusOr<std::unique_ptr<coordinator::Coordinator>> node =
+      coordinator::Coordinator::Create(std::move(options));
+  if (!node.ok()) return fail_start(node.status());
+  std::unique_ptr<observe::MetricsServer> metrics;
+  if (extras.metrics.has_value()) {
+    absl::StatusOr<std::unique_ptr<observe::MetricsServer>> m =
+        observe::MetricsServer::Start(
+            *extras.metrics, NodeFigures((*node)->frontend_endpoint()));
+    if (!m.ok()) return fail_start(m.status());
+    metrics = *std::move(m);
   }
   g_coordinator = node->get();
   struct sigaction sa = {};
   sa.sa_handler = OnSignal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  const std::string ready = absl::StrCat(
+  std::string ready = absl::StrCat(
       "ready job ", (*node)->job_id(), ", frontend ",
       (*node)->frontend_endpoint(), ", store ", (*node)->store_endpoint(),
       ", pid ", getpid(), ", tcp ", (*node)->tcp_endpoint());
+  if (metrics != nullptr) {
+    absl::StrAppend(&ready, ", metrics http://", metrics->address(),
+                    "/metrics");
+  }
   if (ready_fd >= 0) {
     const std::string line = ready + "\n";
     ssize_t unused = write(ready_fd, line.data(), line.size());
@@ -69,6 +119,7 @@ int RunNode(coordinator::CoordinatorOptions options, int ready_fd) {
   }
   absl::Status s = (*node)->Run();
   g_coordinator = nullptr;
+  metrics.reset();  // its threads end before the node they ask
   node->reset();
   if (!s.ok()) return Fail(s);
   return 0;
@@ -104,9 +155,8 @@ absl::Status ResolveTaskPaths(const std::string& plugins,
 // `shoal start`'s flags as the node's options; `*daemon` is --daemon.
 // Errors: InvalidArgument (a bad flag), NotFound (ResolveTaskPaths);
 // Cancelled after --help.
-absl::StatusOr<coordinator::CoordinatorOptions> ParseStartFlags(int argc,
-                                                                char** argv,
-                                                                bool* daemon) {
+absl::StatusOr<coordinator::CoordinatorOptions> ParseStartFlags(
+    int argc, char** argv, bool* daemon, NodeExtras* extras) {
   ArgParser p(
       "shoal start [flags]",
       "Starts a node: the store, N worker processes and the coordinator that\n"
@@ -170,8 +220,28 @@ absl::StatusOr<coordinator::CoordinatorOptions> ParseStartFlags(int argc,
             "connection");
   bool& daemon_flag = p.Bool(
       "daemon", false, "run in the background; print the endpoint and return");
+  int64_t& metrics_port =
+      p.Int("metrics-port", -1,
+            "serve Prometheus metrics on this port at /metrics (0: any free "
+            "one; default: none)");
+  std::string& metrics_address =
+      p.String("metrics-address", "127.0.0.1",
+               "the address --metrics-port listens on (the endpoint has no "
+               "authentication: see docs/security.md before widening it)");
   p.Alias('n', "workers");
   if (absl::Status s = p.Parse(argc, argv); !s.ok()) return s;
+  if (metrics_port >= 0) {
+    if (metrics_port > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--metrics-port ", metrics_port, " is outside 0..65535"));
+    }
+    observe::MetricsServerOptions m;
+    m.port = static_cast<int>(metrics_port);
+    m.address = metrics_address;
+    extras->metrics = m;
+  } else if (p.seen("metrics-address")) {
+    return absl::InvalidArgumentError("--metrics-address needs --metrics-port");
+  }
   coordinator::CoordinatorOptions o;
   o.job_id = job_id.empty() ? NewJobId() : job_id;
   o.num_workers = static_cast<int>(n);
@@ -209,7 +279,7 @@ absl::StatusOr<coordinator::CoordinatorOptions> ParseStartFlags(int argc,
 // --daemon: a forked child becomes the node, in its own session with output
 // to the job's coordinator.log; this process prints its "ready" line (or its
 // error) and returns.
-int StartDaemon(coordinator::CoordinatorOptions o) {
+int StartDaemon(coordinator::CoordinatorOptions o, const NodeExtras& extras) {
   int fds[2];
   if (pipe(fds) != 0) return Fail(absl::InternalError("pipe failed"));
   absl::StatusOr<std::string> dir = JobDir(o.job_id);
@@ -225,7 +295,7 @@ int StartDaemon(coordinator::CoordinatorOptions o) {
     dup2(null, STDIN_FILENO);
     dup2(out, STDOUT_FILENO);
     dup2(out, STDERR_FILENO);
-    _exit(RunNode(std::move(o), fds[1]));
+    _exit(RunNode(std::move(o), extras, fds[1]));
   }
   close(fds[1]);
   std::string line;
@@ -278,11 +348,12 @@ void PrintStatusText(const ipc::NodeStatus& st) {
 
 int StartCommand(int argc, char** argv) {
   bool daemon = false;
+  NodeExtras extras;
   absl::StatusOr<coordinator::CoordinatorOptions> o =
-      ParseStartFlags(argc, argv, &daemon);
+      ParseStartFlags(argc, argv, &daemon, &extras);
   if (!o.ok()) return Fail(o.status());
-  if (!daemon) return RunNode(*std::move(o), -1);
-  return StartDaemon(*std::move(o));
+  if (!daemon) return RunNode(*std::move(o), extras, -1);
+  return StartDaemon(*std::move(o), extras);
 }
 
 int WorkerCommand(int argc, char** argv) {

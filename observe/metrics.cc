@@ -1,0 +1,249 @@
+#include "observe/metrics.h"
+
+#include <exception>
+#include <map>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "base/mutex.h"
+#include "prometheus/collectable.h"
+#include "prometheus/exposer.h"
+
+namespace shoal::observe {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+namespace {
+
+// Appends a family of one unlabelled sample.
+void One(std::vector<MetricFamily>* out, std::string name, std::string help,
+         MetricType type, double value) {
+  MetricFamily f{std::move(name), std::move(help), type, {}};
+  ClientMetric m;
+  if (type == MetricType::Counter) {
+    m.counter.value = value;
+  } else {
+    m.gauge.value = value;
+  }
+  f.metric.push_back(std::move(m));
+  out->push_back(std::move(f));
+}
+
+ClientMetric Sample(MetricType type, double value,
+                    std::vector<ClientMetric::Label> labels) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  if (type == MetricType::Counter) {
+    m.counter.value = value;
+  } else {
+    m.gauge.value = value;
+  }
+  return m;
+}
+
+// "pool" or "actor" from WorkerStatus.role ("" or "actor <id> <class>").
+std::string RoleOf(const ipc::WorkerStatus& w) {
+  return absl::StartsWith(w.role(), "actor") ? "actor" : "pool";
+}
+
+// The states a worker shows in `shoal status`, listed so that each has a
+// series (0 included) from the first scrape.
+constexpr const char* kWorkerStates[] = {"idle", "busy", "running",
+                                         "restarting", "stopped"};
+
+}  // namespace
+
+std::vector<MetricFamily> DownFamilies() {
+  std::vector<MetricFamily> out;
+  One(&out, "shoal_up",
+      "1 when the node's figures were gathered for this scrape, else 0",
+      MetricType::Gauge, 0);
+  return out;
+}
+
+std::vector<MetricFamily> FamiliesOf(const Figures& f) {
+  std::vector<MetricFamily> out;
+  const auto G = MetricType::Gauge;
+  const auto C = MetricType::Counter;
+  One(&out, "shoal_up",
+      "1 when the node's figures were gathered for this scrape, else 0", G, 1);
+  {
+    MetricFamily info{"shoal_node_info",
+                      "The node's job id and coordinator pid (value 1)",
+                      G,
+                      {}};
+    info.metric.push_back(
+        Sample(G, 1,
+               {{"job_id", f.job_id()},
+                {"coordinator_pid", absl::StrCat(f.coordinator_pid())}}));
+    out.push_back(std::move(info));
+  }
+  One(&out, "shoal_uptime_seconds", "Seconds since the node started", G,
+      f.uptime_ms() / 1000.0);
+
+  // Tasks: the task table's counters.
+  One(&out, "shoal_tasks_submitted_total", "Tasks submitted to the node", C,
+      static_cast<double>(f.submitted()));
+  One(&out, "shoal_tasks_completed_total",
+      "Tasks that finished (succeeded, failed or cancelled)", C,
+      static_cast<double>(f.completed()));
+  One(&out, "shoal_tasks_queued", "Tasks waiting for a worker (queue depth)", G,
+      f.queued());
+  One(&out, "shoal_tasks_running", "Tasks a worker runs now", G, f.running());
+  One(&out, "shoal_task_results_held",
+      "Finished tasks whose results are not yet taken", G, f.results_held());
+
+  // Workers: the supervisor's, with their task-table slots' counters.
+  MetricFamily by_state{"shoal_workers", "Worker processes by state", G, {}};
+  std::map<std::string, int> states;
+  for (const char* s : kWorkerStates) states[s] = 0;
+  MetricFamily done{"shoal_worker_tasks_succeeded_total",
+                    "Tasks a worker finished without an error",
+                    C,
+                    {}};
+  MetricFamily failed{
+      "shoal_worker_tasks_failed_total",
+      "Tasks a worker finished with an error, or lost when its process "
+      "died (such a task may be retried)",
+      C,
+      {}};
+  MetricFamily restarts{"shoal_worker_restarts_total",
+                        "Times a worker's process was started again",
+                        C,
+                        {}};
+  MetricFamily rss{"shoal_worker_resident_bytes",
+                   "A worker process's resident memory",
+                   G,
+                   {}};
+  int actors = 0;
+  for (const ipc::WorkerStatus& w : f.workers()) {
+    ++states[w.state()];
+    const std::string role = RoleOf(w);
+    actors += role == "actor" && w.state() != "stopped";
+    std::vector<ClientMetric::Label> labels = {{"worker", absl::StrCat(w.id())},
+                                               {"role", role}};
+    done.metric.push_back(
+        Sample(C, static_cast<double>(w.tasks_done()), labels));
+    failed.metric.push_back(
+        Sample(C, static_cast<double>(w.tasks_failed()), labels));
+    restarts.metric.push_back(Sample(C, w.restarts(), labels));
+    rss.metric.push_back(Sample(G, static_cast<double>(w.rss_bytes()), labels));
+  }
+  for (const auto& [state, n] : states)
+    by_state.metric.push_back(Sample(G, n, {{"state", state}}));
+  out.push_back(std::move(by_state));
+  out.push_back(std::move(done));
+  out.push_back(std::move(failed));
+  out.push_back(std::move(restarts));
+  out.push_back(std::move(rss));
+  One(&out, "shoal_actors", "Live actors (each a worker process of its own)", G,
+      actors);
+
+  // The store's Stats.
+  const ipc::StoreStats& s = f.store();
+  One(&out, "shoal_store_capacity_bytes", "The store's size", G,
+      static_cast<double>(s.capacity_bytes()));
+  One(&out, "shoal_store_used_bytes", "Store bytes held by objects", G,
+      static_cast<double>(s.used_bytes()));
+  One(&out, "shoal_store_free_bytes", "Store bytes not held by objects", G,
+      static_cast<double>(s.capacity_bytes() >= s.used_bytes()
+                              ? s.capacity_bytes() - s.used_bytes()
+                              : 0));
+  One(&out, "shoal_store_objects", "Objects in the store", G,
+      static_cast<double>(s.objects()));
+  One(&out, "shoal_store_sealed_objects",
+      "Objects in the store that are sealed (readable)", G,
+      static_cast<double>(s.sealed_objects()));
+  One(&out, "shoal_store_referenced_objects",
+      "Objects some client holds a reference to", G,
+      static_cast<double>(s.referenced_objects()));
+  One(&out, "shoal_store_max_objects", "Objects the store's table can hold", G,
+      static_cast<double>(s.max_objects()));
+  One(&out, "shoal_store_evictions_total", "Objects evicted to make room", C,
+      static_cast<double>(s.evictions()));
+  One(&out, "shoal_store_evicted_bytes_total", "Bytes evicted to make room", C,
+      static_cast<double>(s.evicted_bytes()));
+  One(&out, "shoal_store_clients", "Processes connected to the store", G,
+      static_cast<double>(s.clients()));
+  One(&out, "shoal_store_prefaulted_bytes",
+      "Store bytes whose pages are already mapped in", G,
+      static_cast<double>(s.prefaulted_bytes()));
+  One(&out, "shoal_store_lock_repairs_total",
+      "Store operations of dead lock holders rolled back", C,
+      static_cast<double>(s.lock_repairs()));
+  return out;
+}
+
+// The Exposer's view of the node: the figures of each scrape, gathered then.
+class MetricsServer::Collector : public prometheus::Collectable {
+ public:
+  explicit Collector(FigureSource source) : source_(std::move(source)) {}
+
+  std::vector<MetricFamily> Collect() const override {
+    MutexLock lock(&mu_);
+    absl::StatusOr<Figures> f = source_();
+    if (!f.ok()) return DownFamilies();
+    return FamiliesOf(*f);
+  }
+
+ private:
+  mutable Mutex mu_;  // one FigureSource call at a time
+  FigureSource source_ ABSL_GUARDED_BY(mu_);
+};
+
+struct MetricsServer::State {
+  std::shared_ptr<Collector> collector;
+  std::unique_ptr<prometheus::Exposer> exposer;
+};
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
+    const MetricsServerOptions& options, FigureSource source) {
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics port ", options.port, " is outside 0..65535"));
+  }
+  std::string host = options.address;
+  if (host.empty())
+    return absl::InvalidArgumentError("the metrics address is empty");
+  if (absl::StrContains(host, ':') && !absl::StartsWith(host, "[")) {
+    host = absl::StrCat("[", host, "]");  // an IPv6 literal
+  }
+  if (absl::StartsWith(host, "[") != absl::EndsWith(host, "]")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics address '", options.address,
+                     "' is not an IPv4 or IPv6 literal"));
+  }
+  const std::string listen = absl::StrCat(host, ":", options.port);
+  auto server = std::unique_ptr<MetricsServer>(new MetricsServer());
+  server->state_ = std::make_unique<State>();
+  server->state_->collector = std::make_shared<Collector>(std::move(source));
+  // prometheus-cpp reports a failure to listen by throwing (civetweb's
+  // CivetException); it stays inside this function.
+  try {
+    server->state_->exposer =
+        std::make_unique<prometheus::Exposer>(listen, /*num_threads=*/2);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
+  }
+  server->state_->exposer->RegisterCollectable(server->state_->collector);
+  const std::vector<int> ports = server->state_->exposer->GetListeningPorts();
+  if (ports.empty()) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", listen, ": no port"));
+  }
+  server->port_ = ports[0];
+  server->address_ = absl::StrCat(host, ":", server->port_);
+  return server;
+}
+
+MetricsServer::~MetricsServer() {
+  // The Exposer joins its threads first: no scrape runs the source after.
+  if (state_ != nullptr) state_->exposer.reset();
+}
+
+}  // namespace shoal::observe

@@ -1,0 +1,159 @@
+// FamiliesOf: the figures of a NodeStatus as Prometheus text, and the server
+// on loopback answering a real HTTP GET.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "observe/metrics.h"
+#include "prometheus/text_serializer.h"
+
+namespace shoal::observe {
+namespace {
+
+Figures SomeFigures() {
+  Figures f;
+  f.set_job_id("job-a");
+  f.set_coordinator_pid(42);
+  f.set_uptime_ms(1500);
+  f.set_submitted(10);
+  f.set_completed(7);
+  f.set_queued(2);
+  f.set_running(1);
+  ipc::WorkerStatus* w = f.add_workers();
+  w->set_id(0);
+  w->set_state("busy");
+  w->set_tasks_done(5);
+  w->set_tasks_failed(2);
+  w->set_restarts(1);
+  w->set_rss_bytes(1 << 20);
+  w = f.add_workers();
+  w->set_id(1);
+  w->set_state("idle");
+  w->set_role("actor 3 Counter");
+  f.mutable_store()->set_capacity_bytes(1000);
+  f.mutable_store()->set_used_bytes(250);
+  f.mutable_store()->set_evictions(3);
+  return f;
+}
+
+std::string Text(const std::vector<prometheus::MetricFamily>& families) {
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+// Whether `text` has the line `line` (a sample: name, labels, value).
+::testing::AssertionResult HasLine(const std::string& text,
+                                   const std::string& line) {
+  if (absl::StrContains(absl::StrCat("\n", text),
+                        absl::StrCat("\n", line, "\n")))
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "no line '" << line << "' in:\n"
+                                       << text;
+}
+
+TEST(MetricsFamiliesTest, NodeStatusBecomesSeries) {
+  const std::string t = Text(FamiliesOf(SomeFigures()));
+  EXPECT_TRUE(HasLine(t, "shoal_up 1"));
+  EXPECT_TRUE(HasLine(t, "shoal_tasks_submitted_total 10"));
+  EXPECT_TRUE(HasLine(t, "shoal_tasks_completed_total 7"));
+  EXPECT_TRUE(HasLine(t, "shoal_tasks_queued 2"));
+  EXPECT_TRUE(HasLine(t, "shoal_tasks_running 1"));
+  EXPECT_TRUE(HasLine(t, "shoal_workers{state=\"busy\"} 1"));
+  EXPECT_TRUE(HasLine(t, "shoal_workers{state=\"idle\"} 1"));
+  EXPECT_TRUE(HasLine(t, "shoal_workers{state=\"restarting\"} 0"));
+  EXPECT_TRUE(HasLine(
+      t, "shoal_worker_tasks_succeeded_total{worker=\"0\",role=\"pool\"} 5"));
+  EXPECT_TRUE(HasLine(
+      t, "shoal_worker_tasks_failed_total{worker=\"0\",role=\"pool\"} 2"));
+  EXPECT_TRUE(
+      HasLine(t, "shoal_worker_restarts_total{worker=\"0\",role=\"pool\"} 1"));
+  EXPECT_TRUE(HasLine(t, "shoal_actors 1"));
+  EXPECT_TRUE(HasLine(t, "shoal_store_used_bytes 250"));
+  EXPECT_TRUE(HasLine(t, "shoal_store_free_bytes 750"));
+  EXPECT_TRUE(HasLine(t, "shoal_store_evictions_total 3"));
+  EXPECT_TRUE(
+      HasLine(t, "shoal_node_info{job_id=\"job-a\",coordinator_pid=\"42\"} 1"));
+}
+
+TEST(MetricsFamiliesTest, DownIsUpZeroAlone) {
+  EXPECT_EQ(Text(DownFamilies()),
+            "# HELP shoal_up 1 when the node's figures were gathered for this "
+            "scrape, else 0\n# TYPE shoal_up gauge\nshoal_up 0\n");
+}
+
+// GET `path` from 127.0.0.1:`port`: the whole response, or "" on failure.
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string got;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+    const std::string req =
+        absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof(buf))) > 0) got.append(buf, n);
+    }
+  }
+  close(fd);
+  return got;
+}
+
+TEST(MetricsServerTest, ServesTheSourcesFiguresOnLoopback) {
+  int calls = 0;
+  absl::StatusOr<std::unique_ptr<MetricsServer>> server =
+      MetricsServer::Start({}, [&calls]() -> absl::StatusOr<Figures> {
+        if (++calls == 2) return absl::UnavailableError("node gone");
+        return SomeFigures();
+      });
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_GT((*server)->port(), 0);
+  EXPECT_EQ((*server)->address(),
+            absl::StrCat("127.0.0.1:", (*server)->port()));
+  const std::string first = HttpGet((*server)->port(), "/metrics");
+  EXPECT_TRUE(absl::StrContains(first, "200 OK")) << first;
+  EXPECT_TRUE(HasLine(first, "shoal_tasks_submitted_total 10"));
+  // A source that fails: the scrape says so with shoal_up 0.
+  const std::string second = HttpGet((*server)->port(), "/metrics");
+  EXPECT_TRUE(HasLine(second, "shoal_up 0"));
+  EXPECT_FALSE(absl::StrContains(second, "shoal_tasks_submitted_total"));
+}
+
+TEST(MetricsServerTest, ATakenPortIsUnavailableNamingIt) {
+  absl::StatusOr<std::unique_ptr<MetricsServer>> a = MetricsServer::Start(
+      {}, [] { return absl::StatusOr<Figures>(SomeFigures()); });
+  ASSERT_TRUE(a.ok()) << a.status();
+  MetricsServerOptions o;
+  o.port = (*a)->port();
+  absl::StatusOr<std::unique_ptr<MetricsServer>> b = MetricsServer::Start(
+      o, [] { return absl::StatusOr<Figures>(SomeFigures()); });
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(b.status().message(),
+                                absl::StrCat("127.0.0.1:", o.port)))
+      << b.status();
+}
+
+TEST(MetricsServerTest, BadPortsAndAddressesAreInvalid) {
+  auto source = [] { return absl::StatusOr<Figures>(SomeFigures()); };
+  MetricsServerOptions o;
+  o.port = 70000;
+  EXPECT_EQ(MetricsServer::Start(o, source).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o.port = 0;
+  o.address = "";
+  EXPECT_EQ(MetricsServer::Start(o, source).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace shoal::observe
