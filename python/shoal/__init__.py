@@ -20,7 +20,7 @@ function to dodge a cycle); the arrows name its imports besides _errors:
 
     __init__       the public names
     _collectives   Communicator, all_reduce, ...        → _context, _ext
-    _remote        @shoal.remote: RemoteFunction           → _actor, _context
+    _remote        @shoal.remote: RemoteFunction   → _actor, _context, _ext
     _actor         actor classes, handles, kill; the actor
                    worker's _init/_call                 → _context, _ext
     _node          start_node: `shoal start` as a child → _client, _paths

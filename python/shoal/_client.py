@@ -4,7 +4,9 @@ C++ ones) to its workers and collects their results through futures.
 The process's default client (shoal.connect, shoal.submit) is _context's."""
 
 import functools
+import io
 import pickle
+import re
 import sys
 import threading
 import time
@@ -15,7 +17,8 @@ import numpy as np
 from . import _errors, _ext, _paths, _serialize, _store, _zero_copy
 from ._naming import _fingerprint, client_search_path, task_name
 from ._collector import _MIN_SWEEP, Collector
-from ._future import _DONE_STATES, Future, ValueByReference, _finished
+from ._future import (_DONE_STATES, Future, NestedFuture, ValueByReference,
+                      _finished)
 
 _OPTIONS = ("timeout", "max_retries", "cpus", "gpus", "num_cpus", "num_gpus")
 # A module path longer than this goes to the workers as a store object
@@ -134,6 +137,9 @@ class Client(Collector):
         self._by_identity = {}
         self._by_hash = {}
         self.function_stats = {"pickled": 0, "stored": 0}
+        # Task name of a function sent by value → its qualified name, for
+        # messages (readable_message).
+        self._readable_names = {}
         # Who collects results (see _collect), and the futures whose
         # completion the completion thread delivers.
         self._cond = threading.Condition(threading.Lock())
@@ -251,7 +257,14 @@ class Client(Collector):
             [v for v in kwargs.values() if isinstance(v, Future)]
         if deps:
             return self._submit_after(deps, fn, args, kwargs, opts)
-        task_id, keep = self._submit_now(fn, args, kwargs, opts)
+        try:
+            task_id, keep = self._submit_now(fn, args, kwargs, opts)
+        except NestedFuture:
+            # Futures inside lists, dicts, objects: the task is submitted
+            # once they finished, with their values in their places.
+            nested = _nested_futures(args, kwargs)
+            return self._submit_after(nested, fn, args, kwargs, opts,
+                                      nested)
         return Future(self, task_id, keep)
 
     def _options_of(self, options):
@@ -356,6 +369,8 @@ class Client(Collector):
                 "(None, bool, int, float, str, bytes, arrays)")
         try:
             values = _serialize.dump_call(fn_bytes, args, kwargs, self._local)
+        except NestedFuture:
+            raise  # (_submit_call waits for it)
         except Exception as e:  # noqa: BLE001 (any pickling failure)
             raise _serialize.unpicklable_argument(args, kwargs, e) from None
         task_id, keep = self._handle.submit(
@@ -398,7 +413,7 @@ class Client(Collector):
             keep = _keep_also(keep, ref)
         return task_id, keep
 
-    def _submit_after(self, deps, fn, args, kwargs, opts):
+    def _submit_after(self, deps, fn, args, kwargs, opts, nested=()):
         """A Future for a task submitted once `deps` finished (from the
         thread that completes the last of them)."""
         fut = Future(self, None, None)
@@ -413,6 +428,8 @@ class Client(Collector):
             if fut.cancelled():
                 return
             try:
+                for d in nested:  # a failed one fails this task
+                    d.result(0)
                 task_id, keep = self._submit_resolved(fn, args, kwargs, opts)
             except BaseException as e:  # noqa: BLE001 (a dependency failed)
                 if fut.set_running_or_notify_cancel():
@@ -471,6 +488,7 @@ class Client(Collector):
             if len(self._by_hash) >= _MAX_STORED_FUNCTIONS:
                 self._by_hash.pop(next(iter(self._by_hash)))
             self._by_hash[digest] = entry
+        self._readable_names[entry[0]] = _qualified_name(fn)
         try:
             ref_fn = weakref.ref(fn)
         except TypeError:
@@ -479,6 +497,20 @@ class Client(Collector):
             self._by_identity.pop(next(iter(self._by_identity)))
         self._by_identity[key] = (ref_fn, fingerprint) + entry
         return entry
+
+    def readable_message(self, text):
+        """`text` with task names as users know them: "py:mod:f!" as
+        mod.f, a function sent by value ("py:=<id>", "py:#<hash>") by its
+        qualified name."""
+        def name(m):
+            whole = m.group(0).rstrip("!")
+            known = self._readable_names.get(whole)
+            if known is not None:
+                return known
+            if whole.startswith(("py:=", "py:#")):
+                return "a function sent by value"
+            return whole[3:].replace(":", ".")
+        return _TASK_NAME.sub(name, text)
 
     # ---- completions (_collector.Collector) ---------------------------
 
@@ -516,6 +548,46 @@ class Client(Collector):
         return path
 
 
+def _nested_futures(args, kwargs):
+    """The distinct Futures inside the call's arguments, at any depth."""
+    found = {}
+
+    def record(obj):
+        if isinstance(obj, Future):
+            found[id(obj)] = obj
+            return type(None), ()
+        return NotImplemented
+
+    class Recorder(pickle.Pickler):
+        def reducer_override(self, obj):
+            return record(obj)
+
+    try:
+        Recorder(io.BytesIO(), 5).dump((args, kwargs))
+    except Exception:  # noqa: BLE001 (lambdas and such: cloudpickle's way)
+        import cloudpickle
+        found.clear()
+
+        class CloudRecorder(cloudpickle.Pickler):
+            def reducer_override(self, obj):
+                r = record(obj)
+                return super().reducer_override(obj) \
+                    if r is NotImplemented else r
+
+        CloudRecorder(io.BytesIO(), 5).dump((args, kwargs))
+    return list(found.values())
+
+
+_TASK_NAME = re.compile(r"py:(?:[=#][0-9a-fA-F]+|[\w.]+:[\w.]+)!?")
+
+
+def _qualified_name(fn):
+    f = getattr(fn, "__func__", fn)
+    qualname = getattr(f, "__qualname__", None) or type(f).__qualname__
+    module = getattr(f, "__module__", None)
+    return f"{module}.{qualname}" if module else qualname
+
+
 def _results_in_order(futures, timeout, chunked):
     deadline = None if timeout is None else time.monotonic() + timeout
     try:
@@ -549,7 +621,9 @@ def _small_call(fn_bytes, args):
                               buffer_callback=out_of_band.append)
     except Exception:  # noqa: BLE001 (cloudpickle's case: dump_call)
         return None
-    return None if out_of_band else [header]
+    if out_of_band or _serialize.names_main(header):
+        return None  # (a class of __main__: by value, dump_call)
+    return [header]
 
 
 def _store_ref_of(output):

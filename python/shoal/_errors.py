@@ -171,12 +171,52 @@ def task_failure(code, message, exception=None):
     return error
 
 
+def _main_module_name():
+    """The name a worker imports this process's __main__ by (the script's
+    file name, or python -m's module), or None."""
+    import os
+    import sys
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":
+        return spec.name
+    path = getattr(main, "__file__", None)
+    return os.path.splitext(os.path.basename(path))[0] if path else None
+
+
+def loads(data, buffers=None):
+    """pickle.loads, where a global of the module a worker imports this
+    process's __main__ by (a class or exception of the driver's script, as
+    a worker that imported the script by name pickled it) is __main__'s own
+    object: `except MyError` and isinstance see the driver's class."""
+    import io
+    import pickle
+    import sys
+    name = _main_module_name()
+    if not isinstance(data, (bytes, bytearray)):
+        data = memoryview(data).cast("B").tobytes()  # (a small header)
+    if name is None or name.encode() not in data:
+        return pickle.loads(data, buffers=buffers)
+    main = sys.modules["__main__"]
+
+    class _MainAware(pickle.Unpickler):
+        def find_class(self, module, qualname):
+            if module == name and sys.modules.get(name) is not main:
+                obj = main
+                for part in qualname.split("."):
+                    obj = getattr(obj, part, None)
+                if obj is not None:
+                    return obj
+            return super().find_class(module, qualname)
+
+    return _MainAware(io.BytesIO(data), buffers=buffers).load()
+
+
 def _unpickled_exception(data):
     """The exception a worker pickled, or None if it does not load here (a
     module this process lacks, ...)."""
-    import pickle
     try:
-        exc = pickle.loads(data)
+        exc = loads(data)
     except Exception:  # noqa: BLE001 (whatever its __reduce__ raises)
         return None
     return exc if isinstance(exc, BaseException) else None

@@ -204,11 +204,27 @@ class Future(concurrent.futures.Future):
                 self._client is not None:
             self._client._forget(self.id)
 
+    def __reduce__(self):
+        """A Future inside a task's argument (a list, dict, object): its
+        value once it succeeded; else NestedFuture, and the client submits
+        the task when it finished (Client._submit_call)."""
+        if self._state == _FINISHED and self._exception is None:
+            return _identity, (self._result,)
+        raise NestedFuture(f"task {self.id} has not finished")
+
     def __repr__(self):
         state = "pending" if self._state not in _DONE_STATES else (
             "cancelled" if self._state in _CANCELLED_STATES else
             "failed" if self._exception is not None else "done")
         return f"<shoal.Future task {self.id} {state}>"
+
+
+class NestedFuture(Exception):
+    """Pickling met a Future that has not succeeded (Future.__reduce__)."""
+
+
+def _identity(value):
+    return value
 
 
 class ValueByReference:
@@ -265,6 +281,9 @@ def _finish(f, row):
         f._state = _FINISHED  # (_settle's order: state, then the Condition)
         return f if f._cond is not None else None
     if code != 0:
+        if b"py:" in message:
+            message = f._client.readable_message(
+                message.decode("utf-8", "replace"))
         value, error = None, _errors.task_failure(code, message, exception)
     else:
         f._outputs = outputs

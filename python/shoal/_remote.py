@@ -6,18 +6,20 @@
 
     square.remote(3).result()                       # 9, on a worker
     square.options(num_cpus=2, timeout=5).remote(3)
-    square(3)                                       # 9, here
+    square(3)                                       # 9, here (it warns once)
 
 Calling a remote function directly runs it here, in this process, as the
-plain function (Ray raises instead): the decorated name stays a function, so
+plain function, and warns the first time (Ray raises instead): the decorated name stays a function, so
 other code and the worker, which imports it by name, can call it. A class
 becomes an actor class (shoal._actor). shoal.submit(f, ...) keeps working.
 """
 
 import functools
 import sys
+import warnings
+import weakref
 
-from . import _actor, _context
+from . import _actor, _context, _ext
 
 # Ray's option names → Client.submit's.
 _FUNCTION_OPTIONS = {"num_cpus": "cpus", "num_gpus": "gpus",
@@ -48,8 +50,25 @@ class RemoteFunction:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
-        """Runs the function here (not on a worker)."""
+        """Runs the function here (not on a worker); outside a worker, the
+        first direct call of each function warns that it did."""
+        if not self._warned and not _ext.IN_WORKER:
+            RemoteFunction._warned_about.add(self._fn)
+            warnings.warn(
+                f"{self._fn.__module__}.{self._fn.__qualname__}() was called "
+                "directly: it ran here, in this process, not on a worker; "
+                f"use {self._fn.__name__}.remote(...) to run it as a task",
+                RuntimeWarning, stacklevel=2)
         return self._fn(*args, **kwargs)
+
+    _warned_about = weakref.WeakSet()
+
+    @property
+    def _warned(self):
+        try:
+            return self._fn in RemoteFunction._warned_about
+        except TypeError:
+            return True
 
     def remote(self, *args, **kwargs):
         """Queues the function on the node; returns its Future."""

@@ -134,13 +134,78 @@ def dumps(obj, out_of_band=True):
             f = io.BytesIO()
             _TensorPickler(f, _PROTOCOL, buffer_callback=callback).dump(obj)
             data = f.getvalue()
-        return _with_slices(data, slices), buffers
+        if not names_main(data):
+            return _with_slices(data, slices), buffers
+        # A class (or function) of __main__ by reference: a worker's
+        # __main__ is not this script's, so those go by value, as
+        # cloudpickle pickles __main__'s objects.
+        buffers.clear()
+        slices.clear()
     except (pickle.PicklingError, AttributeError, TypeError):
         buffers.clear()
         slices.clear()
     f = io.BytesIO()
     _cloudpickler()(f, _PROTOCOL, buffer_callback=callback).dump(obj)
     return _with_slices(f.getvalue(), slices), buffers
+
+
+def names_main(data):
+    """Whether a pickle may name a global of __main__ (a false positive, a
+    string "__main__" among the values, only costs a cloudpickle pass)."""
+    return b"__main__" in data
+
+
+def dump_exception(exc):
+    """A task's exception pickled for its client (worker/python_runner.cc):
+    plainly, or by cloudpickle when its class is only known by value here
+    (defined in the driver's __main__ or a closure); b"" when it cannot be
+    pickled or would not load again."""
+    class Plain(pickle.Pickler):
+        def reducer_override(self, obj):
+            return _reduce_exception(obj)
+
+    try:
+        f = io.BytesIO()
+        Plain(f, _PROTOCOL).dump(exc)
+        data = f.getvalue()
+        if not names_main(data):
+            pickle.loads(data)
+            return data
+    except Exception:  # noqa: BLE001 (whatever its __reduce__ raises)
+        pass
+    try:
+        import cloudpickle
+
+        class Cloud(cloudpickle.Pickler):
+            def reducer_override(self, obj):
+                r = _reduce_exception(obj)
+                return super().reducer_override(obj) \
+                    if r is NotImplemented else r
+
+        f = io.BytesIO()
+        Cloud(f, _PROTOCOL).dump(exc)
+        data = f.getvalue()
+        pickle.loads(data)
+        return data
+    except Exception:  # noqa: BLE001
+        return b""
+
+
+def _reduce_exception(obj):
+    """An exception as its class, args and attributes, rebuilt without
+    calling its __init__ (which may take other arguments than its args)."""
+    if not isinstance(obj, BaseException) or \
+            type(obj).__reduce__ is not BaseException.__reduce__:
+        return NotImplemented
+    return _rebuild_exception, (type(obj), obj.args,
+                                dict(getattr(obj, "__dict__", None) or {}))
+
+
+def _rebuild_exception(cls, args, attributes):
+    e = cls.__new__(cls, *args)
+    e.args = args
+    e.__dict__.update(attributes)
+    return e
 
 
 # The header of a call or result whose out-of-band buffers include parts of
@@ -257,7 +322,7 @@ def load_call(header, *buffers):
     if isinstance(header, memoryview) and header.ndim != 1:
         header = header.cast("B")
     header, buffers = _sliced(header, buffers)
-    return pickle.loads(header, buffers=buffers)
+    return _errors.loads(header, buffers=buffers)
 
 
 def load_function(data):
@@ -265,13 +330,31 @@ def load_function(data):
 
 
 def dump_result(value):
-    """The worker's side of the result envelope: (header, [buffers])."""
+    """The worker's side of the result envelope: (header, [buffers]).
+    Raises InvalidArgumentError naming the value's type and the reason,
+    with the pickler's traceback (the worker names the function)."""
     try:
         return dumps(value)
     except Exception as e:  # noqa: BLE001
+        import traceback
         raise _errors.InvalidArgumentError(
-            f"the task's return value (a {_describe(value)}) cannot be "
-            f"pickled: {type(e).__name__}: {e}") from None
+            f"its return value (a {_describe(value)}) cannot be pickled: "
+            f"{type(e).__name__}: {e}\n\nThe worker's traceback:\n"
+            f"{traceback.format_exc()}") from None
+
+
+def describe_function(fn):
+    """"module.qualname (file, line N)" of a task's function, for messages."""
+    f = getattr(fn, "_fn", fn)  # a RemoteFunction: the function it wraps
+    f = getattr(f, "__func__", f)
+    name = getattr(f, "__qualname__", None) or type(f).__qualname__
+    module = getattr(f, "__module__", None)
+    if module:
+        name = f"{module}.{name}"
+    code = getattr(f, "__code__", None)
+    if code is not None:
+        name += f" ({code.co_filename}, line {code.co_firstlineno})"
+    return name
 
 
 def load_result(outputs):
@@ -280,7 +363,7 @@ def load_result(outputs):
     if header.ndim != 1:
         header = header.cast("B")
     header, buffers = _sliced(header, outputs[1:])
-    return pickle.loads(header, buffers=buffers)
+    return _errors.loads(header, buffers=buffers)
 
 
 def is_result_envelope(outputs):
