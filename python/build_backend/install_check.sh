@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # README's `pip install .`, checked as a user would meet it (tools/test runs
 # this after the Bazel build, which the backend then reuses):
-#   1. a fresh venv (Debian's python3, --system-site-packages) in a temp
-#      folder, and `pip install --no-index .` into it: offline, through the
-#      in-tree PEP 517 backend;
+#
+#   python/build_backend/install_check.sh [PYTHON]    # default /usr/bin/python3
+#
+#   1. a fresh venv of PYTHON (no --system-site-packages) in a temp folder,
+#      numpy into it from a wheel cached under .venv/wheels (git-ignored;
+#      downloaded from PyPI once per Python version), and
+#      `pip install --no-index .` into it: offline, through the in-tree
+#      PEP 517 backend, which builds for that venv's python;
 #   2. from that temp folder, with no PYTHONPATH and no SHOAL_BIN:
 #      `shoal --version` and `python -m shoal --version` print VERSION;
 #      `import shoal` finds the venv's package (and `import shoal.torch`
@@ -11,8 +16,10 @@
 #   3. `shoal start --daemon`, one Python task on it (the worker must import
 #      shoal from the venv), `shoal stop`;
 #   4. a 2-rank `shoal launch` of the venv's python doing an all_reduce.
+# SHOAL_INSTALL_CHECK_PIP_ARGS: more `pip install` arguments (e.g.
+# --config-settings bazel-startup-args=--output_base=...).
 # Exits non-zero with "install_check: FAILED: ..." on the first failure;
-# leaves no node running and no files behind.
+# leaves no node running and no files behind (but the wheel cache).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 version="$(tr -d ' \n' < "$root/VERSION")"
@@ -39,11 +46,27 @@ as_user() {
   (cd "$work" && env -u PYTHONPATH -u SHOAL_BIN PYTHONDONTWRITEBYTECODE=1 "$@")
 }
 
-echo "install_check: [${SECONDS}s] venv in $venv, pip install --no-index $root"
-/usr/bin/python3 -m venv --system-site-packages "$venv" ||
-  fail "python3 -m venv (Debian's python3-venv is needed)"
-(cd "$root" && env -u PYTHONPATH "$venv/bin/pip" install --no-index \
-  --disable-pip-version-check --quiet .) ||
+python="${1:-/usr/bin/python3}"
+pyver="$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" ||
+  fail "cannot run $python"
+wheels="$root/.venv/wheels"
+echo "install_check: [${SECONDS}s] venv of $python ($pyver) in $venv," \
+  "pip install --no-index $root"
+"$python" -m venv "$venv" ||
+  fail "$python -m venv (Debian's python3-venv is needed for /usr/bin/python3)"
+pip=("$venv/bin/pip" --disable-pip-version-check --quiet)
+if ! env -u PYTHONPATH "${pip[@]}" install --no-index --find-links "$wheels" \
+    numpy 2>/dev/null; then
+  mkdir -p "$wheels"
+  echo "install_check: [${SECONDS}s] numpy's wheel for $pyver from PyPI into $wheels"
+  env -u PYTHONPATH "${pip[@]}" download --only-binary=:all: --dest "$wheels" \
+    numpy || fail "pip download numpy (PyPI) for Python $pyver"
+  env -u PYTHONPATH "${pip[@]}" install --no-index --find-links "$wheels" \
+    numpy || fail "pip install numpy from $wheels"
+fi
+# shellcheck disable=SC2086  # more arguments, split like a shell's words
+(cd "$root" && env -u PYTHONPATH "${pip[@]}" install --no-index \
+  ${SHOAL_INSTALL_CHECK_PIP_ARGS:-} .) ||
   fail "pip install --no-index . (rerun with -v for the backend's output)"
 
 [ -x "$venv/bin/shoal" ] || fail "no shoal console script in $venv/bin"
@@ -118,4 +141,4 @@ for rank in 0 1; do
   grep -q "rank $rank/2: ok $venv/lib/python3.*/site-packages/shoal/" \
     <<< "$got" || fail "shoal launch printed: $got"
 done
-echo "install_check: [${SECONDS}s] ok (shoal $version: pip install --no-index, a task, a 2-rank launch)"
+echo "install_check: [${SECONDS}s] ok (shoal $version for Python $pyver: pip install --no-index, a task, a 2-rank launch)"

@@ -3,9 +3,13 @@
 standard library only.
 
   build_wheel       `bazel build //tools:shoal //python:site` (the repo's
-                    .bazelrc applies), then a wheel of the files //python:site
-                    built (python/site/shoal: *.py and every extension in
-                    it) with the binary as shoal/_bin/shoal, where
+                    .bazelrc applies) for the interpreter running this
+                    backend (--repo_env=SHOAL_PYTHON=sys.executable: its
+                    headers and libpython, the numpy and, where present, the
+                    torch of its venv; third_party/python_configure.bzl),
+                    then a wheel of the files //python:site built
+                    (python/site/shoal: *.py and every extension in it) with
+                    the binary as shoal/_bin/shoal, where
                     base/python_env.cc finds the package from
   prepare_metadata_for_build_wheel   the .dist-info, without building
   build_sdist       the source files git knows (or the tree of an unpacked
@@ -14,6 +18,9 @@ standard library only.
 config_settings (pip install --config-settings KEY=VALUE .):
   bazel-args        more Bazel build arguments, split like a shell's words
                     (e.g. "--config=opt")
+  bazel-startup-args  Bazel startup options, e.g. "--output_base=DIR" (an
+                    output base of its own, so that a build for another
+                    interpreter leaves the main one's outputs alone)
 """
 
 import json
@@ -42,16 +49,17 @@ def _root():
     return root
 
 
-def _built_for(root):
-    with open(os.path.join(root, "third_party", "system.BUILD"),
-              encoding="utf-8") as f:
-        return shoal_wheel.python_version_of_build(f.read())
-
-
 def _version_and_tag(root):
-    built_for = _built_for(root)
+    built_for = shoal_wheel.built_for_running_interpreter()
     return (shoal_wheel.read_version(root), shoal_wheel.wheel_tag(built_for),
             built_for)
+
+
+def python_args(executable):
+    """The Bazel arguments that build for EXECUTABLE (the interpreter pip
+    runs this backend with: the venv's python, not the one it links to, so
+    that the build sees the venv's numpy and torch)."""
+    return ["--repo_env=SHOAL_PYTHON=" + executable]
 
 
 def bazel_environment(environ, prefix, base_prefix):
@@ -76,16 +84,16 @@ def bazel_environment(environ, prefix, base_prefix):
     return env
 
 
-def _bazel_args(config_settings):
-    extra = (config_settings or {}).get("bazel-args", "")
+def _bazel_args(config_settings, key="bazel-args"):
+    extra = (config_settings or {}).get(key, "")
     if isinstance(extra, list):  # given more than once
         extra = " ".join(extra)
     return shlex.split(extra)
 
 
-def _bazel(root, args):
+def _bazel(root, args, startup_args=()):
     env = bazel_environment(os.environ, sys.prefix, sys.base_prefix)
-    cmd = ["bazel"] + args
+    cmd = ["bazel"] + list(startup_args) + args
     # Bazel's progress goes to stderr; pip shows it with -v, or on failure.
     print("shoal_build_backend: " + " ".join(cmd), file=sys.stderr,
           flush=True)
@@ -151,7 +159,9 @@ def build_outputs(root, config_settings=None):
     with tempfile.TemporaryDirectory(prefix="shoal-wheel-") as tmp:
         events = os.path.join(tmp, "build_events.json")
         _bazel(root, ["build", f"--build_event_json_file={events}"] +
-               _bazel_args(config_settings) + list(BAZEL_TARGETS))
+               python_args(sys.executable) + _bazel_args(config_settings) +
+               list(BAZEL_TARGETS),
+               _bazel_args(config_settings, "bazel-startup-args"))
         with open(events, encoding="utf-8") as f:
             lines = f.readlines()
     return {label: target_outputs(lines, label) for label in BAZEL_TARGETS}
@@ -234,5 +244,5 @@ def sdist_files(root):
 def build_sdist(sdist_directory, config_settings=None):
     root = _root()
     return shoal_wheel.write_sdist(sdist_directory,
-                                   shoal_wheel.read_version(root),
-                                   _built_for(root), root, sdist_files(root))
+                                   shoal_wheel.read_version(root), root,
+                                   sdist_files(root))

@@ -22,10 +22,12 @@ import zipfile
 NAME = "shoal"
 SUMMARY = ("A multi-process runtime for ML jobs: workers with their own "
            "interpreters, a shared-memory tensor store, collectives")
-# What `import shoal` needs besides the standard library. Debian's
-# python3-numpy satisfies it in a venv made with --system-site-packages, so
-# `pip install --no-index .` needs nothing from an index.
+# What `import shoal` needs besides the standard library. The build needs it
+# too (its headers), so it is in the venv before `pip install .` (with
+# `--no-index` pip then fetches nothing).
 REQUIRES_DIST = ("numpy",)
+# The oldest CPython the extension builds for (an sdist's Requires-Python).
+MIN_PYTHON = (3, 10)
 CONSOLE_SCRIPTS = (("shoal", "shoal.__main__:main"),)
 
 # Zip entries before 1980 cannot be written; a fixed time makes the same
@@ -54,19 +56,23 @@ def read_version(root):
     return version
 
 
-def python_version_of_build(system_build_text):
-    """(major, minor) of the CPython whose headers the Bazel build compiles
-    the extension against, from third_party/system.BUILD's text.
+def built_for_running_interpreter(version_info=None, implementation=None):
+    """(major, minor) of the CPython running the build backend: the one pip
+    installs into, whose headers, numpy (and torch) the Bazel build compiles
+    the extensions against (--repo_env=SHOAL_PYTHON, see
+    third_party/python_configure.bzl).
 
-    Raises WheelError if the text names none, or more than one.
+    Raises WheelError for another implementation or a CPython older than
+    MIN_PYTHON.
     """
-    found = set(re.findall(r"include/python(\d+)\.(\d+)", system_build_text))
-    if len(found) != 1:
+    implementation = implementation or sys.implementation.name
+    version_info = version_info or sys.version_info
+    have = (version_info[0], version_info[1])
+    if implementation != "cpython" or have < MIN_PYTHON:
         raise WheelError(
-            "third_party/system.BUILD should name exactly one "
-            f"include/python3.N folder, found {sorted(found)}")
-    major, minor = found.pop()
-    return int(major), int(minor)
+            f"shoal builds for CPython {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or "
+            f"newer; this is {implementation} {have[0]}.{have[1]}")
+    return have
 
 
 def wheel_tag(built_for, implementation=None, version_info=None,
@@ -85,9 +91,8 @@ def wheel_tag(built_for, implementation=None, version_info=None,
     if implementation != "cpython" or have != tuple(built_for):
         want = "%d.%d" % tuple(built_for)
         raise WheelError(
-            f"shoal's extension is built for CPython {want} (Debian's "
-            f"/usr/bin/python3), but this is {implementation} "
-            f"{have[0]}.{have[1]}: make the venv with /usr/bin/python3 -m venv")
+            f"shoal's extension is built for CPython {want}, but this is "
+            f"{implementation} {have[0]}.{have[1]}")
     py = "cp%d%d" % have
     return f"{py}-{py}-{re.sub(r'[^A-Za-z0-9]', '_', platform)}"
 
@@ -101,12 +106,15 @@ def wheel_filename(version, tag):
 
 
 def metadata_text(version, built_for):
+    """METADATA (PKG-INFO): a wheel's BUILT_FOR is its CPython (major, minor);
+    an sdist's is None (any CPython from MIN_PYTHON)."""
     lines = [
         "Metadata-Version: 2.1",
         f"Name: {NAME}",
         f"Version: {version}",
         f"Summary: {SUMMARY}",
-        "Requires-Python: ==%d.%d.*" % tuple(built_for),
+        ("Requires-Python: ==%d.%d.*" % tuple(built_for) if built_for else
+         "Requires-Python: >=%d.%d" % MIN_PYTHON),
     ]
     lines += [f"Requires-Dist: {r}" for r in REQUIRES_DIST]
     return "\n".join(lines) + "\n"
@@ -211,9 +219,10 @@ def sdist_filename(version):
     return f"{NAME}-{version}.tar.gz"
 
 
-def write_sdist(directory, version, built_for, root, files):
+def write_sdist(directory, version, root, files):
     """Writes DIRECTORY/shoal-VERSION.tar.gz: FILES (paths relative to
-    ROOT) under shoal-VERSION/, plus PKG-INFO; returns its file name.
+    ROOT) under shoal-VERSION/, plus PKG-INFO (any CPython from
+    MIN_PYTHON); returns its file name.
     Owners are 0, times SOURCE_DATE_EPOCH, modes 644 or 755.
 
     Raises WheelError for a path that leaves ROOT or is not a regular file.
@@ -239,6 +248,6 @@ def write_sdist(directory, version, built_for, root, files):
             with open(path, "rb") as f:
                 add(tar, rel, f.read(), os.access(path, os.X_OK))
         add(tar, "PKG-INFO",
-            metadata_text(version, built_for).encode("utf-8"), False)
+            metadata_text(version, None).encode("utf-8"), False)
     os.replace(partial, final)
     return filename

@@ -27,8 +27,9 @@ import shoal_build_backend  # noqa: E402
 import shoal_wheel  # noqa: E402
 
 VERSION = open(os.path.join(ROOT, "VERSION")).read().strip()
-BUILT_FOR = (3, 11)
-TAG = "cp311-cp311-linux_x86_64"
+# The wheel is built for the interpreter running the backend (this one).
+BUILT_FOR = tuple(sys.version_info[:2])
+TAG = "cp%d%d-cp%d%d-linux_x86_64" % (BUILT_FOR * 2)
 
 
 def make_file(path, data, executable=False):
@@ -137,7 +138,7 @@ def test_wheel_metadata_tag_and_console_script(tmp_path):
     assert "Metadata-Version: 2.1" in metadata
     assert "Name: shoal" in metadata
     assert f"Version: {VERSION}" in metadata
-    assert "Requires-Python: ==3.11.*" in metadata
+    assert "Requires-Python: ==%d.%d.*" % BUILT_FOR in metadata
     assert f"Tag: {TAG}" in wheel and "Root-Is-Purelib: false" in wheel
     assert "[console_scripts]\nshoal = shoal.__main__:main\n" in entry_points
 
@@ -177,21 +178,39 @@ def test_payload_needs_the_package_and_the_binary(tmp_path):
 
 def test_tag_is_this_cpython_and_refuses_another():
     assert shoal_wheel.wheel_tag((3, 11), "cpython", (3, 11, 2),
-                                 "linux-x86_64") == TAG
+                                 "linux-x86_64") == "cp311-cp311-linux_x86_64"
+    assert shoal_wheel.wheel_tag((3, 13), "cpython", (3, 13, 0),
+                                 "linux-x86_64") == "cp313-cp313-linux_x86_64"
     with pytest.raises(shoal_wheel.WheelError, match="CPython 3.11"):
         shoal_wheel.wheel_tag((3, 11), "cpython", (3, 12, 0), "linux-x86_64")
     with pytest.raises(shoal_wheel.WheelError, match="pypy"):
         shoal_wheel.wheel_tag((3, 11), "pypy", (3, 11, 0), "linux-x86_64")
 
 
-def test_python_version_comes_from_the_bazel_build():
-    with open(os.path.join(ROOT, "third_party", "system.BUILD")) as f:
-        assert shoal_wheel.python_version_of_build(f.read()) == BUILT_FOR
-    with pytest.raises(shoal_wheel.WheelError):
-        shoal_wheel.python_version_of_build("include/python3.11 "
-                                            "include/python3.12")
-    with pytest.raises(shoal_wheel.WheelError):
-        shoal_wheel.python_version_of_build("no headers")
+def test_python_version_is_the_running_interpreters():
+    assert shoal_wheel.built_for_running_interpreter() == BUILT_FOR
+    for minor in (10, 11, 12, 13):
+        assert shoal_wheel.built_for_running_interpreter(
+            (3, minor, 0), "cpython") == (3, minor)
+    with pytest.raises(shoal_wheel.WheelError, match="3.10 or newer"):
+        shoal_wheel.built_for_running_interpreter((3, 9, 18), "cpython")
+    with pytest.raises(shoal_wheel.WheelError, match="pypy"):
+        shoal_wheel.built_for_running_interpreter((3, 11, 0), "pypy")
+
+
+def test_bazel_builds_for_the_interpreter_running_the_backend():
+    """The build's @shoal_python is the venv's python as pip runs it (its
+    numpy and torch), not the interpreter it links to."""
+    venv_python = "/home/u/venv/bin/python"
+    assert shoal_build_backend.python_args(venv_python) == [
+        "--repo_env=SHOAL_PYTHON=/home/u/venv/bin/python"]
+
+
+def test_metadata_requires_this_python_and_an_sdist_any():
+    assert "Requires-Python: ==3.12.*\n" in shoal_wheel.metadata_text(
+        VERSION, (3, 12))
+    assert "Requires-Python: >=3.10\n" in shoal_wheel.metadata_text(
+        VERSION, None)
 
 
 def test_version_file_is_checked(tmp_path):
@@ -244,6 +263,9 @@ def test_bazel_args_from_config_settings():
     assert shoal_build_backend._bazel_args(
         {"bazel-args": ["--config=opt", "-c dbg"]}) == ["--config=opt", "-c",
                                                         "dbg"]
+    assert shoal_build_backend._bazel_args(
+        {"bazel-startup-args": "--output_base=/o b"},
+        "bazel-startup-args") == ["--output_base=/o", "b"]
 
 
 def test_sdist_of_a_tree_git_does_not_know(tmp_path, monkeypatch):
@@ -276,6 +298,7 @@ def test_sdist_of_a_tree_git_does_not_know(tmp_path, monkeypatch):
         assert members["WORKSPACE"].uid == 0
         pkg_info = tar.extractfile(base + "PKG-INFO").read().decode()
     assert f"Version: {VERSION}" in pkg_info and "Name: shoal" in pkg_info
+    assert "Requires-Python: >=3.10" in pkg_info
 
 
 def built_by_tools_test():
