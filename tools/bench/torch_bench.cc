@@ -1,6 +1,8 @@
 // `shoal bench torch`: torch.distributed with backend "shoal" beside "gloo"
-// (python/shoal/_torch_bench.py), run by Debian's interpreter with the shoal
-// package built beside this binary, and this binary for the
+// (python/shoal/_torch_bench.py), run with the shoal package built beside
+// this binary by the interpreter the build is for (SHOAL_BENCH_PYTHON_DEFAULT:
+// @shoal_python's, e.g. a venv's python with torch 2.x; the environment's
+// SHOAL_BENCH_PYTHON overrides it), and this binary for the
 // `shoal bench collective` comparison.
 #include <unistd.h>
 
@@ -11,6 +13,10 @@
 
 #include "base/python_env.h"
 #include "base/subprocess.h"
+
+#ifndef SHOAL_BENCH_PYTHON_DEFAULT
+#define SHOAL_BENCH_PYTHON_DEFAULT "/usr/bin/python3"
+#endif
 
 namespace shoal::bench {
 
@@ -27,8 +33,11 @@ int TorchBench(int argc, char** argv) {
   }
   setenv("PYTHONPATH", path.c_str(), 1);
   setenv("SHOAL_BIN", SelfExePath().c_str(), 0);
-  const char* python =
-      access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  const char* chosen = std::getenv("SHOAL_BENCH_PYTHON");
+  const char* python = chosen != nullptr && chosen[0] != '\0'
+                           ? chosen
+                           : SHOAL_BENCH_PYTHON_DEFAULT;
+  if (access(python, X_OK) != 0) python = "python3";
   std::vector<char*> args = {const_cast<char*>(python), const_cast<char*>("-m"),
                              const_cast<char*>("shoal._torch_bench")};
   for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
