@@ -294,7 +294,7 @@ absl::Status ShmCommunicator::Impl::Send(const void* in, int64_t count,
     // Both buffers in use: wait for the receiver to consume one.
     SHOAL_RETURN_IF_ERROR(WaitFor(
         [&] { return seq - b.acked.load(std::memory_order_acquire) < 2; }, peer,
-        call));
+        call, [peer](int r) { return r == peer; }));
     uint8_t* buf = p2p_buffer(rank_, peer, seq);
     *reinterpret_cast<ChunkHeader*>(buf) = ChunkHeader{bytes, n};
     CopyBytes(buf + sizeof(ChunkHeader), src + off, n);
@@ -317,7 +317,7 @@ absl::Status ShmCommunicator::Impl::Recv(void* out, int64_t count, DType dtype,
     const uint64_t seq = b.acked.load(std::memory_order_relaxed);
     SHOAL_RETURN_IF_ERROR(
         WaitFor([&] { return b.sent.load(std::memory_order_acquire) > seq; },
-                peer, call));
+                peer, call, [peer](int r) { return r == peer; }));
     const uint8_t* buf = p2p_buffer(peer, rank_, seq);
     const ChunkHeader header = *reinterpret_cast<const ChunkHeader*>(buf);
     if (header.message_bytes != bytes) {

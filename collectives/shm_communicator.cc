@@ -1,6 +1,7 @@
 #include "collectives/shm_communicator.h"
 
 #include <immintrin.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -50,6 +51,7 @@ void ShmCommunicator::Impl::RegisterSelf() {
   RankControl& me = ctl(rank_);
   me.pid = getpid();
   me.start_ticks = ProcessStartTicks(getpid()).value_or(0);
+  me.cpu.store(-1, std::memory_order_relaxed);  // none before the first sync
 }
 
 // ---- failure ---------------------------------------------------------------
@@ -89,14 +91,16 @@ absl::Status ShmCommunicator::Impl::TimedOut(const Call& call, int peer) const {
                    " did not arrive within the timeout"));
 }
 
-absl::Status ShmCommunicator::Impl::PeerFailure(const Call& call) const {
+absl::Status ShmCommunicator::Impl::PeerFailure(
+    const Call& call, absl::FunctionRef<bool(int)> needs) const {
   // Deaths first: when one rank dies and another gives up because of it, the
   // death is the news. A rank that gave up and then exited did not die: its
   // reason is the news (else a rank that times out and returns a moment
   // before this one would be reported dead).
   for (int r = 0; r < world_; ++r) {
     const RankControl& c = ctl(r);
-    if (r != rank_ && c.aborted.load(std::memory_order_acquire) == 0 &&
+    if (r != rank_ && needs(r) &&
+        c.aborted.load(std::memory_order_acquire) == 0 &&
         !ProcessIsAlive(c.pid, c.start_ticks)) {
       return absl::UnavailableError(absl::StrCat(CallKindName(call.kind), " #",
                                                  call.seq, ": rank ", r,
@@ -198,13 +202,20 @@ absl::Status ShmCommunicator::Impl::CheckPeers() {
 
 absl::Status ShmCommunicator::Impl::Sync() {
   ++step_;
-  ctl(rank_).step.store(step_, std::memory_order_release);
+  RankControl& me = ctl(rank_);
+  me.cpu.store(sched_getcpu(), std::memory_order_relaxed);
+  me.step.store(step_, std::memory_order_release);
   RingAll();
   for (int r = 0; r < world_; ++r) {
     if (r == rank_) continue;
     std::atomic<uint64_t>& s = ctl(r).step;
     SHOAL_RETURN_IF_ERROR(WaitFor(
-        [&] { return s.load(std::memory_order_acquire) >= step_; }, r, call_));
+        [&] { return s.load(std::memory_order_acquire) >= step_; }, r, call_,
+        [&](int other) {
+          // A rank that reached this sync point and then died did its part.
+          return ctl(other).step.load(std::memory_order_acquire) < step_;
+        },
+        &ctl(r).cpu));
   }
   return CheckPeers();
 }

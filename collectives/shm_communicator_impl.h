@@ -9,6 +9,8 @@
 #ifndef SHOAL_COLLECTIVES_SHM_COMMUNICATOR_IMPL_H_
 #define SHOAL_COLLECTIVES_SHM_COMMUNICATOR_IMPL_H_
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -16,6 +18,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
@@ -70,7 +73,7 @@ class ShmCommunicator::Impl {
   // ShmCommunicator::PeerFailed.
   absl::Status PeerFailed() const {
     // PeerFailure names the call ("barrier #0: "); outside one there is none.
-    absl::Status s = PeerFailure(Call{});
+    absl::Status s = PeerFailure(Call{}, [](int) { return true; });
     if (s.ok()) return s;
     const size_t at = s.message().find(": ");
     return absl::Status(s.code(), s.message().substr(at + 2));
@@ -128,12 +131,23 @@ class ShmCommunicator::Impl {
   void GatherChunk(uint8_t* dst, int64_t n, int64_t elem, int p, bool stream);
 
   // Waits until `ready()`: spins, then yields, then sleeps on this rank's
-  // bell, checking `call`'s deadline and the other ranks' health.
+  // bell, checking `call`'s deadline and the other ranks' health. `needs(r)`
+  // says whether the wait depends on rank r still running: a dead rank
+  // fails the wait only then (a sync needs the ranks that have not arrived
+  // yet, a send or receive its peer; a rank that finished its part and
+  // exited is no failure of a wait on the others). `peer_cpu` (may be null)
+  // is where the awaited peer last ran: a peer on this thread's own CPU
+  // cannot arrive while this thread spins there, so the wait skips the
+  // pause loop and yields to it at once.
   template <typename Ready>
-  absl::Status WaitFor(Ready ready, int peer, const Call& call);
-  // Unavailable naming a peer that died; for a peer that gave up, its
-  // failure's code with its reason; OK otherwise.
-  absl::Status PeerFailure(const Call& call) const;
+  absl::Status WaitFor(Ready ready, int peer, const Call& call,
+                       absl::FunctionRef<bool(int)> needs,
+                       const std::atomic<int32_t>* peer_cpu = nullptr);
+  // Unavailable naming a rank that died while `needs` it; for a rank that
+  // gave up (any rank: the communicator is then unusable), its failure's
+  // code with its reason; OK otherwise.
+  absl::Status PeerFailure(const Call& call,
+                           absl::FunctionRef<bool(int)> needs) const;
   absl::Status TimedOut(const Call& call, int peer) const;
   // Marks the communicator failed here (the first failure wins) and tells
   // the other ranks; returns `s`.
@@ -164,10 +178,16 @@ class ShmCommunicator::Impl {
 };
 
 template <typename Ready>
-absl::Status ShmCommunicator::Impl::WaitFor(Ready ready, int peer,
-                                            const Call& call) {
-  // Spin first: the peer is usually a few hundred nanoseconds away.
-  for (int i = 0; i < o_.spin_pauses; ++i) {
+absl::Status ShmCommunicator::Impl::WaitFor(
+    Ready ready, int peer, const Call& call, absl::FunctionRef<bool(int)> needs,
+    const std::atomic<int32_t>* peer_cpu) {
+  // Spin first: the peer is usually a few hundred nanoseconds away, on
+  // another CPU. On this one it would wait for the spin to end (~100 µs
+  // here) before it runs.
+  const bool shares_cpu =
+      peer_cpu != nullptr &&
+      peer_cpu->load(std::memory_order_relaxed) == sched_getcpu();
+  for (int i = 0; !shares_cpu && i < o_.spin_pauses; ++i) {
     if (ready()) return absl::OkStatus();
     SpinPause();
   }
@@ -199,7 +219,7 @@ absl::Status ShmCommunicator::Impl::WaitFor(Ready ready, int peer,
     if (now >= call.deadline) return Fail(TimedOut(call, peer));
     if (now >= next_health) {
       next_health = now + absl::Milliseconds(20);
-      if (absl::Status s = PeerFailure(call); !s.ok()) {
+      if (absl::Status s = PeerFailure(call, needs); !s.ok()) {
         // The peer may have arrived between our last look and giving up
         // (a rank that finds a mismatch gives up right after the sync that
         // this wait is part of): then this wait is over, and this rank's

@@ -24,7 +24,8 @@
 namespace shoal::collectives {
 
 inline constexpr uint64_t kCollMagic = 0x4c4c4f434c414f48ULL;  // "HOALCOLL"
-inline constexpr uint32_t kCollLayoutVersion = 2;  // 2: RankControl::code
+// 2: RankControl::code; 3: RankControl::cpu.
+inline constexpr uint32_t kCollLayoutVersion = 3;
 inline constexpr int kMaxCollRanks = 64;
 
 enum class CallKind : uint32_t {
@@ -53,7 +54,11 @@ struct CallDesc {
 
 struct alignas(64) RankControl {
   std::atomic<uint64_t> step;  // sync points passed; on its own cache line
-  char pad0[56];
+  // The CPU the rank's collective thread ran on when it last arrived at a
+  // sync point (written just before `step`, so a waiter reads it with the
+  // line it polls anyway).
+  std::atomic<int32_t> cpu;
+  char pad0[52];
   shm::Doorbell
       bell;  // rung by anyone who advanced something this rank waits on
   std::atomic<uint32_t> aborted;

@@ -1,11 +1,13 @@
 // Collectives under `shoal launch`, checked against references each rank
 // computes itself. Modes:
-//   all        every op × dtype × size (and in-place forms); prints "rank R ok
-//   N checks" async      async forms interleaved with blocking ones group a
-//   sub-communicator of the even ranks stall      rank 1 stays away; the
-//   others' all_reduce must fail within ~1 s die        rank 1 SIGKILLs itself;
-//   the others must see it (Unavailable) mismatch   ranks disagree on the
-//   count; every rank must say so
+//   all       every op × dtype × size (and in-place forms); prints
+//             "rank R ok N checks"
+//   async     async forms interleaved with blocking ones
+//   group     a sub-communicator of the even ranks
+//   stall     rank 1 stays away; the others' all_reduce must fail within ~1 s
+//   die       rank 1 SIGKILLs itself; the others must see it (Unavailable)
+//   mismatch  ranks disagree on the count; every rank must say so
+//   leave     rank 0 exits; the others exchange messages in a ring
 #include <signal.h>
 #include <unistd.h>
 
@@ -353,6 +355,32 @@ int main(int argc, char** argv) {
     absl::Status again = c.Barrier();
     std::printf("rank %d: then %s\n", c.rank(), again.ToString().c_str());
     return 0;
+  } else if (mode == "leave") {
+    // Rank 0 leaves after a barrier while the others still exchange
+    // messages: a send or receive depends on its peer only, so rank 0's exit
+    // must fail none of them (the last rank sends to rank 1 only after rank
+    // 1 has slept in its receive well past the 20 ms health check).
+    CheckOk(c.Barrier(), "barrier before leaving");
+    if (c.rank() == 0) {
+      std::printf("rank 0 left\n");
+      return 0;
+    }
+    absl::SleepFor(absl::Milliseconds(200));  // rank 0 is gone by now
+    const int64_t n = 1 << 20;
+    const int W = c.size();
+    const int next = c.rank() == W - 1 ? 1 : c.rank() + 1;
+    const int prev = c.rank() == 1 ? W - 1 : c.rank() - 1;
+    std::vector<uint8_t> out = Fill(DType::kF32, c.rank(), n, ReduceOp::kSum),
+                         in(n * 4 + 1);
+    if (c.rank() == W - 1) absl::SleepFor(absl::Milliseconds(300));
+    auto w = c.SendAsync(out.data(), n, DType::kF32, next);
+    CheckOk(w.status(), "send async");
+    CheckOk(c.Recv(in.data(), n, DType::kF32, prev), "recv after rank 0 left");
+    if (w.ok()) CheckOk(w->Wait(absl::Seconds(60)), "send after rank 0 left");
+    const std::vector<uint8_t> want =
+        Fill(DType::kF32, prev, n, ReduceOp::kSum);
+    Check(std::memcmp(in.data(), want.data(), n * 4) == 0,
+          "ring exchange after rank 0 left");
   } else if (mode == "mismatch") {
     const int64_t n = 10 + c.rank();
     std::vector<float> x(n, 1.0f);

@@ -62,6 +62,18 @@ TEST_P(CollectivesTest, AsyncAndGroups) {
   EXPECT_EQ(r.code, 0) << r.err;
 }
 
+// A rank that finished and exited fails no send or receive between the
+// others (once it did: a sleeping receive checked every rank's pid).
+TEST_P(CollectivesTest, ARankThatLeftFailsNoExchangeBetweenTheOthers) {
+  const int n = GetParam();
+  if (n < 3) GTEST_SKIP() << "needs two ranks besides the one that leaves";
+  Result r = Launch(n, "leave");
+  EXPECT_EQ(r.code, 0) << r.OutText() << r.err;
+  int ok = 0;
+  for (const std::string& line : r.out) ok += absl::StrContains(line, " ok ");
+  EXPECT_EQ(ok, n - 1) << r.OutText() << r.err;
+}
+
 TEST_P(CollectivesTest, MismatchedCountsAreReportedByEveryRank) {
   const int n = GetParam();
   Result r = Launch(n, "mismatch");

@@ -122,7 +122,11 @@ std::string RowToJson(const CollectiveRow& r, const CollectiveBenchConfig& c,
       .Add("ip_us", r.ip_us)
       .Add("ip_algbw", bw(r.ip_us))
       .Add("ip_busbw", r.ip_us < 0 ? -1.0 : bw(r.ip_us) * BusFactor(c.coll, n))
-      .Add("ip_wrong", r.ip_wrong);
+      .Add("ip_wrong", r.ip_wrong)
+      .Add("oop_lo_us", r.oop_lo_us)
+      .Add("oop_hi_us", r.oop_hi_us)
+      .Add("ip_lo_us", r.ip_lo_us)
+      .Add("ip_hi_us", r.ip_hi_us);
   return j.str();
 }
 
@@ -152,6 +156,12 @@ absl::StatusOr<CollectiveRow> RowFromJson(absl::string_view line) {
   (void)absl::SimpleAtod(field("ip_us"), &r.ip_us);
   (void)absl::SimpleAtod(field("oop_wrong"), &ow);
   (void)absl::SimpleAtod(field("ip_wrong"), &iw);
+  for (auto [key, value] : {std::pair{"oop_lo_us", &r.oop_lo_us},
+                            {"oop_hi_us", &r.oop_hi_us},
+                            {"ip_lo_us", &r.ip_lo_us},
+                            {"ip_hi_us", &r.ip_hi_us}}) {
+    if (!absl::SimpleAtod(field(key), value)) *value = -1;
+  }
   r.bytes = static_cast<uint64_t>(bytes);
   r.count = static_cast<int64_t>(count);
   r.oop_wrong = static_cast<int64_t>(ow);
@@ -178,6 +188,9 @@ CollectiveFlags DeclareCollectiveFlags(cli::ArgParser& p) {
                      "all_reduce, broadcast, reduce, all_gather, "
                      "reduce_scatter, alltoall, sendrecv");
   f.root = &p.Int("root", 0, "root of broadcast and reduce (-r)");
+  f.bind = &p.Int("bind", d.bind ? 1 : 0,
+                  "1: each rank on a CPU of its own where they fit (as "
+                  "mpirun's binding of 2 ranks); 0 (default): unbound");
   f.backend = &p.String("backend", d.backend,
                         "auto (host buffers: shm on one node, hierarchical "
                         "across nodes), shm, gloo (flat), nccl (device "
@@ -218,6 +231,7 @@ absl::StatusOr<CollectiveBenchConfig> ConfigFromFlags(
   c.check = *f.check != 0;
   c.root = static_cast<int>(*f.root);
   c.backend = *f.backend;
+  c.bind = *f.bind != 0;
   if (c.backend != "auto" && c.backend != "shm" && c.backend != "gloo" &&
       c.backend != "nccl") {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -243,7 +257,17 @@ std::vector<std::string> ConfigArgs(const CollectiveBenchConfig& c) {
           "-d",        NcclTypeName(c.dtype),
           "--coll",    std::string(CollectiveName(c.coll)),
           "-r",        absl::StrCat(c.root),
-          "--backend", c.backend};
+          "--backend", c.backend,
+          "--bind",    c.bind ? "1" : "0"};
+}
+
+int CpuForLocalRank(const std::vector<int>& allowed, int local_rank,
+                    int local_ranks) {
+  if (local_ranks > static_cast<int>(allowed.size()) || local_rank < 0 ||
+      local_rank >= local_ranks) {
+    return -1;
+  }
+  return allowed[local_rank];
 }
 
 }  // namespace shoal::bench

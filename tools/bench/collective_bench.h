@@ -57,6 +57,11 @@ struct CollectiveBenchConfig {
   collectives::ReduceOp op = collectives::ReduceOp::kSum;
   int root = 0;
   std::string backend = "auto";
+  // Each rank on a CPU of its own when the node's ranks fit on the CPUs
+  // this process may use, as mpirun binds 2 ranks (to a core each). Off by
+  // default: beside other processes' load, a bound rank cannot leave a busy
+  // CPU, and runs were slower bound than unbound.
+  bool bind = false;
 };
 
 // How many timed iterations make one repetition last about `target_seconds`
@@ -71,6 +76,10 @@ struct CollectiveRow {
   int64_t count = 0;
   double oop_us = -1, ip_us = -1;  // -1: not measured
   int64_t oop_wrong = 0, ip_wrong = 0;
+  // The fastest and slowest repetition (each the slowest rank's mean), so
+  // that a run whose repetitions split into a fast and a slow mode shows it
+  // beside the median. -1: not reported.
+  double oop_lo_us = -1, oop_hi_us = -1, ip_lo_us = -1, ip_hi_us = -1;
 };
 
 // One JSON object per line ({"system": ..., "bytes": ..., ...}).
@@ -83,7 +92,7 @@ absl::StatusOr<CollectiveRow> RowFromJson(absl::string_view line);
 // -r, and --coll, --reps, --backend), declared on a parser.
 struct CollectiveFlags {
   uint64_t *min_bytes, *max_bytes;
-  int64_t *factor, *iters, *warmup, *reps, *check, *root;
+  int64_t *factor, *iters, *warmup, *reps, *check, *root, *bind;
   std::string *op, *dtype, *coll, *backend;
 };
 CollectiveFlags DeclareCollectiveFlags(cli::ArgParser& p);
@@ -91,6 +100,12 @@ CollectiveFlags DeclareCollectiveFlags(cli::ArgParser& p);
 absl::StatusOr<CollectiveBenchConfig> ConfigFromFlags(const CollectiveFlags& f);
 // The flags that reproduce `c` (to start the harness under `shoal launch`).
 std::vector<std::string> ConfigArgs(const CollectiveBenchConfig& c);
+
+// The CPU of the allowed ones `allowed` (sorted) that local rank
+// `local_rank` of `local_ranks` takes: the local_rank-th; -1 when the ranks
+// outnumber the CPUs (then nothing is bound).
+int CpuForLocalRank(const std::vector<int>& allowed, int local_rank,
+                    int local_ranks);
 
 // The harness, in a process started by `shoal launch`: rank 0 prints the
 // table (or JSON rows with `json`) and appends JSON rows to `rows_file`.
@@ -116,6 +131,19 @@ absl::Status RunCommandToEnd(const std::vector<std::string>& argv,
                              absl::Duration limit = absl::Hours(1));
 // The rows of a JSON-rows file, one per size: median time over the rounds.
 std::map<uint64_t, CollectiveRow> MedianRowsOf(const std::string& file);
+// Every round's row of each size, in the order the rounds ran.
+std::map<uint64_t, std::vector<CollectiveRow>> RoundRowsOf(
+    const std::string& file);
+// "lo-hi" µs: the fastest and the slowest repetition over all `rounds` (a
+// round's median where its row carries no spread); "-" when none was
+// measured.
+std::string SpreadCell(const std::vector<CollectiveRow>& rounds, bool in_place);
+// The smallest over the rounds of the peer's time over shoal's, round k of
+// one beside round k of the other ("0.93x"): shoal's worst round against
+// the peer; "-" when either is missing.
+std::string WorstRoundRatioCell(const std::vector<CollectiveRow>& shoal,
+                                const std::vector<CollectiveRow>& peer,
+                                bool in_place);
 
 }  // namespace shoal::bench
 

@@ -47,6 +47,17 @@ TEST(CollectiveBenchTest, RowsSurviveJson) {
   EXPECT_DOUBLE_EQ(back->oop_us, 1.25);
   EXPECT_DOUBLE_EQ(back->ip_us, 1.5);
   EXPECT_EQ(back->ip_wrong, 3);
+  EXPECT_DOUBLE_EQ(back->oop_lo_us, -1);  // no spread given
+  r.oop_lo_us = 1.0;
+  r.oop_hi_us = 9.5;
+  r.ip_lo_us = 1.25;
+  r.ip_hi_us = 2.0;
+  back = RowFromJson(RowToJson(r, c, 2));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_DOUBLE_EQ(back->oop_lo_us, 1.0);
+  EXPECT_DOUBLE_EQ(back->oop_hi_us, 9.5);
+  EXPECT_DOUBLE_EQ(back->ip_lo_us, 1.25);
+  EXPECT_DOUBLE_EQ(back->ip_hi_us, 2.0);
   // The peers' rows (printed by their programs) read the same way.
   back = RowFromJson(
       "{\"system\": \"Open MPI\", \"bytes\": 1048576, \"count\": 262144, "
@@ -56,6 +67,40 @@ TEST(CollectiveBenchTest, RowsSurviveJson) {
   EXPECT_EQ(back->system, "Open MPI");
   EXPECT_DOUBLE_EQ(back->oop_us, 150.5);
   EXPECT_FALSE(RowFromJson("# a comment").ok());
+}
+
+// A bimodal run shows in the spread and in the worst round, not in the
+// median of the rounds.
+TEST(CollectiveBenchTest, SpreadAndWorstRoundShowASlowRound) {
+  auto row = [](double median, double lo, double hi) {
+    CollectiveRow r;
+    r.system = "x";
+    r.oop_us = median;
+    r.oop_lo_us = lo;
+    r.oop_hi_us = hi;
+    return r;
+  };
+  const std::vector<CollectiveRow> shoal = {row(85, 84, 90), row(534, 80, 560),
+                                            row(86, 85, 88)};
+  const std::vector<CollectiveRow> mpi = {row(165, 160, 170),
+                                          row(166, 150, 180), row(160, -1, -1)};
+  EXPECT_EQ(SpreadCell(shoal, false), "80.0-560.0");
+  // A row without a spread counts with its median.
+  EXPECT_EQ(SpreadCell(mpi, false), "150.0-180.0");
+  EXPECT_EQ(SpreadCell({}, false), "-");
+  EXPECT_EQ(SpreadCell(shoal, true), "-");  // nothing in place
+  EXPECT_EQ(WorstRoundRatioCell(shoal, mpi, false), "0.31x");  // 166 / 534
+  EXPECT_EQ(WorstRoundRatioCell(shoal, {}, false), "-");
+}
+
+// Ranks take the allowed CPUs in order while they fit; beyond, none binds.
+TEST(CollectiveBenchTest, EachRankGetsACpuOfItsOwnOnlyWhereTheyFit) {
+  EXPECT_EQ(CpuForLocalRank({0, 1}, 0, 2), 0);
+  EXPECT_EQ(CpuForLocalRank({0, 1}, 1, 2), 1);
+  EXPECT_EQ(CpuForLocalRank({2, 5, 7}, 1, 2), 5);
+  EXPECT_EQ(CpuForLocalRank({0, 1}, 0, 4), -1);
+  EXPECT_EQ(CpuForLocalRank({0, 1}, 2, 2), -1);
+  EXPECT_EQ(CpuForLocalRank({}, 0, 1), -1);
 }
 
 TEST(CollectiveBenchTest, FlagsMakeAConfigAndBadOnesAreRefused) {
@@ -87,6 +132,16 @@ TEST(CollectiveBenchTest, FlagsMakeAConfigAndBadOnesAreRefused) {
   EXPECT_EQ(again->min_bytes, c->min_bytes);
   EXPECT_EQ(again->dtype, c->dtype);
   EXPECT_EQ(again->op, c->op);
+  EXPECT_FALSE(again->bind);
+  absl::StatusOr<CollectiveBenchConfig> bound = parse({"--bind", "1"});
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  EXPECT_TRUE(bound->bind);
+  args = ConfigArgs(*bound);
+  argv.clear();
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  again = parse(argv);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->bind);
 
   EXPECT_FALSE(parse({"-d", "uint8"}).ok());
   EXPECT_FALSE(parse({"-o", "xor"}).ok());

@@ -3,7 +3,10 @@
 // taken per repetition as the mean over -n back-to-back operations (NCCL:
 // enqueued, then one wait), the slowest rank's counts, and the reported time
 // is the median over --reps repetitions (this machine is noisy).
+#include <sched.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -201,12 +204,14 @@ class Harness {
     row.count = static_cast<int64_t>(row.bytes / ts_);
     for (bool in_place : {false, true}) {
       if (in_place && c_.coll == Collective::kSendRecv) continue;
-      SHOAL_ASSIGN_OR_RETURN(double us, Time(row.count, in_place));
+      SHOAL_ASSIGN_OR_RETURN(Times t, Time(row.count, in_place));
       int64_t wrong = -1;
       if (c_.check) {
         SHOAL_ASSIGN_OR_RETURN(wrong, Check(row.count, in_place));
       }
-      (in_place ? row.ip_us : row.oop_us) = us;
+      (in_place ? row.ip_us : row.oop_us) = t.median_us;
+      (in_place ? row.ip_lo_us : row.oop_lo_us) = t.lo_us;
+      (in_place ? row.ip_hi_us : row.oop_hi_us) = t.hi_us;
       (in_place ? row.ip_wrong : row.oop_wrong) = wrong;
     }
     return row;
@@ -322,7 +327,12 @@ class Harness {
     return RunMany(count, in_place, 1);
   }
 
-  absl::StatusOr<double> Time(int64_t count, bool in_place) {
+  // One placement's repetitions: the median, the fastest and the slowest.
+  struct Times {
+    double median_us = 0, lo_us = 0, hi_us = 0;
+  };
+
+  absl::StatusOr<Times> Time(int64_t count, bool in_place) {
     SHOAL_RETURN_IF_ERROR(RunMany(count, in_place, c_.warmup));
     int64_t iters = c_.iters;
     // -n 0: batches growing 8x until one takes 2 ms (after the warm-up, so
@@ -343,7 +353,10 @@ class Harness {
       SHOAL_RETURN_IF_ERROR(RunMany(count, in_place, iters));
       per_rep.push_back((NowSeconds() - start) / iters);
     }
-    return Median(MaxOverRanks(per_rep)) * 1e6;
+    const std::vector<double> slowest = MaxOverRanks(per_rep);
+    return Times{Median(slowest) * 1e6,
+                 *std::min_element(slowest.begin(), slowest.end()) * 1e6,
+                 *std::max_element(slowest.begin(), slowest.end()) * 1e6};
   }
 
   // Fills the inputs with the pattern, runs once, counts wrong elements on
@@ -445,13 +458,17 @@ void PrintHeader(const CollectiveBenchConfig& c, int n,
       c.iters > 0 ? absl::StrCat(c.iters).c_str() : "auto (~20 ms/rep)",
       static_cast<long long>(c.warmup), static_cast<long long>(c.reps),
       c.check ? 1 : 0);
-  std::printf("#\n# %64s%38s\n", "out-of-place", "in-place");
-  std::printf("# %10s %12s %8s %6s %5s %9s %7s %7s %6s %9s %7s %7s %6s\n",
-              "size", "count", "type", "redop", "root", "time", "algbw",
-              "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-  std::printf("# %10s %12s %8s %6s %5s %9s %7s %7s %6s %9s %7s %7s %6s\n",
-              "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "",
-              "(us)", "(GB/s)", "(GB/s)", "");
+  std::printf("#\n# %64s%38s%32s\n", "out-of-place", "in-place",
+              "spread over the repetitions");
+  std::printf(
+      "# %10s %12s %8s %6s %5s %9s %7s %7s %6s %9s %7s %7s %6s %19s %19s\n",
+      "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
+      "#wrong", "time", "algbw", "busbw", "#wrong", "oop min-max",
+      "ip min-max");
+  std::printf(
+      "# %10s %12s %8s %6s %5s %9s %7s %7s %6s %9s %7s %7s %6s %19s %19s\n",
+      "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
+      "(GB/s)", "(GB/s)", "", "(us)", "(us)");
 }
 
 void PrintRow(const CollectiveRow& r, const CollectiveBenchConfig& c, int n) {
@@ -464,8 +481,13 @@ void PrintRow(const CollectiveRow& r, const CollectiveBenchConfig& c, int n) {
   auto wrong = [](double us, int64_t w) {
     return us < 0 ? std::string("N/A") : w < 0 ? "N/A" : absl::StrCat(w);
   };
+  auto spread = [](double lo, double hi) {
+    return lo < 0 || hi < 0 ? std::string("N/A")
+                            : absl::StrFormat("%.1f-%.1f", lo, hi);
+  };
   std::printf(
-      "  %10llu %12lld %8s %6s %5d %9s %7s %7s %6s %9s %7s %7s %6s\n",
+      "  %10llu %12lld %8s %6s %5d %9s %7s %7s %6s %9s %7s %7s %6s %19s "
+      "%19s\n",
       static_cast<unsigned long long>(r.bytes), static_cast<long long>(r.count),
       NcclTypeName(c.dtype),
       has_op ? std::string(collectives::ReduceOpName(c.op)).c_str() : "none",
@@ -476,7 +498,28 @@ void PrintRow(const CollectiveRow& r, const CollectiveBenchConfig& c, int n) {
       Cell(bw(r.ip_us), "%.2f").c_str(),
       Cell(r.ip_us < 0 ? -1 : bw(r.ip_us) * BusFactor(c.coll, n), "%.2f")
           .c_str(),
-      wrong(r.ip_us, r.ip_wrong).c_str());
+      wrong(r.ip_us, r.ip_wrong).c_str(),
+      spread(r.oop_lo_us, r.oop_hi_us).c_str(),
+      spread(r.ip_lo_us, r.ip_hi_us).c_str());
+}
+
+// Binds this process to its local rank's CPU (CpuForLocalRank), if any.
+void BindToOwnCpu(int local_rank, int local_ranks) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return;
+  std::vector<int> allowed;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) allowed.push_back(cpu);
+  }
+  const int cpu = CpuForLocalRank(allowed, local_rank, local_ranks);
+  if (cpu < 0) return;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+    std::fprintf(stderr,
+                 "shoal bench collective: rank %d not bound to CPU %d: %s\n",
+                 local_rank, cpu, std::strerror(errno));
+  }
 }
 
 }  // namespace
@@ -485,6 +528,7 @@ int CollectiveBenchRank(const CollectiveBenchConfig& c, bool json,
                         const std::string& rows_file) {
   auto job = launch::Init();
   if (!job.ok()) return cli::Fail(job.status());
+  if (c.bind) BindToOwnCpu((*job)->local_rank(), (*job)->local_world_size());
   collectives::CommunicatorOptions o;
   o.name = "bench";
   auto comm = collectives::Communicator::Create(**job, o);

@@ -172,6 +172,9 @@ absl::Status RunShoal(const NamespacePair& net, const CollectiveBenchConfig& c,
                       const std::string& rows, int port) {
   CollectiveBenchConfig cb = c;
   cb.backend = backend;
+  // Both "nodes" share this machine's CPUs: each CPU would take a rank of
+  // each, and Open MPI's 4 ranks are not bound to cores either.
+  cb.bind = false;
   auto launcher = [&](int k) {
     std::vector<std::string> argv =
         Cat(net.In(k),
@@ -263,6 +266,12 @@ void PrintNodesTable(const CollectiveBenchConfig& c, int64_t nproc, int rounds,
       MedianRowsOf(dir + "/flat.jsonl");
   const std::map<uint64_t, CollectiveRow> mpi =
       MedianRowsOf(dir + "/mpi.jsonl");
+  std::map<uint64_t, std::vector<CollectiveRow>> hier_rounds =
+      RoundRowsOf(dir + "/hier.jsonl");
+  std::map<uint64_t, std::vector<CollectiveRow>> flat_rounds =
+      RoundRowsOf(dir + "/flat.jsonl");
+  std::map<uint64_t, std::vector<CollectiveRow>> mpi_rounds =
+      RoundRowsOf(dir + "/mpi.jsonl");
   const int ranks = static_cast<int>(2 * nproc);
   const double factor = BusFactor(c.coll, ranks);
   auto find = [](const std::map<uint64_t, CollectiveRow>& m,
@@ -278,7 +287,8 @@ void PrintNodesTable(const CollectiveBenchConfig& c, int64_t nproc, int rounds,
   };
   Table t({"size", "shoal us", "shoal busbw", "#wrong", "flat gloo us",
            "gloo busbw", "#wrong", "MPI us", "MPI busbw", "#wrong",
-           "shoal/gloo", "shoal/MPI", "algbw/TCP"});
+           "shoal/gloo", "shoal/MPI", "algbw/TCP", "shoal min-max",
+           "MPI min-max", "shoal/gloo worst", "shoal/MPI worst"});
   for (const auto& [bytes, h] : hier) {
     const CollectiveRow *sh = find(hier, bytes), *gl = find(flat, bytes),
                         *mp = find(mpi, bytes);
@@ -301,17 +311,24 @@ void PrintNodesTable(const CollectiveBenchConfig& c, int64_t nproc, int rounds,
                  : absl::StrFormat("%.2fx", peer->oop_us / sh->oop_us);
     };
     const double algbw = sh == nullptr ? -1 : sh->bytes / (sh->oop_us * 1e3);
-    t.AddRow({absl::StrCat(bytes), cell(sh ? sh->oop_us : -1, 1),
-              cell(busbw(sh), 3), wrong(sh), cell(gl ? gl->oop_us : -1, 1),
-              cell(busbw(gl), 3), wrong(gl), cell(mp ? mp->oop_us : -1, 1),
-              cell(busbw(mp), 3), wrong(mp), ratio(gl), ratio(mp),
-              tcp_gbps > 0 && algbw > 0 ? cell(algbw / tcp_gbps, 2) : "-"});
+    t.AddRow(
+        {absl::StrCat(bytes), cell(sh ? sh->oop_us : -1, 1), cell(busbw(sh), 3),
+         wrong(sh), cell(gl ? gl->oop_us : -1, 1), cell(busbw(gl), 3),
+         wrong(gl), cell(mp ? mp->oop_us : -1, 1), cell(busbw(mp), 3),
+         wrong(mp), ratio(gl), ratio(mp),
+         tcp_gbps > 0 && algbw > 0 ? cell(algbw / tcp_gbps, 2) : "-",
+         SpreadCell(hier_rounds[bytes], false),
+         SpreadCell(mpi_rounds[bytes], false),
+         WorstRoundRatioCell(hier_rounds[bytes], flat_rounds[bytes], false),
+         WorstRoundRatioCell(hier_rounds[bytes], mpi_rounds[bytes], false)});
   }
   if (json) return;
   std::printf(
       "\n# --nodes 2: %s %s %s, 2 network namespaces x %lld ranks (veth), "
       "out of place, median of %d round(s); busbw in GB/s (nccl-tests' "
-      "definition); shoal/peer = the peer's time over shoal's\n",
+      "definition); shoal/peer = the peer's time over shoal's; min-max: the "
+      "fastest and slowest repetition of all rounds; worst: the smallest "
+      "ratio of round k to round k\n",
       std::string(CollectiveName(c.coll)).c_str(), NcclTypeName(c.dtype),
       std::string(collectives::ReduceOpName(c.op)).c_str(),
       static_cast<long long>(nproc), rounds);

@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
   double* times = malloc(sizeof(double) * reps);
   for (unsigned long long size = minb; size <= maxb; size *= factor) {
     long count = (long)(size / sizes[t]);
-    double us[2];
+    double us[2], lo[2], hi[2];
     long wrong[2];
     for (int ip = 0; ip < 2; ++ip) {
       void* sb = ip ? MPI_IN_PLACE : (void*)in;
@@ -116,6 +116,8 @@ int main(int argc, char** argv) {
       MPI_Allreduce(MPI_IN_PLACE, times, reps, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       qsort(times, reps, sizeof(double), cmp);
       us[ip] = times[(reps + 1) / 2 - 1] * 1e6;
+      lo[ip] = times[0] * 1e6;
+      hi[ip] = times[reps - 1] * 1e6;
       wrong[ip] = -1;
       if (check) {
         for (long i = 0; i < count; ++i) put(t, in, i, pattern(prod, rank, i));
@@ -134,8 +136,10 @@ int main(int argc, char** argv) {
     }
     if (rank == 0) {
       printf("{\"system\": \"Open MPI\", \"bytes\": %llu, \"count\": %ld, \"oop_us\": %.3f, "
-             "\"oop_wrong\": %ld, \"ip_us\": %.3f, \"ip_wrong\": %ld}\n",
-             (unsigned long long)(count * sizes[t]), count, us[0], wrong[0], us[1], wrong[1]);
+             "\"oop_wrong\": %ld, \"ip_us\": %.3f, \"ip_wrong\": %ld, \"oop_lo_us\": %.3f, "
+             "\"oop_hi_us\": %.3f, \"ip_lo_us\": %.3f, \"ip_hi_us\": %.3f}\n",
+             (unsigned long long)(count * sizes[t]), count, us[0], wrong[0], us[1], wrong[1],
+             lo[0], hi[0], lo[1], hi[1]);
       fflush(stdout);
     }
   }
@@ -213,7 +217,8 @@ while size <= maxb:
     if rank == 0:
         print(json.dumps({"system": "gloo", "bytes": count * es, "count": count,
                           "oop_us": -1, "oop_wrong": 0,
-                          "ip_us": times[(reps + 1) // 2 - 1] * 1e6, "ip_wrong": wrong}),
+                          "ip_us": times[(reps + 1) // 2 - 1] * 1e6, "ip_wrong": wrong,
+                          "ip_lo_us": times[0] * 1e6, "ip_hi_us": times[-1] * 1e6}),
               flush=True)
     size *= factor
 dist.destroy_process_group()
@@ -393,18 +398,22 @@ void PrintSideBySide(const CollectiveBenchConfig& c, int64_t nproc, int rounds,
                      const std::string& dir, bool json,
                      const std::vector<std::string>& notes) {
   std::map<uint64_t, std::map<std::string, CollectiveRow>> by_size;
+  std::map<uint64_t, std::map<std::string, std::vector<CollectiveRow>>>
+      rounds_by_size;
   for (const char* f : {"shoal", "mpi", "gloo"}) {
     for (const auto& [bytes, rows] :
          ReadRows(absl::StrCat(dir, "/", f, ".jsonl"))) {
       CollectiveRow m = MedianOverRounds(rows);
       by_size[bytes][m.system] = m;
+      rounds_by_size[bytes][m.system] = rows;
     }
   }
   const double factor = BusFactor(c.coll, static_cast<int>(nproc));
   Table t({"size", "shoal oop us", "shoal busbw", "MPI oop us", "MPI busbw",
            "shoal/MPI", "shoal ip us", "shoal ip busbw", "MPI ip busbw",
            "shoal/MPI ip", "gloo ip us", "gloo busbw", "shoal/gloo",
-           "memcpy GB/s", "busbw/memcpy"});
+           "memcpy GB/s", "busbw/memcpy", "shoal oop min-max",
+           "MPI oop min-max", "shoal/MPI worst round"});
   for (auto& [bytes, systems] : by_size) {
     // An explicit capture: clang 14 cannot capture a structured binding.
     auto find = [&systems = systems](const char* s) -> const CollectiveRow* {
@@ -413,6 +422,10 @@ void PrintSideBySide(const CollectiveBenchConfig& c, int64_t nproc, int rounds,
     };
     const CollectiveRow *sh = find("shoal"), *mpi = find("Open MPI"),
                         *gloo = find("gloo");
+    const std::vector<CollectiveRow>& sh_rounds =
+        rounds_by_size[bytes]["shoal"];
+    const std::vector<CollectiveRow>& mpi_rounds =
+        rounds_by_size[bytes]["Open MPI"];
     const double memcpy_gbps = MemcpyGBps(bytes, c.reps);
     std::string bound = "-";
     if (sh != nullptr && sh->oop_us > 0) {
@@ -435,14 +448,17 @@ void PrintSideBySide(const CollectiveBenchConfig& c, int64_t nproc, int rounds,
               Ratio(sh, false, mpi, false), Us(sh, true), Bw(sh, true, factor),
               Bw(mpi, true, factor), Ratio(sh, true, mpi, true), Us(gloo, true),
               Bw(gloo, true, factor), Ratio(sh, true, gloo, true),
-              absl::StrFormat("%.2f", memcpy_gbps), bound});
+              absl::StrFormat("%.2f", memcpy_gbps), bound,
+              SpreadCell(sh_rounds, false), SpreadCell(mpi_rounds, false),
+              WorstRoundRatioCell(sh_rounds, mpi_rounds, false)});
   }
   if (json) return;
   std::printf(
       "\n# W3 side by side: %s %s %s, %lld ranks, median of %d rounds; busbw "
       "in "
       "GB/s (nccl-tests' definition); ratios are shoal's busbw over the "
-      "peer's\n",
+      "peer's; min-max: the fastest and slowest repetition of all rounds; "
+      "worst round: the smallest ratio of round k to round k\n",
       std::string(CollectiveName(c.coll)).c_str(), NcclTypeName(c.dtype),
       std::string(collectives::ReduceOpName(c.op)).c_str(),
       static_cast<long long>(nproc), rounds);
@@ -523,6 +539,40 @@ std::map<uint64_t, CollectiveRow> MedianRowsOf(const std::string& file) {
   for (const auto& [bytes, rounds] : ReadRows(file))
     rows[bytes] = MedianOverRounds(rounds);
   return rows;
+}
+
+std::map<uint64_t, std::vector<CollectiveRow>> RoundRowsOf(
+    const std::string& file) {
+  return ReadRows(file);
+}
+
+std::string SpreadCell(const std::vector<CollectiveRow>& rounds,
+                       bool in_place) {
+  double lo = -1, hi = -1;
+  for (const CollectiveRow& r : rounds) {
+    const double median = in_place ? r.ip_us : r.oop_us;
+    if (median <= 0) continue;
+    double a = in_place ? r.ip_lo_us : r.oop_lo_us;
+    double b = in_place ? r.ip_hi_us : r.oop_hi_us;
+    if (a <= 0 || b <= 0) a = b = median;
+    lo = lo < 0 ? a : std::min(lo, a);
+    hi = std::max(hi, b);
+  }
+  if (lo < 0) return "-";
+  return absl::StrFormat("%.1f-%.1f", lo, hi);
+}
+
+std::string WorstRoundRatioCell(const std::vector<CollectiveRow>& shoal,
+                                const std::vector<CollectiveRow>& peer,
+                                bool in_place) {
+  double worst = -1;
+  for (size_t k = 0; k < shoal.size() && k < peer.size(); ++k) {
+    const double ts = in_place ? shoal[k].ip_us : shoal[k].oop_us;
+    const double tp = in_place ? peer[k].ip_us : peer[k].oop_us;
+    if (ts <= 0 || tp <= 0) continue;
+    worst = worst < 0 ? tp / ts : std::min(worst, tp / ts);
+  }
+  return worst < 0 ? "-" : absl::StrFormat("%.2fx", worst);
 }
 
 int CollectiveBench(int argc, char** argv) {
