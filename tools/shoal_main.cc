@@ -25,6 +25,8 @@ constexpr Command kCommands[] = {
     {"status", shoal::cli::StatusCommand,
      "show a node's workers, tasks and store"},
     {"stop", shoal::cli::StopCommand, "stop a node"},
+    {"top", shoal::cli::TopCommand,
+     "a live view of a node's workers, tasks and store"},
     {"store", shoal::cli::StoreCommand,
      "run a node's shared-memory tensor store in the foreground"},
     {"bench", shoal::cli::BenchCommand, "benchmarks: `shoal bench store` (W1)"},
