@@ -13,16 +13,23 @@
 namespace shoal::remote {
 
 absl::StatusOr<std::unique_ptr<RemoteNode>> RemoteNode::Start(
-    std::map<std::string, std::optional<std::string>> env) {
+    std::map<std::string, std::optional<std::string>> env,
+    std::vector<std::string> flags) {
   std::string job = testing::UniqueJobId();
   SubprocessOptions so;
   so.pipe_stdout = true;
   so.parent_death_signal = SIGKILL;
   so.env = std::move(env);
-  absl::StatusOr<Subprocess> process =
-      Subprocess::Start({testing::RunfilePath("tools/shoal"), "start", "-n",
-                         "2", "--job-id", job, "--store-bytes", "64M"},
-                        so);
+  std::vector<std::string> argv = {testing::RunfilePath("tools/shoal"),
+                                   "start",
+                                   "-n",
+                                   "2",
+                                   "--job-id",
+                                   job,
+                                   "--store-bytes",
+                                   "64M"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  absl::StatusOr<Subprocess> process = Subprocess::Start(argv, so);
   if (!process.ok()) return process.status();
   std::unique_ptr<RemoteNode> node(
       new RemoteNode(std::move(job), *std::move(process)));
