@@ -73,6 +73,7 @@ std::chrono::milliseconds ProcessGroupShoal::TimeoutOr(
 }
 
 ProcessGroupShoal::WorkPtr ProcessGroupShoal::Run(Launch l) {
+  seq_.fetch_add(1, std::memory_order_relaxed);
   collectives::CallOptions call;
   if (l.timeout != ::c10d::kUnsetTimeout) {
     call.timeout = absl::FromChrono(l.timeout);

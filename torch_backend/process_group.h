@@ -22,6 +22,7 @@
 #ifndef SHOAL_TORCH_BACKEND_PROCESS_GROUP_H_
 #define SHOAL_TORCH_BACKEND_PROCESS_GROUP_H_
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -57,6 +58,13 @@ class ProcessGroupShoal : public TorchBackendBase {
   ~ProcessGroupShoal() override;
 
   const std::string getBackendName() const override { return "shoal"; }
+
+  // The group's sequence number: how many ops this rank issued through Run
+  // (the collectives, send and recv; the barriers are not counted); equal
+  // across ranks that issued the same ops. Set (torch 1.13's start of a group)
+  // makes it 0; torch 2.x starts it at 0 and calls neither.
+  void setSequenceNumberForGroup() override { seq_.store(0); }
+  uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
 
   using Tensors = std::vector<at::Tensor>;
   using WorkPtr = c10::intrusive_ptr<::c10d::Work>;
@@ -134,8 +142,10 @@ class ProcessGroupShoal : public TorchBackendBase {
         const collectives::CallOptions&)>
         issue_many;
   };
-  // Issues `l` (throws std::runtime_error if shoal refuses it at once).
+  // Issues `l` (throws std::runtime_error if shoal refuses it at once) and
+  // counts it in seq_.
   WorkPtr Run(Launch l);
+  std::atomic<uint64_t> seq_{0};
   // An all_reduce (`root` < 0) or reduce of `t` in place with any torch
   // ReduceOp, ready to Run. Throws for a dtype or op it cannot do.
   Launch ReduceLaunch(at::Tensor& t, const ::c10d::ReduceOp& op, int root,

@@ -36,20 +36,25 @@ ProcessGroupShoal::WorkPtr ProcessGroupShoal::allgather_coalesced(
   const std::string what = "allgather_coalesced";
   if (input_list.empty()) Refuse(what, "no input tensors");
   ThrowIfError(what, CheckTensors(input_list, what));
-  if (output_lists.size() != input_list.size()) {
-    Refuse(what, absl::StrCat("one output list per input (", input_list.size(),
-                              "), got ", output_lists.size()));
+  // output_lists[r][i] receives rank r's input i (gloo's layout).
+  if (output_lists.size() != size_t(size_)) {
+    Refuse(what, absl::StrCat("one output list per rank (", size_, "), got ",
+                              output_lists.size()));
   }
-  for (size_t i = 0; i < input_list.size(); ++i) {
-    if (output_lists[i].size() != size_t(size_)) {
-      Refuse(what, absl::StrCat("output list ", i, " needs ", size_,
-                                " tensors, got ", output_lists[i].size()));
+  for (size_t r = 0; r < output_lists.size(); ++r) {
+    if (output_lists[r].size() != input_list.size()) {
+      Refuse(what, absl::StrCat("output list ", r, " needs ", input_list.size(),
+                                " tensors, got ", output_lists[r].size()));
     }
-    for (const at::Tensor& o : output_lists[i]) {
+    for (size_t i = 0; i < input_list.size(); ++i) {
+      const at::Tensor& o = output_lists[r][i];
       if (o.numel() != input_list[i].numel() ||
           o.scalar_type() != input_list[i].scalar_type()) {
-        Refuse(what, absl::StrCat("output list ", i,
-                                  " must hold tensors like input ", i));
+        Refuse(what, absl::StrCat(
+                         "output ", i, " of list ", r, " must be like input ",
+                         i, " (", input_list[i].numel(), " elements of ",
+                         c10::toString(input_list[i].scalar_type()), "), got ",
+                         o.numel(), " of ", c10::toString(o.scalar_type())));
       }
     }
   }
@@ -69,8 +74,7 @@ ProcessGroupShoal::WorkPtr ProcessGroupShoal::allgather_coalesced(
   l.finish = [gathered, output_lists, per_rank, world]() mutable {
     for (int r = 0; r < world; ++r) {
       int64_t at = r * per_rank;
-      for (Tensors& list : output_lists) {
-        at::Tensor& o = list[r];
+      for (at::Tensor& o : output_lists[r]) {
         o.copy_(gathered.narrow(0, at, o.numel()).view(o.sizes()));
         at += o.numel();
       }
@@ -475,8 +479,18 @@ void ProcessGroupShoal::monitoredBarrier(const ::c10d::BarrierOptions& opts,
   const absl::Time deadline = absl::Now() + absl::FromChrono(timeout);
   std::vector<int> missing;
   for (int r = 1; r < size_; ++r) {
-    const absl::Status s = arrivals[r - 1].Wait(
-        std::max(absl::ZeroDuration(), deadline - absl::Now()));
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration() && !wait_all_ranks) {
+      // Rank 0's own time ran out before it could wait for rank r (gloo's
+      // message).
+      throw std::runtime_error(absl::StrCat(
+          "shoal monitoredBarrier: Rank 0 timed out in monitoredBarrier after ",
+          absl::ToInt64Milliseconds(absl::FromChrono(timeout) - left),
+          " ms. Original timeout: ", timeout.count(), " ms (Timed out waiting ",
+          timeout.count(), "ms for rank ", r, ")"));
+    }
+    const absl::Status s =
+        arrivals[r - 1].Wait(std::max(absl::ZeroDuration(), left));
     if (s.ok()) continue;
     missing.push_back(r);
     if (!wait_all_ranks) {

@@ -217,14 +217,17 @@ TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 
 def check_more_ops(rank, world):
     """The ops made of several shoal calls (process_group_more.cc)."""
-    # all_gather_coalesced: output_lists[i][r] = rank r's input i.
-    ins = [torch.full((2, 3), float(rank)), torch.arange(5.) + 10 * rank]
-    outs = [[torch.empty(2, 3) for _ in range(world)],
-            [torch.empty(5) for _ in range(world)]]
+    # all_gather_coalesced: output_lists[r][i] = rank r's input i (three
+    # inputs, so that a list per input instead of per rank fails).
+    ins = [torch.full((2, 3), float(rank)), torch.arange(5.) + 10 * rank,
+           torch.tensor([rank * 7.])]
+    outs = [[torch.empty(2, 3), torch.empty(5), torch.empty(1)]
+            for _ in range(world)]
     dist.all_gather_coalesced(outs, ins)
     for r in range(world):
-        assert torch.equal(outs[0][r], torch.full((2, 3), float(r)))
-        assert torch.equal(outs[1][r], torch.arange(5.) + 10 * r)
+        assert torch.equal(outs[r][0], torch.full((2, 3), float(r)))
+        assert torch.equal(outs[r][1], torch.arange(5.) + 10 * r)
+        assert torch.equal(outs[r][2], torch.tensor([r * 7.])), outs[r][2]
     # Uneven all_to_all_single: rank r sends r + k + 1 rows to rank k.
     send = [rank + k + 1 for k in range(world)]
     recv = [r + rank + 1 for r in range(world)]
