@@ -1,0 +1,139 @@
+"""A dataset in the store once: its arrays read in place by every worker.
+
+`share(dataset, put)` pickles the dataset (protocol 5, cloudpickle, torch CPU
+tensors as shoal's _serialize reduces them) with every contiguous buffer of a
+numpy array or tensor out of band, and puts the buffers into the store:
+- a buffer inside a zero-copy array (allocated in the store after connect,
+  docs/values.md) goes as the sealed object it lives in: no copy at all;
+- a buffer of 16 MiB or more: one store object of its own (one copy);
+- smaller ones are packed, 64-byte aligned, into store objects of up to
+  64 MiB (one copy; a list of 50,000 small arrays is a dozen objects, not
+  50,000).
+The pickle stream itself, when over 64 KiB, is a store object too.
+
+The SharedDataset that comes back is small and pickles by object ids: a
+worker's `load()` maps those objects and unpickles the dataset over them, so
+its arrays and tensors view the store (read-only) and nothing of the data is
+copied per worker. The objects live as long as a SharedDataset (or a worker's
+dataset made from one) holds them.
+"""
+
+import io
+import pickle
+import sys
+
+import numpy as np
+
+_PROTOCOL = 5
+_OWN_OBJECT_BYTES = 16 << 20  # buffers this large get a store object each
+_PACK_BYTES = 64 << 20  # packed objects of small buffers, at most this large
+_ALIGN = 64
+_INLINE_HEADER_BYTES = 64 << 10
+
+
+class SharedDataset:
+    """What workers need to rebuild a dataset from the store (picklable)."""
+
+    def __init__(self, header, pieces, nbytes):
+        self.header = header  # bytes, or an ObjectRef of the pickle stream
+        self.pieces = pieces  # [(ObjectRef, offset, length)] per buffer
+        self.nbytes = nbytes  # the bytes of the buffers (the data)
+
+    def refs(self):
+        seen = {}
+        for ref, _, _ in self.pieces:
+            seen[id(ref)] = ref
+        if not isinstance(self.header, bytes):
+            seen[id(self.header)] = self.header
+        return list(seen.values())
+
+    def load(self):
+        """The dataset, its buffers viewing the store objects in place."""
+        cache = {}
+        buffers = []
+        for ref, offset, length in self.pieces:
+            whole = cache.get(id(ref))
+            if whole is None:
+                whole = memoryview(ref).cast("B")
+                cache[id(ref)] = whole
+            buffers.append(whole[offset:offset + length])
+        header = self.header
+        if not isinstance(header, bytes):
+            header = memoryview(header).cast("B")
+        return pickle.loads(header, buffers=buffers)
+
+
+def _pickler():
+    """cloudpickle (datasets defined in __main__ go by value) with torch CPU
+    tensors reduced to numpy arrays (their bytes out of band)."""
+    import cloudpickle
+
+    from .. import _serialize
+
+    class _Pickler(cloudpickle.Pickler):
+        def reducer_override(self, obj):
+            if _serialize._torch_of(obj) is not None:
+                return _serialize._reduce_tensor(obj)
+            return super().reducer_override(obj)
+
+    return _Pickler
+
+
+def share(dataset, put, snapshot=None):
+    """Puts `dataset` into a store once; returns its SharedDataset.
+
+    put(array) → ObjectRef copies a uint8 array into the store;
+    snapshot(memoryview) → (ObjectRef, offset) or None finds a buffer that
+    already lies in a zero-copy store allocation. Raises what pickling or the
+    store raise (a full store: ResourceExhaustedError).
+    """
+    pieces = []  # per buffer: [ref or None, offset, length]
+    pending = []  # (piece, raw) of small buffers not yet packed
+    pending_bytes = [0]
+
+    def flush():
+        if not pending:
+            return
+        pack = np.empty(pending_bytes[0], dtype=np.uint8)
+        for piece, raw in pending:
+            pack[piece[1]:piece[1] + piece[2]] = np.frombuffer(raw, np.uint8)
+        ref = put(pack)
+        for piece, _ in pending:
+            piece[0] = ref
+        del pack
+        pending.clear()
+        pending_bytes[0] = 0
+
+    def callback(b):
+        try:
+            raw = b.raw()
+        except BufferError:  # not contiguous: stays in the stream
+            return True
+        n = raw.nbytes
+        snap = snapshot(raw) if snapshot is not None else None
+        if snap is not None:
+            pieces.append([snap[0], snap[1], n])
+        elif n >= _OWN_OBJECT_BYTES:
+            pieces.append([put(np.frombuffer(raw, np.uint8)), 0, n])
+        else:
+            if pending_bytes[0] + n > _PACK_BYTES:
+                flush()
+            offset = pending_bytes[0]
+            piece = [None, offset, n]
+            pieces.append(piece)
+            pending.append((piece, raw))
+            pending_bytes[0] = (offset + n + _ALIGN - 1) // _ALIGN * _ALIGN
+        return False
+
+    f = io.BytesIO()
+    _pickler()(f, _PROTOCOL, buffer_callback=callback).dump(dataset)
+    flush()
+    header = f.getvalue()
+    if len(header) > _INLINE_HEADER_BYTES:
+        header = put(np.frombuffer(header, np.uint8))
+    return SharedDataset(header, [tuple(p) for p in pieces],
+                         sum(p[2] for p in pieces))
+
+
+def torch_loaded():
+    return "torch" in sys.modules

@@ -1,0 +1,171 @@
+"""The loader's worker: an actor (docs/actors.md) per DataLoader worker, in
+a process of its own that shoal starts (never forked from the consumer).
+
+It rebuilds the dataset from the store (_share.SharedDataset: the arrays
+view the store), seeds `random`, numpy's legacy RNG and torch (when the
+worker has imported it) as torch's workers are seeded (base_seed +
+worker id), sets get_worker_info() (and torch's own, so datasets written for
+torch shard themselves alike), runs worker_init_fn, then serves calls:
+`fetch(indices)` for a map-style dataset, `next(epoch, seq)` for an iterable
+one. Each returns the collated batch; the task's result goes into the store
+and the consumer views it there.
+"""
+
+import itertools
+import os
+import random
+import sys
+
+from .. import _remote
+
+# The end of an iterable worker's stream (a batch is never this string).
+END = "shoal.data:end-of-worker-stream"
+
+
+class WorkerInfo:
+    """What get_worker_info() returns inside a worker: id, num_workers,
+    seed, dataset (this worker's copy)."""
+
+    __slots__ = ("id", "num_workers", "seed", "dataset")
+
+    def __init__(self, id, num_workers, seed, dataset):  # noqa: A002
+        self.id = id
+        self.num_workers = num_workers
+        self.seed = seed
+        self.dataset = dataset
+
+    def __repr__(self):
+        return (f"WorkerInfo(id={self.id}, num_workers={self.num_workers}, "
+                f"seed={self.seed}, dataset={type(self.dataset).__name__})")
+
+
+_info = None
+
+
+def get_worker_info():
+    """The WorkerInfo of this DataLoader worker; None in other processes."""
+    return _info
+
+
+def _generate_state(base_seed, worker_id):
+    """torch's numpy seed for a worker (torch/utils/data/_utils/worker.py)."""
+    import numpy as np
+    INIT_A = 0x43b0d7e5
+    MULT_A = 0x931e8875
+    INIT_B = 0x8b51f9dd
+    MULT_B = 0x58f38ded
+    MIX_MULT_L = 0xca01f9dd
+    MIX_MULT_R = 0x4973f715
+    XSHIFT = 4 * 8 // 2
+    MASK32 = 0xFFFFFFFF
+    entropy = [worker_id, base_seed & MASK32, base_seed >> 32, 0]
+    pool = [0] * 4
+    hash_const_A = INIT_A
+
+    def hash(value):
+        nonlocal hash_const_A
+        value = (value ^ hash_const_A) & MASK32
+        hash_const_A = (hash_const_A * MULT_A) & MASK32
+        value = (value * hash_const_A) & MASK32
+        value = (value ^ (value >> XSHIFT)) & MASK32
+        return value
+
+    def mix(x, y):
+        result_x = (MIX_MULT_L * x) & MASK32
+        result_y = (MIX_MULT_R * y) & MASK32
+        result = (result_x - result_y) & MASK32
+        result = (result ^ (result >> XSHIFT)) & MASK32
+        return result
+
+    for i in range(len(pool)):
+        pool[i] = hash(entropy[i])
+    for i_src in range(len(pool)):
+        for i_dst in range(len(pool)):
+            if i_src != i_dst:
+                pool[i_dst] = mix(pool[i_dst], hash(pool[i_src]))
+    hash_const_B = INIT_B
+    state = []
+    for i_dst in range(4):
+        data_val = pool[i_dst]
+        data_val = (data_val ^ hash_const_B) & MASK32
+        hash_const_B = (hash_const_B * MULT_B) & MASK32
+        data_val = (data_val * hash_const_B) & MASK32
+        data_val = (data_val ^ (data_val >> XSHIFT)) & MASK32
+        state.append(data_val)
+    return np.array(state, dtype=np.uint32)
+
+
+class LoaderWorker:
+    def __init__(self, shared, worker_id, num_workers, base_seed, spec):
+        global _info
+        self.spec = spec
+        self.dataset = shared.load()
+        seed = base_seed + worker_id
+        random.seed(seed)
+        if "numpy" in sys.modules:
+            sys.modules["numpy"].random.seed(
+                _generate_state(base_seed, worker_id))
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.manual_seed(seed)
+        _info = WorkerInfo(worker_id, num_workers, seed, self.dataset)
+        if torch is not None:
+            from torch.utils.data._utils import worker as tw
+            tw._worker_info = tw.WorkerInfo(
+                id=worker_id, num_workers=num_workers, seed=seed,
+                dataset=self.dataset)
+        if spec["worker_init_fn"] is not None:
+            spec["worker_init_fn"](worker_id)
+        self.collate = spec["collate_fn"]
+        self.epoch = None
+        self.produced = 0
+        self.stream = None
+
+    def pid(self):
+        return os.getpid()
+
+    def fetch(self, indices):
+        """A map-style batch: collate([dataset[i] for i in indices]), or
+        dataset[index] collated alone without automatic batching."""
+        if self.spec["auto_collation"]:
+            data = [self.dataset[i] for i in indices]
+        else:
+            data = self.dataset[indices]
+        return self.collate(data)
+
+    def _restart(self, epoch, seq):
+        """A fresh iterator of the dataset at batch `seq` of `epoch` (a new
+        epoch, or a worker restarted after a death: the batches it made
+        before are made again and dropped, so the stream goes on where the
+        consumer is)."""
+        self.epoch = epoch
+        self.stream = iter(self.dataset)
+        self.produced = 0
+        for _ in range(seq):
+            if self._one() is END:
+                break
+
+    def _one(self):
+        if self.spec["auto_collation"]:
+            batch = list(itertools.islice(self.stream,
+                                          self.spec["batch_size"]))
+            if not batch or (self.spec["drop_last"] and
+                             len(batch) < self.spec["batch_size"]):
+                return END
+        else:
+            try:
+                batch = next(self.stream)
+            except StopIteration:
+                return END
+        self.produced += 1
+        return batch
+
+    def next(self, epoch, seq):
+        """Batch `seq` of this worker's stream in `epoch`, or END."""
+        if epoch != self.epoch or seq != self.produced:
+            self._restart(epoch, seq)
+        batch = self._one()
+        return END if batch is END else self.collate(batch)
+
+
+LoaderWorker = _remote.remote(max_restarts=100)(LoaderWorker)
