@@ -48,6 +48,10 @@ def parse_args(argv=None):
         description="Data-parallel training of a torch MLP with shoal's "
         "store and collectives (run under `shoal launch`).")
     p.add_argument("--steps", type=int, default=600, help="optimizer steps")
+    p.add_argument("--loader", action="store_true",
+                   help="read batches through shoal.data.DataLoader (one "
+                   "worker per rank, DistributedSampler) instead of slicing "
+                   "the shard")
     p.add_argument("--batch", type=int, default=64,
                    help="samples per rank and step")
     p.add_argument("--lr", type=float, default=0.05, help="SGD learning rate")
@@ -193,6 +197,22 @@ class ReplicaCheck:
             sys.exit(2)
 
 
+def loader_batches(rows, batch):
+    """This rank's batches, epoch after epoch, from shoal.data.DataLoader:
+    DistributedSampler without shuffling gives rank r rows r, r + N, ... so
+    global batch k is the same set of rows [k*N*B, (k+1)*N*B) as with the
+    shard's slices (the ranks of a node share one copy in its store)."""
+    from shoal.data import DataLoader, DistributedSampler
+    sampler = DistributedSampler(rows, shuffle=False)
+    loader = DataLoader(rows, batch_size=batch, sampler=sampler,
+                        num_workers=1, persistent_workers=True)
+    epoch = 0
+    while True:
+        sampler.set_epoch(epoch)
+        yield from loader
+        epoch += 1
+
+
 def main(argv=None):
     a = parse_args(argv)
     job = shoal.init()
@@ -213,8 +233,10 @@ def main(argv=None):
                          f"batch ({world} x {a.batch})")
     shard = rows[:per_epoch * world * a.batch].view(
         per_epoch, world, a.batch, width)[:, rank]
-    if device.type == "cuda":
+    if device.type == "cuda" and not a.loader:
         shard = shard.to(device)  # this rank's rows, copied once
+    if a.loader:
+        source = loader_batches(rows[:per_epoch * world * a.batch], a.batch)
 
     dist.init_process_group("shoal")  # env:// from shoal launch
     model = make_model(a).to(device)
@@ -244,7 +266,8 @@ def main(argv=None):
     window_start, window_steps, window_wait = time.perf_counter(), 0, 0.0
     for step in range(a.steps):
         t0 = time.perf_counter()
-        batch = shard[step % per_epoch]
+        batch = next(source).to(device) if a.loader else \
+            shard[step % per_epoch]
         x, y = batch[:, :a.inputs], batch[:, a.inputs:]
 
         opt.zero_grad()

@@ -305,6 +305,10 @@ def _print_tables(task_rows, store_rows, workers):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["dataloader"]:  # `shoal bench dataloader`
+        from shoal import _bench_dataloader
+        return _bench_dataloader.main(argv[1:])
     p = argparse.ArgumentParser(prog="shoal bench python",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--async", dest="n_async", type=int, default=20000,

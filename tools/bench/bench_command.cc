@@ -32,7 +32,8 @@ int BenchCommand(int argc, char** argv) {
       "             beside multiprocessing.shared_memory\n"
       "  torch      torch.distributed: all_reduce and a DDP step with backend "
       "\"shoal\"\n"
-      "             beside \"gloo\"\n";
+      "             beside \"gloo\"\n"
+      "  dataloader shoal.data.DataLoader beside torch's DataLoader\n";
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0) {
     std::fputs(usage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
@@ -52,6 +53,9 @@ int BenchCommand(int argc, char** argv) {
     return bench::PythonBench(argc - 1, argv + 1);
   if (std::strcmp(argv[1], "torch") == 0)
     return bench::TorchBench(argc - 1, argv + 1);
+  // python -m shoal.bench dataloader [flags]
+  if (std::strcmp(argv[1], "dataloader") == 0)
+    return bench::PythonBench(argc, argv);
   std::fprintf(stderr, "shoal bench: unknown workload '%s'\n\n%s", argv[1],
                usage);
   return 2;
