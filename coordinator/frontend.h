@@ -169,9 +169,9 @@ class Frontend {
  private:
   // A task submitted through the frontend, until it is forgotten.
   struct RemoteTask {
-    uint64_t session = 0;  // serial
-    absl::Time submitted;
+    uint64_t session = 0;         // serial
     bool done = false;            // OnCompletions saw it finish
+    absl::Time finished;          // then (its result expires from it)
     uint64_t held_bytes = 0;      // its outputs' bytes, charged once done
     uint64_t push_request = 0;    // pushed: its submit's request id
     std::vector<uint64_t> waits;  // serials of pending waits naming it

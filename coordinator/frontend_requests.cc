@@ -242,6 +242,11 @@ absl::Status Frontend::CheckQuota(const Principal& p, size_t count) const {
 std::optional<ipc::Message> Frontend::OnSubmit(Session& s, uint64_t request_id,
                                                const ipc::SubmitRequest& m) {
   Principal& p = *s.principal;
+  if (m.push && s.minor >= 1 && request_id == 0) {
+    // Its results would go to request 0, which marks a task not pushed.
+    return Error(absl::InvalidArgumentError(
+        "a submit with push needs a non-zero request id"));
+  }
   if (absl::Status q = CheckQuota(p, m.tasks.size()); !q.ok()) return Error(q);
   absl::StatusOr<uint32_t> account = AccountOf(p);
   if (!account.ok()) return Error(account.status());
@@ -272,11 +277,9 @@ std::optional<ipc::Message> Frontend::OnSubmit(Session& s, uint64_t request_id,
   const bool push = m.push && s.minor >= 1;
   const bool push_ids = push && m.push_ids && s.minor >= 2;
   const bool with_result = push_ids && m.ids_with_result && s.minor >= 3;
-  const absl::Time now = absl::Now();
   for (uint64_t id : ids) {
     RemoteTask& t = tasks_[id];
     t.session = s.serial;
-    t.submitted = now;
     t.push_request = push ? request_id : 0;
     s.tasks.insert(id);
     watch_order_.push_back(id);

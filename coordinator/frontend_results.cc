@@ -132,7 +132,7 @@ void Frontend::ExpireResults(absl::Time now) {
   }
   std::vector<uint64_t> expired;
   for (const auto& [id, t] : tasks_) {
-    if (t.done && now - t.submitted > options_.remote_result_ttl)
+    if (t.done && now - t.finished > options_.remote_result_ttl)
       expired.push_back(id);
   }
   for (uint64_t id : expired) DropTask(id);

@@ -188,6 +188,7 @@ void Frontend::OnCompletions() {
     if (it == tasks_.end()) continue;
     RemoteTask& t = it->second;
     t.done = true;
+    t.finished = absl::Now();
     --unfinished_;
     Session* s = sessions_.BySerial(t.session);
     if (s != nullptr) ++s->principal->finished;

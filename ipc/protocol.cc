@@ -211,9 +211,10 @@ std::string EncodeError(uint64_t request_id, const absl::Status& status) {
 DecodeResult Decode(absl::string_view frame, const DecodeLimits& limits) {
   DecodeResult result;
   if (frame.size() > limits.max_frame_bytes) {
+    result.request_id = LeadingRequestId(frame);
     result.envelope = absl::ResourceExhaustedError(
         absl::StrCat("frame of ", frame.size(), " bytes exceeds the limit of ",
-                     limits.max_frame_bytes));
+                     limits.max_frame_bytes, " (max_request_bytes)"));
     return result;
   }
   wire::Envelope w;

@@ -134,6 +134,15 @@ TEST(ProtocolTest, RejectsOversizedFrames) {
   limits.max_frame_bytes = 100;
   DecodeResult r = Decode(std::string(101, 'x'), limits);
   EXPECT_EQ(r.envelope.status().code(), absl::StatusCode::kResourceExhausted);
+  // The reply to an oversized frame carries its request id.
+  SubmitRequest big;
+  big.tasks.emplace_back();
+  big.tasks.back().function = std::string(200, 'f');
+  auto frame = Encode(Envelope{77, big});
+  ASSERT_TRUE(frame.ok());
+  r = Decode(*frame, limits);
+  EXPECT_EQ(r.envelope.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(r.request_id, 77u);
 }
 
 TEST(ProtocolTest, RejectsBadContent) {

@@ -115,6 +115,21 @@ TEST_F(FrontendAttackTest, HugeTimeoutIsRefusedNamingTheField) {
   ExpectServesNormalClient();
 }
 
+// A pushed submit's results go to its request id; 0 would push nothing.
+TEST_F(FrontendAttackTest, PushedSubmitWithRequestIdZeroIsRefused) {
+  StartNode();
+  RawClient raw(discovery_.frontend);
+  ipc::SubmitRequest submit;
+  submit.tasks.push_back(Task("noop"));
+  submit.push = true;
+  ASSERT_TRUE(raw.Send(0, submit).ok());
+  auto reply = raw.NextWithId(absl::Seconds(20));
+  ASSERT_EQ(reply.status().code(), absl::StatusCode::kInvalidArgument)
+      << reply.status();
+  EXPECT_TRUE(absl::StrContains(reply.status().message(), "request id"));
+  ExpectServesNormalClient();
+}
+
 // Every numeric field on the wire is range-checked: a task's timeout of
 // 2^62 ms was accepted and overflowed the table's nanosecond deadline.
 TEST_F(FrontendAttackTest, NumbersOutOfRangeAreRefusedNamingTheField) {
