@@ -380,11 +380,8 @@ bool Frontend::LocalClientExited(const Session& s) {
   return s.local_pid > 0 && !ProcessIsAlive(s.local_pid, s.local_start_ticks);
 }
 
-bool Frontend::LocalClientExitedBy(Session& s, absl::Time now) {
-  if (s.local_pid <= 0 || now - s.exit_checked < absl::Milliseconds(100))
-    return false;
-  s.exit_checked = now;
-  return LocalClientExited(s);
+bool Frontend::LocalClientExitedBy(Session& s) {
+  return s.local_pid > 0 && LocalClientExited(s);
 }
 
 void Frontend::Detach(Session& s, absl::Time now) {
@@ -434,13 +431,27 @@ void Frontend::EndSession(Session& s, const std::string& why) {
 void Frontend::Tick(absl::Time now) {
   ExpireWaits(now);
   if (!holding_ids_.empty() && now >= held_until_) SendAllHeldIds();
+  // The scans over every task and session run on a period of their own,
+  // not on every turn of the event loop (a turn per request under load).
+  if (now >= next_sweep_) {
+    next_sweep_ = now + kSweepPeriod;
+    Sweep(now);
+  }
+  while (!orphaned_waits_.empty()) {
+    std::vector<uint64_t> serials;
+    serials.swap(orphaned_waits_);
+    for (uint64_t serial : serials) FinishWait(serial);
+  }
+}
+
+void Frontend::Sweep(absl::Time now) {
   ExpireResults(now);
   guard_.Tick(now);
   std::vector<Session*> expired, idle;
   for (auto& [serial, s] : sessions_.all()) {
     if (s->resumable() && !s->attached &&
         (now - s->detached_at > options_.resume_grace ||
-         LocalClientExitedBy(*s, now))) {
+         LocalClientExitedBy(*s))) {
       expired.push_back(s.get());
     } else if (!s->resumable() && s->tasks.empty() && s->outputs.empty() &&
                s->waits.empty() && s->parked.empty() && s->out.empty() &&
@@ -454,11 +465,6 @@ void Frontend::Tick(absl::Time now) {
                                 absl::FormatDuration(options_.resume_grace)));
   }
   for (Session* s : idle) RemoveSession(*s);
-  while (!orphaned_waits_.empty()) {
-    std::vector<uint64_t> serials;
-    serials.swap(orphaned_waits_);
-    for (uint64_t serial : serials) FinishWait(serial);
-  }
 }
 
 absl::Time Frontend::NextWake(absl::Time now) const {

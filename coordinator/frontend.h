@@ -292,8 +292,13 @@ class Frontend {
   void Detach(Session& s, absl::Time now);
   // Whether `s` is a client of this machine whose process has exited.
   static bool LocalClientExited(const Session& s);
-  // LocalClientExited, asked at most every 100 ms per session (Tick).
-  static bool LocalClientExitedBy(Session& s, absl::Time now);
+  // LocalClientExited for a session with a local pid (Sweep).
+  static bool LocalClientExitedBy(Session& s);
+  // Every kSweepPeriod (Tick): expires results, closes silent connections,
+  // ends sessions past their grace or of exited local clients, and forgets
+  // idle connection sessions.
+  void Sweep(absl::Time now);
+  static constexpr absl::Duration kSweepPeriod = absl::Milliseconds(100);
   // Ends a session: its waits, tasks, outputs and actors are freed.
   void EndSession(Session& s, const std::string& why);
 
@@ -319,8 +324,9 @@ class Frontend {
   std::string boot_id_;
 
   SessionTable sessions_;
-  uint32_t next_account_ = 1;             // store accounts handed to principals
-  std::map<uint64_t, RemoteTask> tasks_;  // by task id
+  uint32_t next_account_ = 1;  // store accounts handed to principals
+  absl::Time next_sweep_ = absl::InfinitePast();  // Sweep's next run
+  std::map<uint64_t, RemoteTask> tasks_;          // by task id
   // Unfinished tasks in the order they were submitted (completions come
   // roughly in that order; finished and forgotten ids are skipped).
   std::deque<uint64_t> watch_order_;

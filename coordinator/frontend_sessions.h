@@ -75,7 +75,6 @@ struct Session {
   // session ends at once if its connection closes and it has exited.
   pid_t local_pid = 0;
   uint64_t local_start_ticks = 0;  // its start time (ProcessStartTicks)
-  absl::Time exit_checked;         // when Tick last looked for its process
   Route route;
   bool attached = true;  // its connection is open (as far as we know)
   absl::Time detached_at;
