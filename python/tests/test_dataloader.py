@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import numpy as np
@@ -186,8 +187,8 @@ def _write_references(tmp, path):
 
 
 @pytest.fixture(scope="module")
-def torch_batches(tmp_path_factory):
-    tmp = str(tmp_path_factory.mktemp("torch"))
+def torch_batches():
+    tmp = tempfile.mkdtemp(prefix="shoal-dataloader-")  # private, 0700
     path = os.path.join(tmp, "ref.pt")
     here = os.path.dirname(os.path.abspath(__file__))
     subprocess.run(

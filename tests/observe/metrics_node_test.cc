@@ -26,8 +26,9 @@ namespace shoal::testing {
 namespace {
 
 std::string TempDir() {
-  const char* t = std::getenv("TEST_TMPDIR");
-  return t != nullptr ? t : "/tmp";
+  if (const char* t = std::getenv("TEST_TMPDIR")) return t;
+  char dir[] = "/tmp/shoal-metrics-test-XXXXXX";  // a private folder
+  return mkdtemp(dir) != nullptr ? std::string(dir) : std::string();
 }
 
 bool Executable(const std::string& path) {
