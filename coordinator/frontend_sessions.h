@@ -33,10 +33,11 @@ struct Route {
 
 // A client's identity, and what it holds across its sessions (quotas).
 struct Principal {
-  std::string key;        // "k:<CURVE key>", "u:<uid>" (ipc://), "a:<address>"
-  bool owner = false;     // the node's owner
-  uint64_t tasks = 0;     // remote tasks not forgotten
-  uint64_t finished = 0;  // of those, finished (results held)
+  std::string
+      key;  // "owner" (ipc://, the owner's key), "k:<CURVE key>", "a:<address>"
+  bool owner = false;           // the node's owner
+  uint64_t tasks = 0;           // remote tasks not forgotten
+  uint64_t finished = 0;        // of those, finished (results held)
   uint64_t held_bytes = 0;      // store bytes of finished results and outputs
   uint64_t waits = 0;           // pending waits
   uint64_t wait_ids = 0;        // task ids named by its pending waits
