@@ -33,8 +33,8 @@ struct Route {
 
 // A client's identity, and what it holds across its sessions (quotas).
 struct Principal {
-  std::string
-      key;  // "owner" (ipc://, the owner's key), "k:<CURVE key>", "a:<address>"
+  // "owner" (ipc://, or the owner's key), "k:<CURVE key>", "a:<address>".
+  std::string key;
   bool owner = false;           // the node's owner
   uint64_t tasks = 0;           // remote tasks not forgotten
   uint64_t finished = 0;        // of those, finished (results held)
