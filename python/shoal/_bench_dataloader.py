@@ -113,11 +113,11 @@ def _descendants(pid):
         except (OSError, IndexError, ValueError):
             continue
         children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
+    out, to_visit = [], [pid]
+    while to_visit:
+        p = to_visit.pop()
         out.append(p)
-        todo.extend(children.get(p, []))
+        to_visit.extend(children.get(p, []))
     return out
 
 
