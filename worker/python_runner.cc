@@ -111,12 +111,23 @@ std::string QualifiedTypeName(PyObject* type) {
   return name.empty() ? "builtins.Exception" : name;
 }
 
-// `exception` pickled (protocol 5), or "" when it cannot be, or would not
-// load again (a class only a closure knows): the client then gets a
-// TaskError. No error is left pending.
+// `exception` pickled (protocol 5) by shoal._serialize.dump_exception: its
+// class, args and attributes, the class by value when only this process
+// knows it (defined in the driver's __main__, or in a function), so the
+// client raises the task's own exception. Without the shoal package (a
+// process that embeds the runner alone), plain pickle. "" when it cannot be
+// pickled or would not load again: the client then gets a TaskError. No
+// error is left pending.
 std::string PickledException(PyObject* exception) {
   if (exception == nullptr) return "";
+  py::object dump;
   try {
+    dump = py::module_::import("shoal._serialize").attr("dump_exception");
+  } catch (py::error_already_set&) {
+    PyErr_Clear();
+  }
+  try {
+    if (dump) return dump(py::handle(exception)).cast<std::string>();
     py::module_ pickle = py::module_::import("pickle");
     py::bytes data = pickle.attr("dumps")(py::handle(exception), 5);
     pickle.attr("loads")(data);
@@ -782,7 +793,26 @@ class PythonRunner : public TaskRunner {
     absl::Status s = python_io::AddOutputs(result, ctx);
     Py_DECREF(result);
     if (PyErr_Occurred()) PyErr_Clear();
+    if (absl::IsInvalidArgument(s)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "task ", DescribeFunction(fn, name.cache_key), ": ", s.message()));
+    }
     return s;
+  }
+
+  // "module.qualname (file, line N)" of a task's function, by
+  // shoal._serialize.describe_function; the task's name without the shoal
+  // package. No error is left pending.
+  static std::string DescribeFunction(const py::object& fn,
+                                      absl::string_view function) {
+    try {
+      return py::module_::import("shoal._serialize")
+          .attr("describe_function")(fn)
+          .cast<std::string>();
+    } catch (py::error_already_set&) {
+      PyErr_Clear();
+      return std::string(function);
+    }
   }
 
   // The hex blake2b-128 digest of `bytes`: what dump_function in

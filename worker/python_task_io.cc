@@ -190,8 +190,17 @@ absl::Status AddPickledResult(PyObject* result, TaskContext& ctx) {
   try {
     dumped = dump(py::handle(result));
   } catch (py::error_already_set& e) {
-    // dump_result's InvalidArgumentError names the type and the reason.
-    std::string what = e.what();
+    // dump_result's InvalidArgumentError names the type and the reason and
+    // carries the pickler's traceback: its text alone (what() would add
+    // the class's name, which the client's error repeats, and pybind's
+    // "At:" frames).
+    std::string what;
+    try {
+      what = py::str(e.value()).cast<std::string>();
+    } catch (py::error_already_set&) {
+      PyErr_Clear();
+      what = e.what();
+    }
     return absl::InvalidArgumentError(what);
   }
   py::tuple pair = dumped.cast<py::tuple>();

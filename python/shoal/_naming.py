@@ -4,6 +4,7 @@ the client sends it by value), the folders of sys.path a worker needs to
 import the client's modules, and the fingerprint that tells when a
 function sent by value was rebound. Used by _client.Client."""
 
+import ast
 import os
 import site
 import sys
@@ -116,5 +117,77 @@ def _importable_name(fn):
             module = _paths.main_module_name()
         except _errors.InvalidArgumentError:
             return None  # python -c, interactive: by value
+        names = _main_import_names()
+        if names is not None and qualname.split(".")[0] not in names:
+            return None  # bound only when run as a script: by value
     name = f"py:{module}:{qualname}"
     return name if len(name.encode()) <= 95 else None
+
+
+_MAIN_NAMES = {}  # (path, mtime) → frozenset of names, or None
+
+
+def _main_import_names():
+    """The names the driver's script binds when a worker imports it by name:
+    those of its top level, not those bound only under
+    `if __name__ == "__main__":` (a function defined there exists only in
+    the driver). None when the script cannot be read or parsed (every name
+    is then taken as importable)."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not path:
+        return None
+    try:
+        key = (path, os.stat(path).st_mtime_ns)
+    except OSError:
+        return None
+    if key not in _MAIN_NAMES:
+        try:
+            with open(path, "rb") as f:
+                tree = ast.parse(f.read(), path)
+            _MAIN_NAMES[key] = frozenset(_bound_on_import(tree.body))
+        except (OSError, SyntaxError, ValueError):
+            _MAIN_NAMES[key] = None
+    return _MAIN_NAMES[key]
+
+
+def _runs_only_as_main(node):
+    """Whether `node` is an `if` whose test reads __name__ (the script's
+    `if __name__ == "__main__":` block)."""
+    return isinstance(node, ast.If) and any(
+        isinstance(n, ast.Name) and n.id == "__name__"
+        for n in ast.walk(node.test))
+
+
+def _bound_on_import(body):
+    """Names a module's statements bind, descending into the blocks that
+    run on import (if, try, with, for) but not into functions, classes or
+    the `if __name__ ...` block."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                             ast.ClassDef)):
+            yield node.name
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                yield (a.asname or a.name).split(".")[0]
+        elif _runs_only_as_main(node):
+            yield from _bound_on_import(node.orelse)
+        else:
+            for field, value in ast.iter_fields(node):
+                if field in ("body", "orelse", "finalbody"):
+                    yield from _bound_on_import(value)
+                elif field == "handlers":
+                    for h in value:
+                        if h.name:
+                            yield h.name
+                        yield from _bound_on_import(h.body)
+                else:
+                    for v in value if isinstance(value, list) else [value]:
+                        if isinstance(v, ast.AST):
+                            yield from _stored_names(v)
+
+
+def _stored_names(node):
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            yield n.id

@@ -33,17 +33,30 @@ def test_builtin_and_custom_types_come_back_as_themselves(client):
     assert "ZeroDivisionError" in info.value.__cause__.remote_traceback
 
 
-def test_exceptions_that_do_not_travel_become_task_errors(client):
-    # Pickles, but its __init__ refuses to unpickle.
-    with pytest.raises(shoal.TaskError) as info:
+def raise_holding_a_lock():
+    e = RuntimeError("holds a lock")
+    e.lock = threading.Lock()
+    raise e
+
+
+def test_exceptions_travel_with_their_attributes_or_become_task_errors(client):
+    # Its __init__ wants two arguments: rebuilt from its args and attributes
+    # without calling it.
+    with pytest.raises(valtasks.NeedsTwoArgs) as info:
         client.submit(valtasks.raise_needs_two).result(30)
-    assert info.value.exc_type == "valtasks.NeedsTwoArgs"
-    assert info.value.exc_message == "first"
-    # A class defined inside the function: not importable by name.
-    with pytest.raises(shoal.TaskError) as info:
+    assert info.value.args == ("first",) and info.value.b == "second"
+    assert info.value.__cause__.exc_type == "valtasks.NeedsTwoArgs"
+    # A class defined inside the function: by value.
+    with pytest.raises(Exception, match="local failure") as info:
         client.submit(valtasks.raise_local_class).result(30)
-    assert "Local" in info.value.exc_type
-    assert "local failure" in str(info.value)
+    assert type(info.value).__name__ == "Local"
+    assert "Local" in info.value.__cause__.exc_type
+    # An attribute that cannot be pickled: a TaskError with the fields.
+    with pytest.raises(shoal.TaskError) as info:
+        client.submit(raise_holding_a_lock).result(30)
+    assert info.value.exc_type == "RuntimeError"
+    assert info.value.exc_message == "holds a lock"
+    assert "in raise_holding_a_lock" in info.value.remote_traceback
 
 
 def test_task_error_pickles():
