@@ -144,7 +144,8 @@ StoreService::Impl::Reply StoreService::Impl::CreateDeviceObject(
   table_->SetMeta(*e, m.meta);
   (*arena)->Describe(*block, &x->cuda);
   device_blocks_[*e] = DeviceBlock{*arena, *block};
-  absl::Status s = table_->AddRef(slot, *e, nullptr);
+  absl::Status s =
+      table_->AddRef(slot, *e, ObjectTable::RefKind::kMapped, nullptr);
   if (!s.ok()) {
     FreeEntry(*e);
     return Error(s);

@@ -32,7 +32,8 @@
 namespace shoal::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x5254534c414f4853ULL;  // "SHOALSTR"
-inline constexpr uint32_t kLayoutVersion = 2;  // 2: CudaLocation::device_uuid
+// 2: CudaLocation::device_uuid; 3: spilled objects, mapped references.
+inline constexpr uint32_t kLayoutVersion = 3;
 inline constexpr size_t kPageSize = 4096;
 inline constexpr size_t kDataAlignment = 64;  // one cache line; AVX-512 width
 
@@ -40,7 +41,18 @@ enum class ObjectState : uint32_t {
   kFree = 0,     // slot unused
   kCreated = 1,  // allocated, being written by its creator
   kSealed = 2,   // immutable, readable by everyone
+  // Sealed, with its bytes in a file of the service's spill folder instead
+  // of the arena (`offset` is meaningless): a Get asks the service, which
+  // reads it back into the arena and makes it kSealed again.
+  kSpilled = 3,
 };
+
+// Whether an entry in `state` (ObjectEntry::state) is sealed: in the arena
+// or spilled.
+inline bool IsSealed(uint32_t state) {
+  return state == static_cast<uint32_t>(ObjectState::kSealed) ||
+         state == static_cast<uint32_t>(ObjectState::kSpilled);
+}
 
 // ObjectEntry::flags
 inline constexpr uint32_t kFlagDeletePending = 1u << 0;
@@ -68,7 +80,9 @@ struct ObjectEntry {
   // Create; the creator of a sealed object hands it on with a reference
   // (StoreClient::Transfer, a client's journaled write).
   uint32_t creator_plus1;
-  uint32_t reserved0;
+  // Clients that hold a mapped reference (RefBucket with kRefMapped): only
+  // an object no process maps (mappers == 0) may be spilled.
+  uint32_t mappers;
   uint64_t offset;       // data offset from the segment base
   uint64_t nbytes;       // data size
   uint64_t alloc_bytes;  // bytes reserved in the arena (≥ nbytes)
@@ -87,10 +101,17 @@ struct ObjectEntry {
 // One reference-count record in a client's slot. Keyed by entry index + 1
 // (0 = never used). A bucket whose count dropped to 0 keeps its key and may be
 // reused for another entry (see object_table.cc for the probing rules).
+// `count`'s top bit (kRefMapped) says the client has mapped the object (it
+// created it, or took a reference by Get, and so may hold a pointer into
+// it); references handed over by Transfer alone leave it clear. It is
+// cleared with the last reference.
 struct RefBucket {
   uint32_t entry_plus1;
   uint32_t count;
 };
+
+inline constexpr uint32_t kRefMapped = 1u << 31;
+inline constexpr uint32_t kRefCountMask = kRefMapped - 1;
 
 struct ClientSlotHeader {
   uint32_t in_use;

@@ -94,6 +94,7 @@ void ObjectTable::Insert(const ObjectId& id, uint32_t e) {
   x->refcount = 0;
   x->flags = 0;
   x->creator_plus1 = 0;
+  x->mappers = 0;
   idx[i] = e + 1;
 }
 
@@ -122,6 +123,7 @@ void ObjectTable::Remove(uint32_t e) {
   x->refcount = 0;
   x->flags = 0;
   x->creator_plus1 = 0;
+  x->mappers = 0;
   x->offset = x->nbytes = x->alloc_bytes = 0;
 }
 
@@ -163,7 +165,12 @@ RefBucket* ObjectTable::FindRef(uint32_t s, uint32_t e) const {
 
 uint32_t ObjectTable::HeldBy(uint32_t s, uint32_t e) const {
   const RefBucket* b = FindRef(s, e);
-  return b == nullptr ? 0 : b->count;
+  return b == nullptr ? 0 : b->count & kRefCountMask;
+}
+
+bool ObjectTable::MappedBy(uint32_t s, uint32_t e) const {
+  const RefBucket* b = FindRef(s, e);
+  return b != nullptr && (b->count & kRefMapped) != 0;
 }
 
 void ObjectTable::Stamp(uint32_t e) {
@@ -175,11 +182,11 @@ void ObjectTable::Stamp(uint32_t e) {
   entry(e)->lru_stamp = __rdtsc();
 }
 
-absl::Status ObjectTable::AddRef(uint32_t s, uint32_t e,
+absl::Status ObjectTable::AddRef(uint32_t s, uint32_t e, RefKind kind,
                                  JournaledWriter* journal) {
   uint32_t* live = &header_->live_refs[s];
   RefBucket* b = FindRef(s, e);
-  if (b == nullptr || b->count == 0) {
+  if (b == nullptr || (b->count & kRefCountMask) == 0) {
     const uint32_t limit = header_->refs_per_client / 2;
     if (*live >= limit) {
       return absl::ResourceExhaustedError(
@@ -194,7 +201,7 @@ absl::Status ObjectTable::AddRef(uint32_t s, uint32_t e,
     uint32_t i = RefHome(e, mask);
     for (uint32_t probe = 0; probe < kMaxRefProbes && probe <= mask;
          ++probe, i = (i + 1) & mask) {
-      if (table[i].entry_plus1 == 0 || table[i].count == 0) {
+      if (table[i].entry_plus1 == 0 || (table[i].count & kRefCountMask) == 0) {
         b = &table[i];
         break;
       }
@@ -205,9 +212,16 @@ absl::Status ObjectTable::AddRef(uint32_t s, uint32_t e,
     }
     Store32(journal, &b->entry_plus1, e + 1);
   }
-  if (b->count == 0) Store32(journal, live, *live + 1);
-  Store32(journal, &b->count, b->count + 1);
+  // A released bucket keeps no mapped bit (DropRef clears it with the last
+  // reference), so the count below starts from 0 or from live references.
+  if ((b->count & kRefCountMask) == 0) Store32(journal, live, *live + 1);
   ObjectEntry* x = entry(e);
+  uint32_t count = b->count + 1;
+  if (kind == RefKind::kMapped && (b->count & kRefMapped) == 0) {
+    count |= kRefMapped;
+    Store32(journal, &x->mappers, x->mappers + 1);
+  }
+  Store32(journal, &b->count, count);
   Store32(journal, &x->refcount, x->refcount + 1);
   Stamp(e);
   return absl::OkStatus();
@@ -216,14 +230,20 @@ absl::Status ObjectTable::AddRef(uint32_t s, uint32_t e,
 absl::StatusOr<uint32_t> ObjectTable::DropRef(uint32_t s, uint32_t e,
                                               JournaledWriter* journal) {
   RefBucket* b = FindRef(s, e);
-  if (b == nullptr || b->count == 0) {
+  if (b == nullptr || (b->count & kRefCountMask) == 0) {
     return absl::FailedPreconditionError(
         "this client holds no reference to the object");
   }
   uint32_t* live = &header_->live_refs[s];
-  Store32(journal, &b->count, b->count - 1);
-  if (b->count == 0) Store32(journal, live, *live - 1);
   ObjectEntry* x = entry(e);
+  if ((b->count & kRefCountMask) == 1) {
+    // The last one: the bucket is free again, mapped bit and all.
+    if (b->count & kRefMapped) Store32(journal, &x->mappers, x->mappers - 1);
+    Store32(journal, &b->count, 0);
+    Store32(journal, live, *live - 1);
+  } else {
+    Store32(journal, &b->count, b->count - 1);
+  }
   Store32(journal, &x->refcount, x->refcount - 1);
   Stamp(e);
   return x->refcount;

@@ -66,10 +66,17 @@ class ObjectTable {
   // Reads entry `e`'s metadata.
   TensorMeta GetMeta(uint32_t e) const;
 
+  // How a reference is taken: kMapped when the client gets a pointer into
+  // the object (Create, Get), kHeld when it only keeps the object alive
+  // (Transfer's receiver). A client's references to an entry are mapped
+  // from its first mapped one until it drops the last.
+  enum class RefKind { kMapped, kHeld };
+
   // Takes one reference to entry `e` for client slot `s` and stamps its LRU
   // time. Errors: ResourceExhausted when the client already holds its limit
   // of distinct objects (refs_per_client / 2).
-  absl::Status AddRef(uint32_t s, uint32_t e, JournaledWriter* journal);
+  absl::Status AddRef(uint32_t s, uint32_t e, RefKind kind,
+                      JournaledWriter* journal);
 
   // Drops one of client `s`'s references to entry `e`. Returns the entry's new
   // reference count. Errors: FailedPrecondition when `s` holds none.
@@ -78,17 +85,20 @@ class ObjectTable {
 
   // References client `s` holds on entry `e`.
   uint32_t HeldBy(uint32_t s, uint32_t e) const;
+  // Whether client `s` has mapped entry `e` (holds a mapped reference).
+  bool MappedBy(uint32_t s, uint32_t e) const;
 
   // Distinct entries client `s` holds.
   uint32_t LiveRefs(uint32_t s) const { return header_->live_refs[s]; }
 
-  // Calls fn(entry, count) for every entry client `s` holds.
+  // Calls fn(entry, count, mapped) for every entry client `s` holds.
   template <typename Fn>
   void ForEachRef(uint32_t s, Fn fn) const {
     RefBucket* b = refs(s);
     for (uint32_t i = 0; i < header_->refs_per_client; ++i) {
-      if (b[i].entry_plus1 != 0 && b[i].count > 0)
-        fn(b[i].entry_plus1 - 1, b[i].count);
+      const uint32_t count = b[i].count & kRefCountMask;
+      if (b[i].entry_plus1 != 0 && count > 0)
+        fn(b[i].entry_plus1 - 1, count, (b[i].count & kRefMapped) != 0);
     }
   }
 

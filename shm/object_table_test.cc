@@ -84,27 +84,83 @@ TEST_F(ObjectTableTest, ReferencesPerClientAndLimit) {
   for (uint32_t e = 0; e < 10; ++e) table_->Insert(ObjectId::Random(), e);
   // refs_per_client 16 buckets: at most 8 distinct objects held at once.
   for (uint32_t e = 0; e < 8; ++e)
-    ASSERT_TRUE(table_->AddRef(1, e, nullptr).ok());
-  EXPECT_EQ(table_->AddRef(1, 8, nullptr).code(),
+    ASSERT_TRUE(
+        table_->AddRef(1, e, ObjectTable::RefKind::kMapped, nullptr).ok());
+  EXPECT_EQ(table_->AddRef(1, 8, ObjectTable::RefKind::kMapped, nullptr).code(),
             absl::StatusCode::kResourceExhausted);
   // More references to an object already held are fine.
-  ASSERT_TRUE(table_->AddRef(1, 3, nullptr).ok());
+  ASSERT_TRUE(
+      table_->AddRef(1, 3, ObjectTable::RefKind::kMapped, nullptr).ok());
   EXPECT_EQ(table_->HeldBy(1, 3), 2u);
   EXPECT_EQ(table_->entry(3)->refcount, 2u);
   // Another client has its own budget.
-  ASSERT_TRUE(table_->AddRef(2, 3, nullptr).ok());
+  ASSERT_TRUE(
+      table_->AddRef(2, 3, ObjectTable::RefKind::kMapped, nullptr).ok());
   EXPECT_EQ(table_->entry(3)->refcount, 3u);
   // Dropping frees budget, and buckets are reused.
   EXPECT_EQ(*table_->DropRef(1, 0, nullptr), 0u);
-  ASSERT_TRUE(table_->AddRef(1, 9, nullptr).ok());
+  ASSERT_TRUE(
+      table_->AddRef(1, 9, ObjectTable::RefKind::kMapped, nullptr).ok());
   EXPECT_EQ(table_->DropRef(1, 0, nullptr).status().code(),
             absl::StatusCode::kFailedPrecondition);
   uint32_t total = 0;
-  table_->ForEachRef(1, [&](uint32_t, uint32_t count) { total += count; });
+  table_->ForEachRef(1,
+                     [&](uint32_t, uint32_t count, bool) { total += count; });
   EXPECT_EQ(total, 9u);
   EXPECT_EQ(table_->LiveRefs(1), 8u);
   table_->ClearSlot(1);
   EXPECT_EQ(table_->HeldBy(1, 3), 0u);
+}
+
+TEST_F(ObjectTableTest, MappedReferencesAreCountedPerClient) {
+  using Kind = ObjectTable::RefKind;
+  table_->Insert(ObjectId::Random(), 4);
+  const ObjectEntry* x = table_->entry(4);
+  // A held reference (Transfer's receiver) maps nothing.
+  ASSERT_TRUE(table_->AddRef(1, 4, Kind::kHeld, nullptr).ok());
+  EXPECT_EQ(x->mappers, 0u);
+  EXPECT_FALSE(table_->MappedBy(1, 4));
+  // The client's own Get maps it; its references stay mapped until the last.
+  ASSERT_TRUE(table_->AddRef(1, 4, Kind::kMapped, nullptr).ok());
+  EXPECT_EQ(x->mappers, 1u);
+  EXPECT_EQ(table_->HeldBy(1, 4), 2u);
+  ASSERT_TRUE(table_->AddRef(2, 4, Kind::kMapped, nullptr).ok());
+  ASSERT_TRUE(table_->AddRef(2, 4, Kind::kMapped, nullptr).ok());
+  EXPECT_EQ(x->mappers, 2u);
+  EXPECT_EQ(x->refcount, 4u);
+  EXPECT_EQ(*table_->DropRef(1, 4, nullptr), 3u);
+  EXPECT_TRUE(table_->MappedBy(1, 4));
+  EXPECT_EQ(x->mappers, 2u);
+  EXPECT_EQ(*table_->DropRef(1, 4, nullptr), 2u);
+  EXPECT_FALSE(table_->MappedBy(1, 4));
+  EXPECT_EQ(x->mappers, 1u);
+  int mapped = 0;
+  table_->ForEachRef(2, [&](uint32_t e, uint32_t count, bool m) {
+    EXPECT_EQ(e, 4u);
+    EXPECT_EQ(count, 2u);
+    mapped += m;
+  });
+  EXPECT_EQ(mapped, 1);
+  EXPECT_EQ(*table_->DropRef(2, 4, nullptr), 1u);
+  EXPECT_EQ(*table_->DropRef(2, 4, nullptr), 0u);
+  EXPECT_EQ(x->mappers, 0u);
+  // A released bucket taken again by a held reference is not mapped.
+  ASSERT_TRUE(table_->AddRef(1, 4, Kind::kHeld, nullptr).ok());
+  EXPECT_FALSE(table_->MappedBy(1, 4));
+  EXPECT_EQ(x->mappers, 0u);
+  // A mapping rolled back (its process died inside the lock) is undone.
+  auto lock =
+      LockGuard::Acquire(mem_, &table_->header()->lock, absl::Seconds(1));
+  ASSERT_TRUE(lock.ok());
+  {
+    JournaledWriter journal(mem_, &table_->header()->lock.journal);
+    ASSERT_TRUE(table_->AddRef(1, 4, Kind::kMapped, &journal).ok());
+    EXPECT_EQ(x->mappers, 1u);
+    EXPECT_TRUE(RollBackJournal(mem_, &table_->header()->lock.journal));
+  }
+  EXPECT_EQ(x->mappers, 0u);
+  EXPECT_FALSE(table_->MappedBy(1, 4));
+  EXPECT_EQ(table_->HeldBy(1, 4), 1u);
 }
 
 TEST_F(ObjectTableTest, RollBackUndoesAnUnfinishedOperation) {
@@ -114,7 +170,8 @@ TEST_F(ObjectTableTest, RollBackUndoesAnUnfinishedOperation) {
   ASSERT_TRUE(lock.ok());
   {
     JournaledWriter journal(mem_, &table_->header()->lock.journal);
-    ASSERT_TRUE(table_->AddRef(2, 5, &journal).ok());
+    ASSERT_TRUE(
+        table_->AddRef(2, 5, ObjectTable::RefKind::kMapped, &journal).ok());
     EXPECT_EQ(table_->entry(5)->refcount, 1u);
     // No commit: pretend this process died here.
     EXPECT_TRUE(RollBackJournal(mem_, &table_->header()->lock.journal));
@@ -125,7 +182,8 @@ TEST_F(ObjectTableTest, RollBackUndoesAnUnfinishedOperation) {
   // A committed operation is not rolled back.
   {
     JournaledWriter journal(mem_, &table_->header()->lock.journal);
-    ASSERT_TRUE(table_->AddRef(2, 5, &journal).ok());
+    ASSERT_TRUE(
+        table_->AddRef(2, 5, ObjectTable::RefKind::kMapped, &journal).ok());
   }
   EXPECT_FALSE(RollBackJournal(mem_, &table_->header()->lock.journal));
   EXPECT_EQ(table_->entry(5)->refcount, 1u);

@@ -3,9 +3,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <sys/random.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -86,8 +86,8 @@ absl::Status WriteOwner(int dir_fd) {
       openat(dir_fd, kOwnerFile,
              O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return SHOAL_ERRNO("creating the spill folder's owner file");
-  const bool ok = write(fd, text.data(), text.size()) ==
-                  static_cast<ssize_t>(text.size());
+  const bool ok =
+      write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   close(fd);
   return ok ? absl::OkStatus()
             : SHOAL_ERRNO("writing the spill folder's owner file");
@@ -201,10 +201,10 @@ absl::Status SpillFolder::Write(const ObjectId& id, const uint8_t* data,
     const ssize_t n = write(fd, data + done, nbytes - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      absl::Status s = n < 0 ? SHOAL_ERRNO(absl::StrCat("writing ", path_, "/",
-                                                        name))
-                             : absl::DataLossError(absl::StrCat(
-                                   "writing ", path_, "/", name, " stopped"));
+      absl::Status s =
+          n < 0 ? SHOAL_ERRNO(absl::StrCat("writing ", path_, "/", name))
+                : absl::DataLossError(
+                      absl::StrCat("writing ", path_, "/", name, " stopped"));
       close(fd);
       unlinkat(dir_fd_, name.c_str(), 0);
       return s;
@@ -250,8 +250,7 @@ absl::Status SpillFolder::Read(const ObjectId& id, uint8_t* dst,
 void SpillFolder::Remove(const ObjectId& id, uint64_t nbytes) {
   const std::string name = id.ToHex();
   if (unlinkat(dir_fd_, name.c_str(), 0) != 0 && errno != ENOENT) {
-    SHOAL_LOG(WARNING, "cannot remove %s/%s: %s", path_, name,
-              strerror(errno));
+    SHOAL_LOG(WARNING, "cannot remove %s/%s: %s", path_, name, strerror(errno));
   }
   used_bytes_ -= std::min(used_bytes_, nbytes);
   if (files_ > 0) --files_;

@@ -55,10 +55,14 @@ class SpillFolder {
   // Bytes and files held now.
   uint64_t used_bytes() const { return used_bytes_; }
   uint64_t files() const { return files_; }
-  // Whether `nbytes` more fit in the quota.
+  // Whether `nbytes` more fit in the quota (and what is lent to it).
   bool Fits(uint64_t nbytes) const {
-    return nbytes <= quota_bytes_ && used_bytes_ <= quota_bytes_ - nbytes;
+    const uint64_t quota = quota_bytes_ + lent_bytes_;
+    return nbytes <= quota && used_bytes_ <= quota - nbytes;
   }
+  // Lends the quota `bytes` more until Lend(0): while an object is read
+  // back, others may be written out for its room before its own file goes.
+  void Lend(uint64_t bytes) { lent_bytes_ = bytes; }
 
   // Writes `nbytes` from `data` as the file of `id` (created new, 0600).
   // Nothing is left behind on failure.
@@ -88,6 +92,7 @@ class SpillFolder {
   int dir_fd_ = -1;
   uint64_t quota_bytes_ = 0;
   bool on_tmpfs_ = false;
+  uint64_t lent_bytes_ = 0;
   uint64_t used_bytes_ = 0;
   uint64_t files_ = 0;
 };

@@ -78,24 +78,31 @@ absl::StatusOr<LockGuard> StoreClient::Impl::Lock() {
 }
 
 absl::StatusOr<ObjectBuffer> StoreClient::Impl::GetLocal(const ObjectId& id,
-                                                         uint32_t* entry) {
+                                                         uint32_t* entry,
+                                                         bool* spilled) {
   SHOAL_ASSIGN_OR_RETURN(LockGuard lock, Lock());
   std::optional<uint32_t> e = table_->Find(id);
   if (!e)
     return absl::NotFoundError(
         absl::StrCat("object ", id.ToHex(), " is not in the store"));
   const ObjectEntry* x = table_->entry(*e);
-  if (static_cast<ObjectState>(x->state) != ObjectState::kSealed) {
-    return absl::NotFoundError(
-        absl::StrCat("object ", id.ToHex(), " is not sealed yet"));
-  }
   if (x->flags & kFlagDeletePending) {
     return absl::NotFoundError(
         absl::StrCat("object ", id.ToHex(), " is being deleted"));
   }
+  if (x->state == static_cast<uint32_t>(ObjectState::kSpilled)) {
+    *spilled = true;  // the service reads it back
+    return absl::NotFoundError(
+        absl::StrCat("object ", id.ToHex(), " is spilled"));
+  }
+  if (static_cast<ObjectState>(x->state) != ObjectState::kSealed) {
+    return absl::NotFoundError(
+        absl::StrCat("object ", id.ToHex(), " is not sealed yet"));
+  }
   {
     JournaledWriter journal(segment_->base(), &table_->header()->lock.journal);
-    SHOAL_RETURN_IF_ERROR(table_->AddRef(slot_, *e, &journal));
+    SHOAL_RETURN_IF_ERROR(
+        table_->AddRef(slot_, *e, ObjectTable::RefKind::kMapped, &journal));
   }
   *entry = *e;
   ObjectBuffer view;
@@ -127,24 +134,27 @@ std::vector<absl::StatusOr<ObjectBuffer>> StoreClient::Impl::GetMany(
   if (device_pending()) device().Collect(/*wait=*/false);
   std::vector<absl::StatusOr<ObjectBuffer>> out;
   out.reserve(ids.size());
-  // Fast path: everything sealed already is taken locally.
+  // Fast path: everything sealed already is taken locally. What is spilled
+  // the service reads back, whatever the timeout.
   std::vector<ObjectId> remote;
   for (const ObjectId& id : ids) {
     uint32_t e = 0;
-    out.push_back(GetLocal(id, &e));
+    bool spilled = false;
+    out.push_back(GetLocal(id, &e, &spilled));
     if (out.back().ok() && !out.back()->meta.device.is_cpu()) {
       absl::Status s = FinishDeviceView(e, cuda_stream, &*out.back());
       if (!s.ok()) out.back() = s;
     }
     if (!out.back().ok() && absl::IsNotFound(out.back().status()) &&
-        timeout != absl::ZeroDuration()) {
+        (spilled || timeout != absl::ZeroDuration())) {
       remote.push_back(id);
     }
   }
   if (remote.empty()) return out;
   const int64_t timeout_ms =
-      timeout == absl::InfiniteDuration()
-          ? -1
+      timeout == absl::InfiniteDuration() ? -1
+      : timeout == absl::ZeroDuration()
+          ? 0
           : std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout));
   const absl::Duration rpc_timeout = timeout == absl::InfiniteDuration()
                                          ? absl::InfiniteDuration()
@@ -347,7 +357,10 @@ absl::Status StoreClient::Transfer(const ObjectId& id,
     }
     JournaledWriter journal(impl_->segment_->base(),
                             &table.header()->lock.journal);
-    SHOAL_RETURN_IF_ERROR(table.AddRef(to_client_slot, *e, &journal));
+    // The receiver holds the object without mapping it (until its own Get):
+    // a held object no process maps may be spilled.
+    SHOAL_RETURN_IF_ERROR(table.AddRef(to_client_slot, *e,
+                                       ObjectTable::RefKind::kHeld, &journal));
     SHOAL_ASSIGN_OR_RETURN(uint32_t left,
                            table.DropRef(impl_->slot_, *e, &journal));
     (void)left;
@@ -355,8 +368,7 @@ absl::Status StoreClient::Transfer(const ObjectId& id,
     // reference (a worker's new task output becomes the submitting
     // client's); anyone else's reference is only a reference.
     ObjectEntry* x = table.entry(*e);
-    if (x->creator_plus1 == impl_->slot_ + 1 &&
-        static_cast<ObjectState>(x->state) == ObjectState::kSealed) {
+    if (x->creator_plus1 == impl_->slot_ + 1 && IsSealed(x->state)) {
       journal.Write32(&x->creator_plus1, to_client_slot + 1);
     }
   }
@@ -382,8 +394,7 @@ absl::StatusOr<bool> StoreClient::Contains(const ObjectId& id) {
   std::optional<uint32_t> e = impl_->table_->Find(id);
   if (!e) return false;
   const ObjectEntry* x = impl_->table_->entry(*e);
-  return static_cast<ObjectState>(x->state) == ObjectState::kSealed &&
-         !(x->flags & kFlagDeletePending);
+  return IsSealed(x->state) && !(x->flags & kFlagDeletePending);
 }
 
 absl::StatusOr<StoreStats> StoreClient::Stats() {

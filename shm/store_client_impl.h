@@ -39,8 +39,10 @@ class StoreClient::Impl {
 
   absl::StatusOr<LockGuard> Lock();
   // Takes a reference on a sealed object locally. NotFound if it is absent,
-  // unsealed or being deleted. Sets `*entry` to its table index.
-  absl::StatusOr<ObjectBuffer> GetLocal(const ObjectId& id, uint32_t* entry);
+  // unsealed, being deleted or spilled (then `*spilled` is set: only the
+  // service can read it back). Sets `*entry` to its table index.
+  absl::StatusOr<ObjectBuffer> GetLocal(const ObjectId& id, uint32_t* entry,
+                                        bool* spilled);
   absl::StatusOr<ObjectBuffer> ViewOf(const ipc::ObjectInfo& info);
   // Local fast path, then one request to the service for the rest, waiting
   // up to `timeout`; device objects are mapped with `cuda_stream`.

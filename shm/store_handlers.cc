@@ -114,15 +114,16 @@ void StoreService::Impl::ReleaseClient(uint32_t slot, absl::string_view why) {
     return;
   }
   size_t refs = 0, aborted = 0;
-  table_->ForEachRef(slot, [&](uint32_t e, uint32_t count) {
+  table_->ForEachRef(slot, [&](uint32_t e, uint32_t count, bool mapped) {
     ObjectEntry* x = table_->entry(e);
     x->refcount -= std::min(count, x->refcount);
+    if (mapped && x->mappers > 0) --x->mappers;
     refs += count;
     const auto state = static_cast<ObjectState>(x->state);
     if (state == ObjectState::kCreated && x->creator_plus1 == slot + 1) {
       FreeEntry(e);
       ++aborted;
-    } else if (state == ObjectState::kSealed && x->refcount == 0 &&
+    } else if (IsSealed(x->state) && x->refcount == 0 &&
                (x->flags & kFlagDeletePending)) {
       FreeEntry(e);
     }
@@ -181,7 +182,8 @@ StoreService::Impl::Reply StoreService::Impl::OnCreate(
   x->alloc_bytes = allocator_->RoundUp(m.nbytes);
   x->creator_plus1 = slot + 1;
   table_->SetMeta(*e, m.meta);
-  absl::Status s = table_->AddRef(slot, *e, nullptr);
+  absl::Status s =
+      table_->AddRef(slot, *e, ObjectTable::RefKind::kMapped, nullptr);
   if (!s.ok()) {
     FreeEntry(*e);
     return Error(s);
@@ -195,10 +197,7 @@ void StoreService::Impl::OnSealed(const ipc::SealedNotice& m) {
   auto lock = Lock();
   if (!lock.ok()) return;  // the sweep wakes the waiters later
   auto e = table_->Find(m.id);
-  if (e && static_cast<ObjectState>(table_->entry(*e)->state) ==
-               ObjectState::kSealed) {
-    WakeWaiters(m.id, *e);
-  }
+  if (e && IsSealed(table_->entry(*e)->state)) WakeWaiters(m.id, *e);
 }
 
 StoreService::Impl::Reply StoreService::Impl::OnAbort(
@@ -208,7 +207,7 @@ StoreService::Impl::Reply StoreService::Impl::OnAbort(
   absl::StatusOr<uint32_t> e = FindEntry(m.id);
   if (!e.ok()) return Error(e.status());
   ObjectEntry* x = table_->entry(*e);
-  if (static_cast<ObjectState>(x->state) != ObjectState::kCreated) {
+  if (IsSealed(x->state)) {
     return Error(absl::FailedPreconditionError(absl::StrCat(
         "object ", Hex(m.id), " is sealed; delete it instead of aborting")));
   }
@@ -226,7 +225,11 @@ StoreService::Impl::Reply StoreService::Impl::OnAbort(
 
 absl::Status StoreService::Impl::Reference(uint32_t slot, uint32_t e,
                                            ipc::ObjectInfo* info) {
-  SHOAL_RETURN_IF_ERROR(table_->AddRef(slot, e, nullptr));
+  if (table_->entry(e)->state == static_cast<uint32_t>(ObjectState::kSpilled)) {
+    SHOAL_RETURN_IF_ERROR(Restore(e));
+  }
+  SHOAL_RETURN_IF_ERROR(
+      table_->AddRef(slot, e, ObjectTable::RefKind::kMapped, nullptr));
   const ObjectEntry* x = table_->entry(e);
   info->status = absl::OkStatus();
   info->offset = x->offset;
@@ -256,8 +259,7 @@ StoreService::Impl::Reply StoreService::Impl::OnGet(
     if (x != nullptr && (x->flags & kFlagDeletePending)) {
       info.status = absl::NotFoundError(
           absl::StrCat("object ", Hex(m.ids[i]), " is being deleted"));
-    } else if (x != nullptr &&
-               static_cast<ObjectState>(x->state) == ObjectState::kSealed) {
+    } else if (x != nullptr && IsSealed(x->state)) {
       absl::Status s = Reference(slot, *e, &info);
       if (!s.ok()) info.status = s;
     } else if (m.timeout_ms == 0) {
@@ -351,7 +353,7 @@ StoreService::Impl::Reply StoreService::Impl::OnDelete(
   absl::StatusOr<uint32_t> e = FindEntry(m.id);
   if (!e.ok()) return Error(e.status());
   ObjectEntry* x = table_->entry(*e);
-  if (static_cast<ObjectState>(x->state) != ObjectState::kSealed) {
+  if (!IsSealed(x->state)) {
     return Error(absl::FailedPreconditionError(
         absl::StrCat("object ", Hex(m.id),
                      " is not sealed; its creator aborts it instead")));
@@ -367,9 +369,7 @@ StoreService::Impl::Reply StoreService::Impl::OnContains(
   if (!lock.ok()) return Error(lock.status());
   auto e = table_->Find(m.id);
   const ObjectEntry* x = e ? table_->entry(*e) : nullptr;
-  return ipc::ContainsReply{x != nullptr &&
-                            static_cast<ObjectState>(x->state) ==
-                                ObjectState::kSealed &&
+  return ipc::ContainsReply{x != nullptr && IsSealed(x->state) &&
                             !(x->flags & kFlagDeletePending)};
 }
 
@@ -385,7 +385,7 @@ StoreService::Impl::Reply StoreService::Impl::OnStats() {
     const auto state = static_cast<ObjectState>(x->state);
     if (state == ObjectState::kFree) continue;
     st.set_objects(st.objects() + 1);
-    if (state == ObjectState::kSealed) {
+    if (IsSealed(x->state)) {
       st.set_sealed_objects(st.sealed_objects() + 1);
     }
     if (x->refcount > 0) st.set_referenced_objects(st.referenced_objects() + 1);
@@ -466,10 +466,11 @@ absl::StatusOr<uint32_t> StoreService::Impl::FindEntry(const ObjectId& id) {
 absl::StatusOr<uint32_t> StoreService::Impl::TakeFreeEntry() {
   if (free_entries_.empty()) Evict(0);
   if (free_entries_.empty()) EvictOneDevice(nullptr);
+  if (free_entries_.empty()) DropSpilled(0, /*need_entry=*/true);
   if (free_entries_.empty()) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the store's object table is full (", table_->header()->max_objects,
-        " objects, all referenced or unsealed)"));
+        " objects, all referenced or unsealed; --max-objects)"));
   }
   const uint32_t e = free_entries_.back();
   free_entries_.pop_back();
@@ -486,11 +487,18 @@ absl::StatusOr<uint64_t> StoreService::Impl::AllocateWithEviction(
   Evict(bytes);
   offset = allocator_->Allocate(bytes);
   if (offset.ok()) return offset;
+  if (spill_ != nullptr && Spill(bytes) > 0) {
+    offset = allocator_->Allocate(bytes);
+    if (offset.ok()) return offset;
+  }
   return absl::ResourceExhaustedError(absl::StrCat(
       "store full: requested ", bytes, " bytes, ", allocator_->free_bytes(),
       " bytes free (largest free block ", allocator_->largest_free_block(),
       ") of ", allocator_->capacity(),
-      "; everything else is referenced or unsealed"));
+      spill_ == nullptr ? "; everything else is referenced or unsealed"
+                        : "; everything else is mapped by a process or "
+                          "unsealed",
+      SpillSummary()));
 }
 
 size_t StoreService::Impl::Evict(uint64_t bytes) {
@@ -526,7 +534,9 @@ size_t StoreService::Impl::Evict(uint64_t bytes) {
 
 void StoreService::Impl::FreeEntry(uint32_t e) {
   ObjectEntry* x = table_->entry(e);
-  if (auto d = device_blocks_.find(e); d != device_blocks_.end()) {
+  if (x->state == static_cast<uint32_t>(ObjectState::kSpilled)) {
+    spill_->Remove(x->id, x->nbytes);
+  } else if (auto d = device_blocks_.find(e); d != device_blocks_.end()) {
     d->second.arena->Free(d->second.block);
     device_blocks_.erase(d);
   } else {
@@ -540,8 +550,8 @@ void StoreService::Impl::FreeEntry(uint32_t e) {
 void StoreService::Impl::ReclaimDeletePending() {
   for (uint32_t e = 0; e < table_->header()->max_objects; ++e) {
     const ObjectEntry* x = table_->entry(e);
-    if (static_cast<ObjectState>(x->state) == ObjectState::kSealed &&
-        x->refcount == 0 && (x->flags & kFlagDeletePending)) {
+    if (IsSealed(x->state) && x->refcount == 0 &&
+        (x->flags & kFlagDeletePending)) {
       FreeEntry(e);
     }
   }
@@ -562,8 +572,7 @@ void StoreService::Impl::Sweep() {
       std::vector<std::pair<ObjectId, uint32_t>> sealed;
       for (const auto& [id, keys] : waiting_) {
         auto e = table_->Find(id);
-        if (e && static_cast<ObjectState>(table_->entry(*e)->state) ==
-                     ObjectState::kSealed) {
+        if (e && IsSealed(table_->entry(*e)->state)) {
           sealed.emplace_back(id, *e);
         }
       }

@@ -68,6 +68,7 @@ absl::StatusOr<std::unique_ptr<StoreService::Impl>> StoreService::Impl::Create(
   SHOAL_ASSIGN_OR_RETURN(const Layout layout, ResolveLayout(&options));
   std::unique_ptr<Impl> impl(new Impl(std::move(options)));
   SHOAL_RETURN_IF_ERROR(impl->CreateSegment(name, layout));
+  SHOAL_RETURN_IF_ERROR(impl->MakeSpillFolder());
   SHOAL_RETURN_IF_ERROR(impl->BindSocket());
   SHOAL_ASSIGN_OR_RETURN(impl->stop_, EventFd::Create());
   return impl;
@@ -133,6 +134,12 @@ absl::Status StoreService::Impl::BindSocket() {
 
 StoreService::Impl::~Impl() {
   if (segment_ != nullptr) segment_->MarkClosed();
+  if (spills_ > 0 || restores_ > 0) {
+    SHOAL_LOG(INFO,
+              "store: spilled %d objects (%d bytes), read back %d (%d bytes)",
+              spills_, spilled_bytes_, restores_, restored_bytes_);
+  }
+  spill_.reset();  // removes the spill folder and every file in it
   for (auto& [slot, c] : clients_) {
     if (c.pidfd >= 0) close(c.pidfd);
   }

@@ -10,8 +10,10 @@
 // Object lifecycle (states live in the segment's table):
 //   Create → kCreated (creator writes) → Seal → kSealed (immutable; any client
 //   may Get) → Release … → Delete (deferred until the last reference drops);
-//   Abort frees a kCreated object. Sealed objects nobody references are evicted
-//   in LRU order when an allocation does not fit.
+//   Abort frees a kCreated object. When an allocation does not fit, sealed
+//   objects nobody references are evicted in LRU order; then sealed objects
+//   that clients hold but no process maps are spilled, LRU first, to files
+//   on disk (kSpilled), and read back into the arena at their next Get.
 //
 // Device objects (a TensorMeta on cuda:k) follow the same lifecycle; their
 // bytes live in this process's device memory (DeviceArena, one per GPU), which
@@ -57,6 +59,16 @@ struct StoreOptions {
   absl::Duration sweep_interval = absl::Milliseconds(50);
   // Limits applied to every inbound message.
   ipc::DecodeLimits limits;
+  // Where spilled objects go: a folder the store makes inside this one
+  // (mode 0700; this one is made 0700 when missing and must be this user's,
+  // not a link, not writable by others) and removes when it stops.
+  // Default "": the job's runtime folder (JobDir).
+  std::string spill_dir;
+  // Most bytes of spilled objects on disk; past it a create that finds the
+  // arena full fails. Default kSpillBytesAuto: half of the free space of
+  // spill_dir's file system when the store starts. 0: no spilling.
+  static constexpr uint64_t kSpillBytesAuto = ~uint64_t{0};
+  uint64_t spill_bytes = kSpillBytesAuto;
   // Device objects: the CUDA calls behind them (default null: the real ones,
   // made at the first device Create, so a store holding only CPU objects
   // never initialises CUDA; tests pass a fake) and each GPU's arena sizes.

@@ -25,6 +25,7 @@
 #include "shm/prefaulter.h"
 #include "shm/robust_lock.h"
 #include "shm/segment.h"
+#include "shm/spill_folder.h"
 #include "shm/store_accounts.h"
 #include "shm/store_service.h"
 
@@ -67,6 +68,8 @@ class StoreService::Impl {
   // `layout` and published; then the socket, bound to the endpoint.
   absl::Status CreateSegment(const std::string& name, const Layout& layout);
   absl::Status BindSocket();
+  // The spill folder, unless spilling is off (spill_objects.cc).
+  absl::Status MakeSpillFolder();
 
   // Socket plumbing.
   void DrainSocket();
@@ -121,6 +124,23 @@ class StoreService::Impl {
   size_t Evict(uint64_t bytes);
   void FreeEntry(uint32_t e);
   void ReclaimDeletePending();
+  // Spilling (spill_objects.cc); REQUIRE the segment lock.
+  // Spills sealed objects that are held but mapped by no process, least
+  // recently used first, until `bytes` fit in the arena and a batch
+  // (kSpillBatch) went. Returns the bytes spilled.
+  uint64_t Spill(uint64_t bytes);
+  // Writes entry `e`'s bytes to its file and frees its arena block.
+  absl::Status SpillOne(uint32_t e);
+  // Reads spilled entry `e` back into the arena (kSealed again, at a new
+  // offset), spilling or evicting others to make room. Errors:
+  // ResourceExhausted (no room), DataLoss and errno codes (its file).
+  absl::Status Restore(uint32_t e);
+  // Frees spilled objects nobody references, least recently used first,
+  // until `bytes` more fit in the spill quota and, with `need_entry`, an
+  // entry is free. Returns how many were freed.
+  size_t DropSpilled(uint64_t bytes, bool need_entry);
+  // What the spill folder holds, for error messages ("" when off).
+  std::string SpillSummary() const;
   // Device objects (device_objects.cc).
   Reply CreateDeviceObject(uint32_t slot, const ipc::CreateRequest& m);
   // The arena of the GPU with this UUID, made on first use. Errors:
@@ -170,6 +190,17 @@ class StoreService::Impl {
   uint64_t last_reclaim_hint_ = 0;
   // Each account's limit and charged bytes, and each charged entry's account.
   StoreAccounts accounts_;
+
+  // Spilled objects' files (null: spilling off), the last failure to spill
+  // (named in a full store's error), the entry being restored (never
+  // dropped meanwhile), and counters for the log.
+  std::unique_ptr<SpillFolder> spill_;
+  absl::Status last_spill_error_;
+  uint32_t restoring_ = ~uint32_t{0};
+  uint64_t spills_ = 0;
+  uint64_t spilled_bytes_ = 0;
+  uint64_t restores_ = 0;
+  uint64_t restored_bytes_ = 0;
 
   // Device objects.
   std::shared_ptr<gpu::CudaIpc> cuda_;
