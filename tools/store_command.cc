@@ -22,6 +22,34 @@ void OnSignal(int) {
 
 }  // namespace
 
+SpillFlags AddSpillFlags(ArgParser& p) {
+  std::string& dir = p.String(
+      "spill-dir", "",
+      "where objects go when the store is full (a folder of this user, "
+      "made 0700 if missing; default: the job's runtime folder)");
+  std::string& bytes =
+      p.String("spill-bytes", "auto",
+               "most bytes spilled to disk (auto: half the free space of "
+               "--spill-dir's file system at start; 0: no spilling)");
+  return SpillFlags{dir, bytes};
+}
+
+absl::Status ReadSpillFlags(const SpillFlags& flags, std::string* dir,
+                            uint64_t* bytes) {
+  *dir = flags.dir;
+  if (flags.bytes == "auto") {
+    *bytes = shm::StoreOptions::kSpillBytesAuto;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<uint64_t> n = ParseBytes(flags.bytes);
+  if (!n.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--spill-bytes ", flags.bytes, ": ", n.status().message()));
+  }
+  *bytes = *n;
+  return absl::OkStatus();
+}
+
 int StoreCommand(int argc, char** argv) {
   ArgParser p(
       "shoal store [flags]",
@@ -47,6 +75,7 @@ int StoreCommand(int argc, char** argv) {
               "as the GPU has)");
   uint64_t& device_chunk = p.Bytes("device-chunk-bytes", uint64_t{256} << 20,
                                    "device memory is taken in chunks of this");
+  const SpillFlags spill = AddSpillFlags(p);
   if (absl::Status s = p.Parse(argc, argv); !s.ok()) return Fail(s);
   if (!p.positional().empty()) {
     return Fail(absl::InvalidArgumentError(
@@ -65,6 +94,11 @@ int StoreCommand(int argc, char** argv) {
   options.prefault_ahead_bytes = ahead;
   if (device_bytes > 0) options.device.limit_bytes = device_bytes;
   options.device.chunk_bytes = device_chunk;
+  if (absl::Status s =
+          ReadSpillFlags(spill, &options.spill_dir, &options.spill_bytes);
+      !s.ok()) {
+    return Fail(s);
+  }
   absl::StatusOr<std::unique_ptr<shm::StoreService>> service =
       shm::StoreService::Create(options);
   if (!service.ok()) return Fail(service.status());
