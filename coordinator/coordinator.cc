@@ -99,6 +99,8 @@ absl::Status Coordinator::Impl::StartStore() {
   shm::StoreOptions so;
   so.job_id = options_.job_id;
   so.store_bytes = options_.store_bytes;
+  so.spill_dir = options_.spill_dir;
+  so.spill_bytes = options_.spill_bytes;
   SHOAL_ASSIGN_OR_RETURN(store_, shm::StoreService::Create(so));
   // The name taken: a fallback when another user held the usual one.
   SHOAL_RETURN_IF_ERROR(janitor_->Watch(store_->segment_name()));

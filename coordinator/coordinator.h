@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ipc/connection_guard.h"
+#include "shm/store_service.h"
 
 namespace shoal::coordinator {
 
@@ -33,6 +34,11 @@ struct CoordinatorOptions {
   std::optional<std::string> gpus;
   // Store size. Default 0: the store's default.
   uint64_t store_bytes = 0;
+  // Where the store spills objects when it is full, and the most bytes it
+  // spills: shm::StoreOptions::spill_dir and spill_bytes, with their
+  // defaults (the job's runtime folder; half the free space there).
+  std::string spill_dir;
+  uint64_t spill_bytes = shm::StoreOptions::kSpillBytesAuto;
   // Plugins every worker loads.
   std::vector<std::string> plugins;
   // Directories every worker's embedded Python searches for modules first

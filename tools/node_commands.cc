@@ -173,6 +173,7 @@ absl::StatusOr<coordinator::CoordinatorOptions> ParseStartFlags(
                "GPUs to use, as CUDA_VISIBLE_DEVICES (default: all visible)");
   uint64_t& store_bytes = p.Bytes(
       "store-bytes", 0, "store size (default: min(30% RAM, 80% /dev/shm))");
+  const SpillFlags spill = AddSpillFlags(p);
   std::string& plugins = p.String(
       "plugin", "", "shared libraries of task functions, ':'-separated");
   std::string& python_path =
@@ -249,6 +250,10 @@ absl::StatusOr<coordinator::CoordinatorOptions> ParseStartFlags(
   o.cpus_per_worker = static_cast<int>(cpus_per_worker);
   if (p.seen("gpus")) o.gpus = gpus;
   o.store_bytes = store_bytes;
+  if (absl::Status s = ReadSpillFlags(spill, &o.spill_dir, &o.spill_bytes);
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = ResolveTaskPaths(plugins, python_path, &o); !s.ok())
     return s;
   o.bind = bind;
