@@ -445,6 +445,7 @@ void Frontend::Tick(absl::Time now) {
 }
 
 void Frontend::Sweep(absl::Time now) {
+  if (completions_missed_) FindMissedCompletions();
   ExpireResults(now);
   guard_.Tick(now);
   std::vector<Session*> expired, idle;

@@ -262,6 +262,14 @@ class Frontend {
   std::optional<ipc::Message> TryWait(Session& s, const ipc::WaitRequest& m,
                                       bool force);
   void ExpireWaits(absl::Time now);
+  // Moves finished tasks among the first `look_ahead` unfinished ones of
+  // `order` to `finished`, dropping finished and forgotten ids it passes.
+  void CollectFinished(std::deque<uint64_t>& order, size_t look_ahead,
+                       std::vector<uint64_t>* finished);
+  // Marks `finished` done: answers their waits, pushes their results.
+  void MarkFinished(const std::vector<uint64_t>& finished);
+  // Every flow walked whole (Sweep, after completions_missed_).
+  void FindMissedCompletions();
   // Sends held SubmitReplies, but for the tasks in `answered`.
   void SendHeldIds(Session& s, const std::set<uint64_t>& answered);
   void SendAllHeldIds();
@@ -327,9 +335,15 @@ class Frontend {
   uint32_t next_account_ = 1;  // store accounts handed to principals
   absl::Time next_sweep_ = absl::InfinitePast();  // Sweep's next run
   std::map<uint64_t, RemoteTask> tasks_;          // by task id
-  // Unfinished tasks in the order they were submitted (completions come
-  // roughly in that order; finished and forgotten ids are skipped).
-  std::deque<uint64_t> watch_order_;
+  // Unfinished tasks by flow (their principal's store account, the flow the
+  // task table's fair queue serves them by), each flow's in the order they
+  // were submitted: a flow's tasks finish roughly in that order. Finished
+  // and forgotten ids are dropped as walks pass them.
+  std::map<uint32_t, std::deque<uint64_t>> watch_order_;
+  // OnCompletions found fewer finished tasks than its doorbell rang for
+  // (an actor's constructor, or one finished behind more than its look-ahead
+  // of its flow's unfinished tasks): the next Sweep walks every flow whole.
+  bool completions_missed_ = false;
   size_t unfinished_ = 0;
   uint32_t rings_seen_ = 0;
   uint32_t touched_ = ~0u;

@@ -282,7 +282,7 @@ std::optional<ipc::Message> Frontend::OnSubmit(Session& s, uint64_t request_id,
     t.session = s.serial;
     t.push_request = push ? request_id : 0;
     s.tasks.insert(id);
-    watch_order_.push_back(id);
+    watch_order_[*account].push_back(id);
   }
   p.tasks += ids.size();
   unfinished_ += ids.size();

@@ -1,11 +1,13 @@
 // Waits and pushed results of the frontend's clients, without periodic
-// scans. Every remote task is in tasks_ and, until it finishes, in
-// watch_order_ (the order it was submitted in). When our task client's
-// doorbell rings (the completion eventfd), the ring count says how many of
-// our tasks finished since the last look; OnCompletions walks the watch
-// order from its front until it has found that many finished ones
-// (completions come roughly in submission order), so a completion costs
-// about one Poll, not a scan of every waiting request. Deadlines of waits
+// scans. Every remote task is in tasks_ and, until it finishes, in its
+// flow's watch order (the order its principal submitted it in; the task
+// table serves flows fairly, each flow's tasks roughly in order). When our
+// task client's doorbell rings (the completion eventfd), the ring count says
+// how many of our tasks finished since the last look; OnCompletions walks
+// the front of each flow's order (its running tasks and those just
+// finished) until it has found that many, so a completion costs a few Polls
+// per busy flow, not a scan of every waiting task. A completion it misses
+// is found by the next Sweep's whole walk. Deadlines of waits
 // are a timer queue: the event loop sleeps until the earliest.
 //
 // A pushed task's result goes to its session's `ready` queue and is taken
@@ -13,8 +15,14 @@
 // (PushReady): a client that does not read leaves its results in the table,
 // where they wait for it (never dropped).
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <iterator>
 #include <map>
+#include <set>
 #include <utility>
+#include <vector>
 
 #include "coordinator/frontend.h"
 #include "tasks/task_results.h"
@@ -170,17 +178,49 @@ void Frontend::OnCompletions() {
   const uint32_t rings = table_->ClientRings(own_client_);
   const uint32_t rung = rings - rings_seen_;
   rings_seen_ = rings;
-  // Finished tasks, found from the front of the watch order. Rings of our
-  // other tasks (actor constructors) count too, so a short find means a
-  // full walk.
+  // Each flow's front holds its running tasks and those that finished since
+  // the last look: at most the workers' count plus the rings.
+  const size_t look_ahead = size_t{rung} + tasks::kMaxTaskWorkers;
   std::vector<uint64_t> finished;
-  for (size_t i = 0; i < watch_order_.size() && finished.size() < rung; ++i) {
-    const uint64_t id = watch_order_[i];
+  for (auto it = watch_order_.begin();
+       it != watch_order_.end() && finished.size() < rung;) {
+    CollectFinished(it->second, look_ahead, &finished);
+    it = it->second.empty() ? watch_order_.erase(it) : std::next(it);
+  }
+  if (finished.size() < rung) completions_missed_ = true;
+  MarkFinished(finished);
+}
+
+void Frontend::CollectFinished(std::deque<uint64_t>& order, size_t look_ahead,
+                               std::vector<uint64_t>* finished) {
+  size_t kept = 0, i = 0, open = 0;
+  for (; i < order.size() && open < look_ahead; ++i) {
+    const uint64_t id = order[i];
     auto t = tasks_.find(id);
     if (t == tasks_.end() || t->second.done) continue;
     absl::StatusOr<tasks::TaskState> st = table_->Poll(id);
-    if (!st.ok() || *st == tasks::TaskState::kDone) finished.push_back(id);
+    if (!st.ok() || *st == tasks::TaskState::kDone) {
+      finished->push_back(id);
+      continue;
+    }
+    order[kept++] = id;
+    ++open;
   }
+  order.erase(order.begin() + static_cast<std::ptrdiff_t>(kept),
+              order.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
+void Frontend::FindMissedCompletions() {
+  completions_missed_ = false;
+  std::vector<uint64_t> finished;
+  for (auto it = watch_order_.begin(); it != watch_order_.end();) {
+    CollectFinished(it->second, SIZE_MAX, &finished);
+    it = it->second.empty() ? watch_order_.erase(it) : std::next(it);
+  }
+  MarkFinished(finished);
+}
+
+void Frontend::MarkFinished(const std::vector<uint64_t>& finished) {
   std::vector<uint64_t> due;
   std::set<uint64_t> pushing;  // sessions with results to push
   for (uint64_t id : finished) {
@@ -210,21 +250,6 @@ void Frontend::OnCompletions() {
     if (Session* s = sessions_.BySerial(serial)) PushReady(*s);
   }
   for (uint64_t serial : due) FinishWait(serial);
-  // Drop finished and forgotten ids from the front; compact when most of
-  // the order is stale.
-  auto stale = [&](uint64_t id) {
-    auto t = tasks_.find(id);
-    return t == tasks_.end() || t->second.done;
-  };
-  while (!watch_order_.empty() && stale(watch_order_.front()))
-    watch_order_.pop_front();
-  if (watch_order_.size() > 2 * unfinished_ + 4096) {
-    std::deque<uint64_t> kept;
-    for (uint64_t id : watch_order_) {
-      if (!stale(id)) kept.push_back(id);
-    }
-    watch_order_.swap(kept);
-  }
 }
 
 }  // namespace shoal::coordinator

@@ -23,8 +23,9 @@ namespace shoal::tasks {
 
 inline constexpr uint64_t kTaskSegmentMagic =
     0x4b5341544c414f48ULL;  // "HOALTASK"
-// 5: TaskEntry::account (was reserved).
-inline constexpr uint32_t kTaskLayoutVersion = 5;
+// 5: TaskEntry::account (was reserved). 6: fair queueing (TaskEntry::tag,
+// TaskSegmentHeader::fair).
+inline constexpr uint32_t kTaskLayoutVersion = 6;
 // Ordinary classes (distinct cpus/gpus requests) and actor classes (one per
 // live actor) together.
 inline constexpr uint32_t kMaxResourceClasses = 80;
@@ -49,6 +50,28 @@ inline constexpr uint32_t kTaskTimedOut = 1u << 2;  // cancelled by its deadline
 // Tasks needing these resources share one FIFO. An actor's class holds the
 // calls to that actor: only the worker slot serving it claims from it, and
 // ordinary workers never do.
+// Fair queueing across submitters (start-time fair queueing with a unit
+// cost per task): each flow — a store account where the task has one (the
+// frontend gives one per remote principal), else the submitting client slot
+// — numbers its tasks from max(virtual time, its last tag + 1); a class's
+// FIFO is kept ordered by tag, and a claim takes the lowest tag, so a flow
+// with one task waits behind at most one task of each other flow, however
+// many those have queued. The virtual time is the tag of the task claimed
+// last. A flow whose last tag is at or below the virtual time is the same as
+// a flow never seen, so its slot can be reused. These fields only order
+// work: a write lost to a rollback changes no task's fate, so they are
+// written without the journal.
+inline constexpr uint32_t kFairFlowSlots = 128;
+struct FairFlow {
+  uint64_t key;   // 0: free; see TaskTable::FlowKey
+  uint64_t last;  // the next tag the flow's task gets at the earliest
+};
+struct FairQueueing {
+  uint64_t vtime;    // the tag of the task claimed last
+  uint64_t max_tag;  // the highest tag given (for a flow with no slot)
+  FairFlow flows[kFairFlowSlots];
+};
+
 struct ResourceClass {
   uint32_t cpus;
   uint32_t gpus;
@@ -132,6 +155,7 @@ struct TaskSegmentHeader {
   uint64_t completed;
   SubmitBatchRecord batch;
   ResourceClass classes[kMaxResourceClasses];
+  FairQueueing fair;
 
   // Bumped on every enqueue, read without the lock by workers spinning for
   // work, so they need not touch the lock's cache line while idle.
@@ -153,6 +177,7 @@ struct TaskEntry {
   std::atomic<uint32_t> flags;
   int32_t result_code;  // absl::StatusCode, when done
   uint64_t seq;         // submission order
+  uint64_t tag;         // fair-queueing order (FairQueueing), while queued
   int64_t timeout_ns;   // 0: none
   int64_t started_ns;   // CLOCK_MONOTONIC when the current attempt began
   uint32_t args_bytes;

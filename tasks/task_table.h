@@ -322,6 +322,13 @@ class TaskTable {
                                  uint32_t client, uint32_t klass);
   // The class a submission goes to (its actor's, or one for its resources).
   static absl::StatusOr<uint32_t> ClassOf(Op& op, const TaskSubmission& t);
+  // The fair-queueing flow a task of `client` charged to `account` belongs
+  // to (task_layout.h: FairQueueing): the account where there is one, else
+  // the client slot.
+  static uint64_t FlowKey(uint32_t client, uint32_t account) {
+    return account != 0 ? (uint64_t{1} << 63) | account
+                        : (uint64_t{1} << 62) | (uint64_t{client} + 1);
+  }
   // Whether a whole batch fits (entries, payload chunks, resource classes,
   // live actors), checked before any of it is written. Writes nothing.
   // Errors: as Submit.

@@ -246,7 +246,8 @@ class TaskTable::Op {
       W32(&x->next, k.head);
       W32(&k.head, i + 1);
       if (k.tail == 0) W32(&k.tail, i + 1);
-    } else {
+    } else if (k.actor != 0 || k.tail == 0 || e(k.tail - 1)->tag <= x->tag ||
+               !InsertByTag(i, k)) {
       W32(&x->next, 0);
       if (k.tail == 0) {
         W32(&k.head, i + 1);
@@ -257,6 +258,57 @@ class TaskTable::Op {
     }
     W32(&k.depth, k.depth + 1);
     W32(&h()->queued, h()->queued + 1);
+  }
+
+  // Links entry `i` into class `k`'s FIFO after the tasks whose tag is at or
+  // below its own (ties keep submission order). REQUIRES: the tail's tag is
+  // above `i`'s. False, having changed nothing, when that place is more than
+  // kMaxTagWalk entries from the head: the caller appends it, which costs
+  // only fairness (claims stay exactly-once whatever the order).
+  bool InsertByTag(uint32_t i, ResourceClass& k) {
+    static constexpr uint32_t kMaxTagWalk = 256;
+    const uint64_t tag = e(i)->tag;
+    uint32_t prev = 0, cur = k.head;
+    for (uint32_t n = 0; cur != 0 && e(cur - 1)->tag <= tag; ++n) {
+      if (n == kMaxTagWalk) return false;
+      prev = cur;
+      cur = e(cur - 1)->next;
+    }
+    if (cur == 0) return false;  // the tail's tag was not above it
+    W32(&e(i)->next, cur);
+    W32(prev == 0 ? &k.head : &e(prev - 1)->next, i + 1);
+    return true;
+  }
+
+  // The fair-queueing tag of the next task of flow `key` in an ordinary
+  // class (task_layout.h: FairQueueing). Written outside the journal.
+  uint64_t NextFairTag(uint64_t key) {
+    FairQueueing& f = h()->fair;
+    FairFlow* flow = nullptr;
+    FairFlow* spare = nullptr;
+    const uint32_t start =
+        static_cast<uint32_t>((key * 0x9E3779B97F4A7C15ULL) >> 57);
+    for (uint32_t n = 0; n < kFairFlowSlots; ++n) {
+      FairFlow& s = f.flows[(start + n) % kFairFlowSlots];
+      if (s.key == key) {
+        flow = &s;
+        break;
+      }
+      if (spare == nullptr && s.last <= f.vtime) spare = &s;
+      // Keys are overwritten, never cleared: a key is never past a free slot.
+      if (s.key == 0) break;
+    }
+    if (flow == nullptr && spare != nullptr) {
+      flow = spare;
+      flow->key = key;
+    }
+    // With no slot free (more backlogged flows than slots), after
+    // everything queued: first come, first served.
+    const uint64_t tag =
+        flow == nullptr ? f.max_tag : std::max(f.vtime, flow->last);
+    if (flow != nullptr) flow->last = tag + 1;
+    f.max_tag = std::max(f.max_tag, tag);
+    return tag;
   }
 
   // Removes queued entry `i` from its FIFO.

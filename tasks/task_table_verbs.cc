@@ -233,6 +233,10 @@ void TaskTable::InitSubmittedEntry(Op& op, TaskEntry* x,
          static_cast<uint64_t>(t.timeout_ns));
   op.W64(&x->seq, op.h()->next_seq);
   op.W64(&op.h()->next_seq, op.h()->next_seq + 1);
+  // An actor's calls keep their FIFO and take no part in fair queueing.
+  x->tag = op.h()->classes[klass].actor != 0
+               ? 0
+               : op.NextFairTag(FlowKey(client, t.account));
   op.W32(&x->result_bytes, 0);
   op.W32(&x->result_chunk, 0);
   if (x->account != t.account) op.W32(&x->account, t.account);
@@ -401,14 +405,17 @@ absl::StatusOr<std::optional<TaskClaim>> TaskTable::ClaimOnto(uint32_t worker,
         "the worker runs no task to run another inside");
   }
   if (op.h()->queued == 0) return std::nullopt;
+  // The lowest fair tag among the heads this worker serves (ties: the
+  // oldest).
   uint32_t best = kMaxResourceClasses;
-  uint64_t best_seq = ~uint64_t{0};
+  uint64_t best_tag = ~uint64_t{0}, best_seq = ~uint64_t{0};
   for (uint32_t k = 0; k < op.h()->num_classes; ++k) {
     const ResourceClass& c = op.h()->classes[k];
     if (c.head == 0 || !Serves(s, c)) continue;
-    const uint64_t seq = op.e(c.head - 1)->seq;
-    if (seq < best_seq) {
-      best_seq = seq;
+    const TaskEntry* head = op.e(c.head - 1);
+    if (head->tag < best_tag || (head->tag == best_tag && head->seq < best_seq)) {
+      best_tag = head->tag;
+      best_seq = head->seq;
       best = k;
     }
   }
@@ -416,6 +423,9 @@ absl::StatusOr<std::optional<TaskClaim>> TaskTable::ClaimOnto(uint32_t worker,
   const uint32_t i = op.h()->classes[best].head - 1;
   op.Unlink(i);
   TaskEntry* x = op.e(i);
+  if (op.h()->classes[best].actor == 0) {
+    op.h()->fair.vtime = std::max(op.h()->fair.vtime, x->tag);
+  }
   op.WA32(&x->state, static_cast<uint32_t>(TaskState::kRunning));
   op.W32(&x->worker, worker + 1);
   op.W32(&x->attempts, x->attempts + 1);
