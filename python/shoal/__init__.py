@@ -13,7 +13,9 @@ Launch mode (`shoal launch --nproc-per-node 2 -- python train.py`):
     shoal.all_reduce(grad)                   # numpy arrays or torch tensors
 
 The store, in both: ref = shoal.put(array); view = shoal.get(ref) (zero-copy,
-read-only); torch.from_dlpack(ref) shares the memory. See docs/python.md.
+read-only); torch.from_dlpack(ref) shares the memory. shoal.put(obj) of any
+other picklable object gives a ValueRef; shoal.get unpickles it, its arrays
+viewing the store. See docs/python.md.
 
 Modules, each importing only modules below it (a DAG: no import hides in a
 function to dodge a cycle); the arrows name its imports besides _errors:
@@ -38,7 +40,7 @@ function to dodge a cycle); the arrows name its imports besides _errors:
                                                         → _serialize
     _job           Job (launch mode)                    → _store
     _store         put_into/get_from on a Store (the one put/get),
-                   ObjectRef, StoreArray                → _ext
+                   ObjectRef, StoreArray, ValueRef      → _ext, _serialize
     _ext           the C++ extension _shoal (absent in a worker); at call
                    time, not import time, it looks up _errors.from_status
                    (to raise) and _context._borrow (to unpickle an ObjectRef)
@@ -57,7 +59,7 @@ from ._errors import (AbortedError, ActorDiedError, AlreadyExistsError,
                       InvalidArgumentError, NotFoundError,
                       PermissionDeniedError, ResourceExhaustedError,
                       TaskError, TimeoutError, UnavailableError, UnknownError)
-from ._store import ObjectRef, StoreArray
+from ._store import ObjectRef, StoreArray, ValueRef
 from ._client import Client, Future
 from ._job import Job
 from ._context import (barrier, borrow, connect, disconnect, get, init,
@@ -78,7 +80,8 @@ __all__ = [
     "InternalError", "InvalidArgumentError", "Job", "Node", "NotFoundError",
     "ObjectRef", "PermissionDeniedError", "ResourceExhaustedError",
     "StoreArray", "TaskError", "TimeoutError", "UnavailableError",
-    "UnknownError", "Work", "all_gather", "all_reduce", "all_to_all",
+    "UnknownError", "ValueRef", "Work", "all_gather", "all_reduce",
+    "all_to_all",
     "barrier", "borrow", "broadcast", "connect", "disconnect", "get", "init",
     "kv_add", "kv_compare_and_set", "kv_delete", "kv_get", "kv_list",
     "kv_set", "kv_wait", "kill", "new_group", "put", "recv", "reduce",

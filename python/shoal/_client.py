@@ -303,7 +303,8 @@ class Client(Collector):
         plain = fn_bytes is None
         for a in args:
             if type(a) not in _PLAIN_TYPES:
-                if isinstance(a, Future) or not name.startswith("py:"):
+                if (isinstance(a, Future) or type(a) is _store.ValueRef or
+                        not name.startswith("py:")):
                     return None
                 plain = False
             elif (type(a) is np.ndarray and _zero_copy.active and
@@ -367,6 +368,10 @@ class Client(Collector):
             raise _errors.InvalidArgumentError(
                 f"the C++ task {name!r} takes positional plain values only "
                 "(None, bool, int, float, str, bytes, arrays)")
+        if any(type(a) is _store.ValueRef for a in args):
+            args = tuple(_top_level(a) for a in args)
+        if any(type(v) is _store.ValueRef for v in kwargs.values()):
+            kwargs = {k: _top_level(v) for k, v in kwargs.items()}
         try:
             values = _serialize.dump_call(fn_bytes, args, kwargs, self._local)
         except NestedFuture:
@@ -638,6 +643,12 @@ def _store_ref_of(output):
         if type(owner) is _store.ObjectRef:
             return owner
     return None
+
+
+def _top_level(arg):
+    """A task's argument as it is pickled: a ValueRef as its value (Ray's
+    rule for a top-level ref), anything else as it is."""
+    return _store.ByValue(arg) if type(arg) is _store.ValueRef else arg
 
 
 def _keep_also(keep, ref):

@@ -141,7 +141,9 @@ def barrier(timeout=_job.DEFAULT_BARRIER_TIMEOUT):
 
 def put(obj, *, dtype=None):
     """Copies an array (numpy, torch CPU tensor, anything with the buffer
-    protocol or __dlpack__) into the store; returns its ObjectRef.
+    protocol or __dlpack__) into the store; returns its ObjectRef. Any
+    other picklable object is pickled into the store: a ValueRef, whose
+    shoal.get is the object (its arrays read-only views of the store).
 
     `dtype` ("bf16", ...) reinterprets elements of the same size.
     """
@@ -153,7 +155,8 @@ _UNSET = object()
 
 def get(ref, *, timeout=_UNSET):
     """A read-only numpy view (StoreArray) of a store object — no copy; a
-    Future's value; or for a list or tuple of those, their values in order.
+    ValueRef's object; a Future's value; or for a list or tuple of those,
+    their values in order.
 
     `ref` is an ObjectRef, or an object id (hex) made by another process on
     this node; then get waits up to `timeout` seconds (default 0; None:

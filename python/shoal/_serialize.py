@@ -265,13 +265,13 @@ def _store_object_of(raw):
     (found through the .base / .obj chain of the array it views), else
     None. Only the client has ObjectRefs (the extension's type)."""
     owner = raw.obj
-    for _ in range(6):
-        owner = owner.obj if isinstance(owner, memoryview) else \
-            getattr(owner, "base", None)
+    for _ in range(7):
         if owner is None:
             return None
         if type(owner).__name__ == "ObjectRef":
             break
+        owner = owner.obj if isinstance(owner, memoryview) else \
+            getattr(owner, "base", None)
     else:
         return None
     try:

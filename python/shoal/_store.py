@@ -1,18 +1,23 @@
-"""The one put / get: numpy arrays and torch tensors through a node's store.
+"""The one put / get: numpy arrays, torch tensors and any picklable object
+through a node's store.
 
 put copies an array into shared memory once and returns an ObjectRef; get
 returns a read-only numpy view of an object (no copy: the array's memory is
 the store's, mapped into this process). Refs and views keep the object alive;
 the object of a put is deleted when its last ObjectRef and view are gone.
+Any other object is pickled (protocol 5) into store objects and put returns
+a ValueRef; get unpickles it, its arrays viewing the store in place.
 
 put_into / get_from work on a store connection (the extension's Store, which
 a Client and a Job both expose as `.store`); shoal.put / shoal.get
 (_context.py) and Client.put / Job.put all come here.
 """
 
+import pickle
+
 import numpy as np
 
-from . import _errors, _ext
+from . import _errors, _ext, _serialize
 
 
 class StoreArray(np.ndarray):
@@ -58,12 +63,128 @@ def _prepare(obj):
     return obj
 
 
+class ValueRef:
+    """A picklable object in the store (shoal.put of anything but an array).
+
+    shoal.get(ref) unpickles it: a new object each time, whose arrays are
+    read-only views of the store (no copy). Passed to a task, at the top of
+    its arguments it arrives as its value; inside a list, dict or object as
+    a ValueRef the task reads with shoal.get. Either way its store objects
+    travel as references (the task's arguments), never copies. Like an
+    ObjectRef it keeps its objects while it lives.
+
+    `_header`: the pickle (bytes), or the ObjectRef holding a large one;
+    `_buffers`: its out-of-band buffers, ObjectRefs (memoryviews in a
+    worker, where it arrives as a task's argument).
+    """
+
+    __slots__ = ("_header", "_buffers", "__weakref__")
+
+    def __init__(self, header, buffers):
+        self._header = header
+        self._buffers = tuple(buffers)
+
+    def get(self):
+        """The object (unpickled again at each call)."""
+        header = self._header
+        if not isinstance(header, (bytes, bytearray)):
+            header = memoryview(header).cast("B")
+        header, buffers = _serialize._sliced(
+            header, [memoryview(b).cast("B") for b in self._buffers])
+        return _errors.loads(header, buffers=buffers)
+
+    @property
+    def nbytes(self):
+        """The bytes it takes in the store and in its pickle."""
+        return (len(memoryview(self._header).cast("B")) +
+                sum(memoryview(b).nbytes for b in self._buffers))
+
+    def _parts(self):
+        # The store objects as out-of-band buffers of the task's call: its
+        # arguments then name those same objects (_serialize.dumps).
+        return (_keep_bytes(self._header),) + tuple(
+            pickle.PickleBuffer(b) for b in self._buffers)
+
+    def __reduce__(self):
+        return _value_ref, self._parts()
+
+    def __repr__(self):
+        return (f"<shoal.ValueRef {len(self._buffers)} buffer(s), "
+                f"{self.nbytes} bytes>")
+
+
+class ByValue:
+    """A ValueRef at the top of a task's arguments: the task gets its value
+    (Client._submit_now wraps them)."""
+
+    __slots__ = ("ref",)
+
+    def __init__(self, ref):
+        self.ref = ref
+
+    def __reduce__(self):
+        return _value_of, self.ref._parts()
+
+
+def _keep_bytes(header):
+    if isinstance(header, (bytes, bytearray)):
+        return header
+    return pickle.PickleBuffer(header)
+
+
+def _value_ref(header, *buffers):
+    """A ValueRef unpickled in a task: over its call's buffers."""
+    return ValueRef(header, buffers)
+
+
+def _value_of(header, *buffers):
+    return ValueRef(header, buffers).get()
+
+
+# numpy dtypes a store object has (ipc::DType; bf16 travels as uint16 with
+# put's dtype="bf16"). Arrays of others are pickled, as any object.
+_STORE_DTYPES = frozenset(np.dtype(t) for t in (
+    "float16", "float32", "float64", "int8", "int16", "int32", "int64",
+    "uint8", "bool"))
+
+
+def _is_array(obj):
+    """Whether put stores `obj` as one array object (else it pickles it)."""
+    if isinstance(obj, np.ndarray):
+        return obj.dtype in _STORE_DTYPES
+    if _is_torch_tensor(obj) or hasattr(obj, "__dlpack__"):
+        return True
+    try:
+        memoryview(obj)
+    except TypeError:
+        return False
+    return True
+
+
+def _put_value(store, obj):
+    try:
+        header, buffers = _serialize.dumps(obj)
+    except Exception as e:  # noqa: BLE001 (any pickling failure)
+        raise _errors.InvalidArgumentError(
+            f"put: a {_serialize._describe(obj)} is neither an array nor "
+            f"picklable ({type(e).__name__}: {e})") from None
+    refs = [b if isinstance(b, _ext.ext().ObjectRef) else
+            store.put(np.frombuffer(b, dtype=np.uint8), "")
+            for b in buffers]
+    if len(header) >= _serialize.OUT_OF_BAND_BYTES:
+        header = store.put(np.frombuffer(header, dtype=np.uint8), "")
+    return ValueRef(header, refs)
+
+
 def put_into(store, obj, dtype=None):
     """Copies an array (numpy, torch CPU tensor, anything with the buffer
     protocol or __dlpack__) into `store` (an extension Store); returns its
     ObjectRef. `dtype` ("bf16", ...) reinterprets elements of the same size.
-    The copy runs with the GIL released.
+    The copy runs with the GIL released. Any other picklable object: a
+    ValueRef (its pickle and out-of-band buffers in store objects).
     """
+    if dtype is None and not _is_array(obj):
+        return _put_value(store, obj)
     return store.put(_prepare(obj), dtype or "")
 
 
@@ -75,6 +196,8 @@ def get_from(store_of, ref, timeout=0):
     only then: viewing a ref needs no connection), waiting up to `timeout`
     seconds (None: forever, Ctrl-C interrupts) for the object to appear.
     """
+    if isinstance(ref, ValueRef):
+        return ref.get()
     ext = _ext.ext()
     if not isinstance(ref, ext.ObjectRef):
         ref = store_of().get(str(ref), timeout)

@@ -87,7 +87,8 @@ def test_unpicklable_return_value_names_the_function_once(client):
         client.submit(raytasks.return_lock).result(30)
     text = str(info.value)
     assert text.startswith("task raytasks.return_lock ("), text
-    assert "raytasks.py, line 20)" in text, text
+    line = raytasks.return_lock.__code__.co_firstlineno
+    assert f"raytasks.py, line {line})" in text, text
     assert "its return value (a dict) cannot be pickled" in text, text
     assert "cannot pickle '_thread.lock' object" in text, text
     assert "The worker's traceback:\nTraceback (most recent call last)" \

@@ -76,11 +76,16 @@ def test_strided_arrays_are_stored_contiguously(client):
     np.testing.assert_array_equal(v, a)
 
 
-def test_unsupported_dtypes_are_refused(client):
+def test_other_dtypes_and_objects_are_pickled(client):
+    # No store dtype: pickled (shoal.put takes any picklable object).
+    a = np.arange(4, dtype=np.complex64)
+    ref = shoal.put(a)
+    assert isinstance(ref, shoal.ValueRef)
+    np.testing.assert_array_equal(shoal.get(ref), a)
+    assert shoal.get(shoal.put([1, 2, 3])) == [1, 2, 3]
+    # A dtype to reinterpret as still needs an array of its element size.
     with pytest.raises(shoal.InvalidArgumentError, match="no shoal dtype"):
-        shoal.put(np.zeros(4, dtype=np.complex64))
-    with pytest.raises(shoal.InvalidArgumentError):
-        shoal.put([1, 2, 3])
+        shoal.put(np.zeros(4, dtype=np.complex64), dtype="f32")
 
 
 def test_views_keep_the_object_alive(client):
