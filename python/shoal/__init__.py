@@ -27,8 +27,10 @@ function to dodge a cycle); the arrows name its imports besides _errors:
                    worker's _init/_call                 → _context, _ext
     _node          start_node: `shoal start` as a child → _client, _paths
     _context       THE global state: the current Client and Job, made on
-                   first use; connect/submit/wait, init/kv_*/barrier,
-                   put/get/borrow              → _client, _job, _store, _ext
+                   first use; connect/submit/wait, init (connects to or
+                   starts a node; the job under launch)/shutdown,
+                   kv_*/barrier, put/get/borrow
+                                → _client, _job, _node, _store, _ext
     _client        Client (task mode): submitting
                    → _collector, _naming, _future, _paths, _serialize,
                      _store, _ext
@@ -63,8 +65,9 @@ from ._store import ObjectRef, StoreArray, ValueRef
 from ._client import Client, Future
 from ._job import Job
 from ._context import (barrier, borrow, connect, disconnect, get, init,
-                       kv_add, kv_compare_and_set, kv_delete, kv_get, kv_list,
-                       kv_set, kv_wait, put, submit, wait)
+                       is_initialized, kv_add, kv_compare_and_set, kv_delete,
+                       kv_get, kv_list, kv_set, kv_wait, put, shutdown,
+                       submit, wait)
 from ._collectives import (Communicator, Work, all_gather, all_reduce,
                            all_to_all, broadcast, new_group, recv, reduce,
                            reduce_scatter, send, world)
@@ -83,8 +86,10 @@ __all__ = [
     "UnknownError", "ValueRef", "Work", "all_gather", "all_reduce",
     "all_to_all",
     "barrier", "borrow", "broadcast", "connect", "disconnect", "get", "init",
+    "is_initialized",
     "kv_add", "kv_compare_and_set", "kv_delete", "kv_get", "kv_list",
     "kv_set", "kv_wait", "kill", "new_group", "put", "recv", "reduce",
-    "reduce_scatter", "remote", "send", "start_node", "submit", "task",
+    "reduce_scatter", "remote", "send", "shutdown", "start_node", "submit",
+    "task",
     "wait", "world",
 ]

@@ -3,7 +3,8 @@
 It holds the current Client (task mode: connect) and Job (launch mode:
 init), makes them on first use when the caller did not, and carries the
 module-level API that works on them: shoal.connect / submit / wait, shoal.init
-/ kv_* / barrier, shoal.put / get / borrow. The classes it hands out live in
+(a node to connect to, or one it starts, as ray.init does; the job under
+`shoal launch`) / shutdown / kv_* / barrier, shoal.put / get / borrow. The classes it hands out live in
 _client, _job and _store, which know nothing of this module (see the module
 graph in __init__.py).
 """
@@ -11,11 +12,17 @@ graph in __init__.py).
 import os
 import threading
 
-from . import _client, _ext, _job, _store, _zero_copy
+from . import _client, _errors, _ext, _job, _node, _store, _zero_copy
 
 _lock = threading.Lock()
 _client_now = None  # shoal.Client from connect()
 _job_now = None  # shoal.Job from init()
+# init() in task mode: one at a time (starting a node takes seconds), and
+# the node it started, which shutdown() stops.
+_init_lock = threading.Lock()
+_started_node = None
+# The most workers a node that init() starts gets by default.
+DEFAULT_MAX_WORKERS = 16
 
 
 # ---- the current client and job ------------------------------------------
@@ -29,8 +36,14 @@ def client():
 
 
 def job():
-    """The Job of this launched process (shoal.init() if not yet called)."""
-    return init()
+    """The Job of this launched process, joined on first use.
+
+    Raises FailedPreconditionError when not started by shoal launch."""
+    global _job_now
+    with _lock:
+        if _job_now is None:
+            _job_now = _job.Job(_ext.ext().Job.init())
+        return _job_now
 
 
 def _default_store():
@@ -91,16 +104,67 @@ def wait(futures, timeout=None, num_returns=None):
 # ---- launch mode ------------------------------------------------------------
 
 
-def init():
-    """Joins the job `shoal launch` started this process in (idempotent).
+def init(address=None, *, job_id=None, num_workers=None,
+         store_bytes="512M"):
+    """ray.init(): this process's connection to shoal (idempotent).
 
-    Raises FailedPreconditionError when not started by shoal launch.
+    Under `shoal launch` (and with no address or job_id): joins the job and
+    returns its Job. Elsewhere, task mode, returns the default Client,
+    connected to the first of: `address` (a coordinator's tcp://host:port,
+    or "auto": the node started last on this machine, which must exist),
+    `job_id`, $SHOAL_COORDINATOR, $SHOAL_JOB_ID, the node started last on
+    this machine; when none of those names one and no node was started
+    here, it starts a node (`num_workers` workers, default the CPUs this
+    process may use, at most DEFAULT_MAX_WORKERS; `store_bytes`) that stops
+    with this process or at shutdown().
     """
-    global _job_now
-    with _lock:
-        if _job_now is None:
-            _job_now = _job.Job(_ext.ext().Job.init())
-        return _job_now
+    if (address is None and job_id is None and
+            os.environ.get("SHOAL_KV_ENDPOINT")):
+        return job()
+    with _init_lock:
+        if _client_now is not None and address is None and job_id is None:
+            return _client_now
+        return _connect_or_start(address, job_id, num_workers, store_bytes)
+
+
+def _connect_or_start(address, job_id, num_workers, store_bytes):
+    global _started_node
+    if address == "auto":
+        return connect()
+    if (address or job_id or os.environ.get("SHOAL_COORDINATOR") or
+            os.environ.get("SHOAL_JOB_ID")):
+        return connect(address, job_id=job_id)
+    try:
+        return connect()  # the node started last on this machine
+    except (_errors.NotFoundError, _errors.UnavailableError):
+        pass  # none, or its discovery file outlived it
+    if num_workers is None:
+        num_workers = min(len(os.sched_getaffinity(0)), DEFAULT_MAX_WORKERS)
+    node = _node.start_node(num_workers, store_bytes=store_bytes)
+    try:
+        c = connect(job_id=node.job_id)
+    except BaseException:
+        node.stop()
+        raise
+    _started_node = node
+    return c
+
+
+def shutdown():
+    """ray.shutdown(): drops the default client and stops the node init()
+    started, if any (a node it connected to keeps running). Under `shoal
+    launch` the job stays joined (its processes end with the job)."""
+    global _started_node
+    with _init_lock:
+        disconnect()
+        node, _started_node = _started_node, None
+    if node is not None:
+        node.stop()
+
+
+def is_initialized():
+    """Whether this process has a default client or a joined job."""
+    return _client_now is not None or _job_now is not None
 
 
 def kv_set(key, value):
