@@ -148,6 +148,9 @@ def _cases(tmp):
             drop_last=True, prefetch_factor=3), 2),
         "worker_seeds": (Noisy(12), dict(batch_size=3, num_workers=2,
                                          seed=11), 1),
+        "warm_handover": (Noisy(40), dict(batch_size=2, num_workers=2,
+                                          seed=13, persistent_workers=True),
+                          2),
         "custom_collate": (Squares(20), dict(
             batch_sampler=[[3, 1], [7, 8, 9], [0], [19, 2]],
             collate_fn=pairs_sum, num_workers=2), 1),
@@ -201,9 +204,13 @@ def torch_batches():
 
 
 def _compare(torch_batches, name, tmp="/nonexistent"):
+    """Our batches of case `name` equal torch's, with the workers making
+    every batch and with a warm start (the consumer making the first ones
+    while the workers start)."""
     ds, kw, n = _cases(tmp)[name]
-    ours = _epochs(_make(DataLoader, ds, kw), n)
-    _same(ours, torch_batches[name])
+    for warm in (False, True):
+        ours = _epochs(_make(DataLoader, ds, dict(kw, warm_start=warm)), n)
+        _same(ours, torch_batches[name])
     return ours
 
 
@@ -220,6 +227,21 @@ def test_worker_seeds_as_torch(client, torch_batches):
     _compare(torch_batches, "worker_seeds")
 
 
+def test_warm_start_hands_over_with_the_workers_rng(client, torch_batches):
+    """The consumer makes batch 0 (worker 0's first); once the workers are
+    up, worker 0 goes on from the RNG state the consumer left, worker 1
+    from its seed: torch's values throughout, in both epochs."""
+    ds, kw, _ = _cases("/nonexistent")["warm_handover"]
+    loader = _make(DataLoader, ds, kw)
+    it = iter(loader)
+    first = next(it)
+    pids = loader.worker_pids()  # waits until they take calls
+    assert os.getpid() not in pids
+    out = [[first] + list(it), list(loader)]
+    _same(out, torch_batches["warm_handover"])
+    loader.close()
+
+
 def test_custom_collate_and_batch_sampler(client, torch_batches):
     _compare(torch_batches, "custom_collate")
     _compare(torch_batches, "no_auto_batching")
@@ -230,8 +252,10 @@ def test_iterable_with_worker_info_sharding(client, torch_batches):
         _compare(torch_batches, name)
 
 
-def test_worker_exception_reaches_consumer_with_traceback(client):
-    loader = DataLoader(Failing(), batch_size=5, num_workers=2)
+@pytest.mark.parametrize("warm", [False, True])
+def test_worker_exception_reaches_consumer_with_traceback(client, warm):
+    loader = DataLoader(Failing(), batch_size=5, num_workers=2,
+                        warm_start=warm)
     it = iter(loader)
     next(it), next(it)
     with pytest.raises(ValueError) as e:
@@ -247,7 +271,7 @@ def test_killed_worker_batch_recomputed(client, torch_batches, tmp_path):
     ds = KillsItsWorkerOnce(40, marker)
     loader = DataLoader(ds, batch_size=4, shuffle=True, num_workers=2,
                         generator=torch.Generator().manual_seed(5),
-                        persistent_workers=True)
+                        persistent_workers=True, warm_start=False)
     out = list(loader)
     with open(marker) as f:
         killed = int(f.read())
@@ -277,7 +301,8 @@ def test_batches_view_the_store_and_no_store_growth(client):
     ds = Big(32)
     loader = DataLoader(ds, batch_size=4, shuffle=True, num_workers=2,
                         persistent_workers=True)
-    first = next(iter(loader))  # the dataset and workers are in place now
+    first = next(iter(loader))
+    loader.worker_pids()  # the dataset and workers are in place now
     del first
     used = []
     for _ in range(3):

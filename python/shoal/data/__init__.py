@@ -16,11 +16,29 @@ once), _samplers (torch's or numpy's; DistributedSampler), _collate (numpy's
 default collate).
 """
 
-from ._loader import DataLoader, default_collate, default_convert
-from ._samplers import (BatchSampler, DistributedSampler, RandomSampler,
-                        SequentialSampler)
-from ._worker import WorkerInfo, get_worker_info
+import importlib
 
-__all__ = ["BatchSampler", "DataLoader", "DistributedSampler",
-           "RandomSampler", "SequentialSampler", "WorkerInfo",
-           "default_collate", "default_convert", "get_worker_info"]
+# Names and the module defining each: imported on first use, so that a
+# worker (which imports shoal.data._worker) loads neither the loader nor
+# torch.
+_EXPORTS = {
+    "DataLoader": "_loader", "default_collate": "_loader",
+    "default_convert": "_loader", "BatchSampler": "_samplers",
+    "DistributedSampler": "_samplers", "RandomSampler": "_samplers",
+    "SequentialSampler": "_samplers", "WorkerInfo": "_worker",
+    "get_worker_info": "_worker"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'shoal.data' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -108,3 +108,23 @@ def to_torch(value):
     if isinstance(value, tuple) and not hasattr(value, "_fields"):
         return tuple(to_torch(v) for v in value)
     return value
+
+
+class WorkerCollate:
+    """The collate a worker (or the consumer making a worker's batch) runs
+    for the default collate: numpy's when the samples are plain numpy
+    values (the consumer then makes tensors of its arrays: the values and
+    dtypes of torch's default_collate), else torch's. A class of this
+    module, so that a worker unpickles it without importing the loader (nor
+    torch)."""
+
+    def __init__(self, batched):
+        self.batched = batched  # default_collate, else default_convert
+
+    def __call__(self, batch):
+        sample = batch[0] if self.batched and batch else batch
+        if plain(sample):
+            return numpy_collate(batch) if self.batched else batch
+        import torch.utils.data as tud
+        return (tud.default_collate(batch) if self.batched
+                else tud.default_convert(batch))

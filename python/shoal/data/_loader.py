@@ -13,16 +13,12 @@ arrays in place. A batch is the worker's task result: its large arrays are
 store objects the consumer views without a copy, freed when dropped.
 """
 
-import atexit
 import collections
 import itertools
-import os
-import sys
 import threading
-import weakref
 
-from .. import _actor, _client, _context, _errors, _ext, _node, _zero_copy
-from . import _collate, _samplers, _share, _worker
+from .. import _actor, _errors
+from . import _collate, _place, _samplers, _start, _worker
 
 try:
     import torch
@@ -30,9 +26,6 @@ try:
 except ImportError:
     torch = None
     _tud = None
-
-_DEFAULT = "shoal.data:default-collate"
-_CONVERT = "shoal.data:default-convert"
 
 
 def _is_iterable_dataset(dataset):
@@ -55,149 +48,6 @@ def default_convert(data):
     return _collate.numpy_convert(data)
 
 
-def _worker_collate(kind):
-    """The collate a worker runs for the default collate: numpy's (then the
-    consumer makes tensors of its arrays) while the worker has not imported
-    torch and the samples are plain numpy values, else torch's."""
-    def collate(batch):
-        sample = batch[0] if kind == _DEFAULT and batch else batch
-        if "torch" not in sys.modules and _collate.plain(sample):
-            return (_collate.numpy_collate(batch) if kind == _DEFAULT
-                    else batch)
-        import torch.utils.data as tud
-        return (tud.default_collate(batch) if kind == _DEFAULT
-                else tud.default_convert(batch))
-    return collate
-
-
-# ---- the node the workers run on ------------------------------------------
-
-_OWN_NODES = []  # nodes this process started for loaders, stopped at exit
-
-
-def _stop_own_nodes():
-    for node in _OWN_NODES:
-        try:
-            node.stop()
-        except Exception:  # noqa: BLE001 (best effort at exit)
-            pass
-
-
-atexit.register(_stop_own_nodes)
-
-
-def _data_bytes(dataset):
-    """The bytes of the dataset's out-of-band buffers (a pickling pass that
-    copies none of them)."""
-    total = [0]
-
-    def count(b):
-        try:
-            total[0] += b.raw().nbytes
-        except BufferError:
-            return True
-        return False
-
-    import io
-    _share._pickler()(io.BytesIO(), 5, buffer_callback=count).dump(dataset)
-    return total[0]
-
-
-def _private_client(job_id):
-    """A Client of node `job_id` that is not the process's default (large
-    numpy allocations of the program stay in its own memory)."""
-    handle = _ext.ext().Client.connect("", job_id, "", False)
-    return _client.Client(handle)
-
-
-class _Placement:
-    """Where a loader's workers run and its dataset lives."""
-
-    def __init__(self, client, shared, closer=None):
-        self.client = client
-        self.shared = shared
-        self.closer = closer
-
-
-_LOADERS_MADE = itertools.count()
-
-
-def _place(dataset, store_bytes):
-    """The client whose node runs the workers, and the dataset shared in
-    its store."""
-    if _context._client_now is not None and _context._client_now.local:
-        client = _context._client_now
-        snapshot = _zero_copy.snapshot if _zero_copy.active else None
-        return _Placement(client, _share.share(dataset, client.put, snapshot))
-    if os.environ.get("SHOAL_KV_ENDPOINT"):
-        return _place_launched(dataset, store_bytes)
-    node = _start_node(dataset, store_bytes)
-    client = _private_client(node.job_id)
-    return _Placement(client, _share.share(dataset, client.put))
-
-
-_LAUNCH_ENV = frozenset([
-    "GROUP_RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-    "MASTER_PORT", "RANK", "SHOAL_JOB_ID", "SHOAL_KV_ENDPOINT",
-    "SHOAL_KV_SECRET_FILE", "SHOAL_NNODES", "SHOAL_RESTART_COUNT",
-    "SHOAL_STORE_ENDPOINT", "WORLD_SIZE", "SHOAL_COORDINATOR"])
-
-
-def _start_node(dataset, store_bytes):
-    if store_bytes is None:
-        store_bytes = _data_bytes(dataset) * 1.05 + (512 << 20)
-    # The node's workers are not ranks of a launched job this process may be.
-    env = {k: v for k, v in os.environ.items() if k not in _LAUNCH_ENV}
-    env.setdefault("SHOAL_LOG_LEVEL", "error")  # workers' ends are expected
-    node = _node.start_node(1, store_bytes=str(int(store_bytes)), env=env)
-    _OWN_NODES.append(node)
-    return node
-
-
-def _place_launched(dataset, store_bytes):
-    """Under `shoal launch`: local rank 0 of each machine starts one node,
-    puts the dataset there and publishes both in the job's key-value store;
-    the machine's other ranks use that node and that one copy."""
-    import pickle
-    job = _context.job()
-    n = next(_LOADERS_MADE)
-    key = f"shoal.data/{job.node_rank}/{n}"
-    if job.local_rank == 0:
-        node = _start_node(dataset, store_bytes)
-        client = _private_client(node.job_id)
-        shared = _share.share(dataset, client.put)
-        job.kv_set(key, pickle.dumps(
-            (node.job_id, shared.header if isinstance(shared.header, bytes)
-             else shared.header.id,
-             [(r.id, o, ln) for r, o, ln in shared.pieces], shared.nbytes)))
-
-        def closer():
-            # The node (and the dataset) stay until every local rank closed.
-            try:
-                job.kv_wait([f"{key}/closed/{r}"
-                             for r in range(1, job.local_world_size)], 300)
-            except Exception:  # noqa: BLE001 (a rank that died)
-                pass
-        return _Placement(client, shared, closer)
-    node_id, header, pieces, nbytes = pickle.loads(job.kv_get(key, 300))
-    client = _private_client(node_id)
-    store = client._handle.store
-    refs = {}
-
-    def borrow(oid):
-        if oid not in refs:
-            refs[oid] = store.get(oid, 60)
-        return refs[oid]
-
-    shared = _share.SharedDataset(
-        header if isinstance(header, bytes) else borrow(header),
-        [(borrow(oid), o, ln) for oid, o, ln in pieces], nbytes)
-
-    def closer():
-        job.kv_set(f"{key}/closed/{job.local_rank}", b"1")
-    return _Placement(client, shared, closer)
-
-
 # ---- the loader -------------------------------------------------------------
 
 class DataLoader:
@@ -205,7 +55,10 @@ class DataLoader:
     workers and store (docs/data.md).
 
     Beyond torch's arguments: `store_bytes`, the store size of a node the
-    loader starts itself (default: the dataset's bytes + 512 MiB).
+    loader starts itself (default: the dataset's bytes + 512 MiB);
+    `warm_start` (default True): while the workers start, a map-style
+    loader without worker_init_fn makes the batches in this process, each
+    as its worker would (_start.py), and hands over when they are ready.
     `multiprocessing_context` is accepted and ignored (workers are shoal's
     processes, never forked from this one).
     """
@@ -216,7 +69,7 @@ class DataLoader:
                  worker_init_fn=None, multiprocessing_context=None,
                  generator=None, *, prefetch_factor=2,
                  persistent_workers=False, pin_memory_device="",
-                 store_bytes=None):
+                 store_bytes=None, warm_start=True):
         if num_workers < 0:
             raise ValueError("num_workers option should be non-negative; "
                              "use num_workers=0 to disable multiprocessing.")
@@ -241,6 +94,7 @@ class DataLoader:
         self.multiprocessing_context = multiprocessing_context
         self.persistent_workers = persistent_workers
         self.store_bytes = store_bytes
+        self.warm_start = warm_start
         self._iterable = _is_iterable_dataset(dataset)
         if self._iterable:
             if shuffle not in {False, None}:
@@ -295,7 +149,7 @@ class DataLoader:
                 else default_convert
         self.collate_fn = collate_fn
         self._placement = None
-        self._pool = None  # [ActorHandle] of persistent workers
+        self._starter = None  # _start.Starter of the persistent workers
         self._base_seed = None
         self._epoch = 0
         self._lock = threading.Lock()
@@ -328,18 +182,29 @@ class DataLoader:
     def __iter__(self):
         if self.num_workers == 0:
             return _SingleProcessIter(self)
-        if self.persistent_workers and self._pool is not None:
-            return _MultiWorkerIter(self, self._pool, persistent=True)
+        if self.persistent_workers and self._starter is not None:
+            return _MultiWorkerIter(self, self._starter, persistent=True)
         self._base_seed = self._draw_base_seed()
-        pool = self._make_workers(self._base_seed)
+        local = None
+        if self.warm_start and not self._iterable and \
+                self.worker_init_fn is None:
+            spec = self._spec()
+            local = _start.LocalWorkers(self.dataset, spec["collate_fn"],
+                                        self._auto_collation,
+                                        self.num_workers, self._base_seed)
+        starter = _start.Starter(self, self._base_seed, local)
+        if local is None:
+            starter.run_inline()
         if self.persistent_workers:
-            self._pool = pool
-        return _MultiWorkerIter(self, pool, persistent=self.persistent_workers)
+            self._starter = starter
+        return _MultiWorkerIter(self, starter,
+                                persistent=self.persistent_workers)
 
     def _placed(self):
         with self._lock:
             if self._placement is None:
-                self._placement = _place(self.dataset, self.store_bytes)
+                self._placement = _place.place(self.dataset,
+                                               self.store_bytes)
             return self._placement
 
     def _spec(self):
@@ -349,8 +214,7 @@ class DataLoader:
             collate = (_collate.numpy_collate if self._auto_collation
                        else _collate.numpy_convert)
         else:
-            collate = _worker_collate(_DEFAULT if self._auto_collation
-                                      else _CONVERT)
+            collate = _collate.WorkerCollate(self._auto_collation)
         return {"worker_init_fn": self.worker_init_fn,
                 "collate_fn": collate,
                 "auto_collation": self._auto_collation,
@@ -371,13 +235,16 @@ class DataLoader:
     def worker_pids(self, timeout=60):
         """The process ids of the persistent workers (for tests and the
         benchmark's worker kill); [] when there are none."""
-        return [w.pid.remote().result(timeout) for w in self._pool or []]
+        if self._starter is None:
+            return []
+        return [w.pid.remote().result(timeout) for w in self._starter.wait()]
 
     def close(self):
         """Ends the workers and releases the loader's dataset in the store
         (also done when the loader is collected or the program exits)."""
-        pool, self._pool = self._pool, None
-        _kill_all(pool)
+        starter, self._starter = self._starter, None
+        if starter is not None:
+            starter.close()
         placement, self._placement = self._placement, None
         if placement is not None and placement.closer is not None:
             placement.closer()
@@ -386,14 +253,6 @@ class DataLoader:
         try:
             self.close()
         except Exception:  # noqa: BLE001 (interpreter shutdown)
-            pass
-
-
-def _kill_all(pool):
-    for w in pool or []:
-        try:
-            _actor.kill(w)
-        except Exception:  # noqa: BLE001 (already gone)
             pass
 
 
@@ -441,11 +300,12 @@ class _SingleProcessIter:
 
 
 class _Pending:
-    __slots__ = ("worker", "payload", "future")
+    __slots__ = ("worker", "payload", "rng", "future")
 
-    def __init__(self, worker, payload, future):
+    def __init__(self, worker, payload, rng, future):
         self.worker = worker
         self.payload = payload
+        self.rng = rng
         self.future = future
 
 
@@ -454,13 +314,19 @@ _MAX_RECOMPUTES = 5
 
 
 class _MultiWorkerIter:
-    def __init__(self, loader, pool, persistent):
+    """One epoch over the workers: batch i to worker i % n (among the
+    active ones), at most prefetch_factor × n requested ahead. While the
+    starter has no pool yet, the consumer makes the batches itself
+    (_start.LocalWorkers), else it waits for the pool."""
+
+    def __init__(self, loader, starter, persistent):
         self._loader = loader
-        self._pool = pool
+        self._starter = starter
+        self._pool = starter.pool if starter.done.is_set() else None
         self._persistent = persistent
         loader._epoch += 1
         self._epoch = loader._epoch
-        n = len(pool)
+        n = loader.num_workers
         self._active = [True] * n
         self._seq = [0] * n
         self._cycle = itertools.cycle(range(n))
@@ -471,7 +337,8 @@ class _MultiWorkerIter:
         self._limit = loader.prefetch_factor * n
         self._to_torch = (torch is not None and not loader._user_collate)
         self._done = False
-        self._dispatch()
+        if self._pool is not None or starter.local is None:
+            self._adopt()
 
     def __iter__(self):
         return self
@@ -479,20 +346,28 @@ class _MultiWorkerIter:
     def __len__(self):
         return len(self._loader)
 
-    def _submit(self, w, payload):
+    def _adopt(self):
+        """Takes the started pool (waiting for it) and fills the queue."""
+        self._pool = self._starter.wait()
+        self._dispatch()
+
+    def _submit(self, w, payload, rng):
         worker = self._pool[w]
         if self._loader._iterable:
             return worker.next.remote(self._epoch, payload)
-        return worker.fetch.remote(payload)
+        return worker.fetch.remote(payload, rng)
+
+    def _next_worker(self):
+        for _ in range(len(self._active)):
+            c = next(self._cycle)
+            if self._active[c]:
+                return c
+        return None
 
     def _dispatch(self):
+        local = self._starter.local
         while len(self._pending) < self._limit and not self._exhausted:
-            w = None
-            for _ in range(len(self._pool)):
-                c = next(self._cycle)
-                if self._active[c]:
-                    w = c
-                    break
+            w = self._next_worker()
             if w is None:
                 self._exhausted = True
                 return
@@ -505,8 +380,9 @@ class _MultiWorkerIter:
                 except StopIteration:
                     self._exhausted = True
                     return
-            self._pending.append(_Pending(w, payload,
-                                          self._submit(w, payload)))
+            rng = local.take_state(w) if local is not None else None
+            self._pending.append(_Pending(w, payload, rng,
+                                          self._submit(w, payload, rng)))
 
     def _replace_worker(self, w):
         """A worker whose actor ended (no restarts left): a new one."""
@@ -525,10 +401,12 @@ class _MultiWorkerIter:
                 if attempt == _MAX_RECOMPUTES:
                     raise
                 try:
-                    entry.future = self._submit(entry.worker, entry.payload)
+                    entry.future = self._submit(entry.worker, entry.payload,
+                                                entry.rng)
                 except _errors.ActorDiedError:
                     self._replace_worker(entry.worker)
-                    entry.future = self._submit(entry.worker, entry.payload)
+                    entry.future = self._submit(entry.worker, entry.payload,
+                                                entry.rng)
             except _errors.TimeoutError:
                 raise RuntimeError(
                     f"DataLoader timed out after {self._loader.timeout} "
@@ -536,7 +414,30 @@ class _MultiWorkerIter:
             except Exception as e:  # noqa: BLE001 (the worker's error)
                 raise _reraised(e, entry.worker) from e
 
+    def _next_local(self):
+        """The next batch made here, as its worker would make it."""
+        w = self._next_worker()
+        try:
+            indices = next(self._sampler_iter)
+        except StopIteration:
+            self._exhausted = True
+            self._finish()
+            raise
+        try:
+            value = self._starter.local.make(w, indices)
+        except _start.WorkerError as e:
+            raise _reraised(e.error, w, e.remote_traceback) from e.error
+        finally:
+            self._starter.start()  # after the first batch: it waited for none
+        return value
+
     def __next__(self):
+        if self._pool is None:
+            if self._exhausted:
+                raise StopIteration
+            if not self._starter.done.is_set():
+                return self._deliver(self._next_local())
+            self._adopt()
         while True:
             if not self._pending:
                 self._finish()
@@ -554,13 +455,16 @@ class _MultiWorkerIter:
                 self._dispatch()
                 continue
             self._dispatch()
-            if self._to_torch:
-                value = _collate.to_torch(value)
-            return _pin(value, self._loader)
+            return self._deliver(value)
+
+    def _deliver(self, value):
+        if self._to_torch:
+            value = _collate.to_torch(value)
+        return _pin(value, self._loader)
 
     def _finish(self):
         if not self._done and not self._persistent:
-            _kill_all(self._pool)
+            self._starter.abandon()
         self._done = True
 
     def __del__(self):
@@ -570,10 +474,10 @@ class _MultiWorkerIter:
             pass
 
 
-def _reraised(e, worker):
+def _reraised(e, worker, tb=None):
     """The worker's exception as torch re-raises it: its type, with a
     message naming the worker and carrying the worker's traceback."""
-    tb = getattr(e.__cause__, "remote_traceback", None)
+    tb = tb or getattr(e.__cause__, "remote_traceback", None)
     if not tb:
         return e
     msg = (f"Caught {type(e).__name__} in DataLoader worker process "

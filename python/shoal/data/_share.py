@@ -16,8 +16,17 @@ worker's `load()` maps those objects and unpickles the dataset over them, so
 its arrays and tensors view the store (read-only) and nothing of the data is
 copied per worker. The objects live as long as a SharedDataset (or a worker's
 dataset made from one) holds them.
+
+The data is resident once, in the store. A process that mapped it keeps the
+pages it touched in its page tables (its RSS) until it lets go of them:
+`Resident.release()` drops this process's entries for the objects
+(madvise MADV_DONTNEED over the page-aligned inside of each, only where the
+store is mapped shared; the store's pages stay and fault in again on the
+next read). The consumer releases what it wrote at once, a worker the
+pages it read after each batch.
 """
 
+import ctypes
 import io
 import pickle
 import sys
@@ -29,6 +38,62 @@ _OWN_OBJECT_BYTES = 16 << 20  # buffers this large get a store object each
 _PACK_BYTES = 64 << 20  # packed objects of small buffers, at most this large
 _ALIGN = 64
 _INLINE_HEADER_BYTES = 64 << 10
+
+
+_MADV_DONTNEED = 4
+_PAGE = 4096
+
+
+def _libc():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
+                                 ctypes.c_int]
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+def _shared_store_maps():
+    """[(start, end)] of this process's shared mappings of a shoal store."""
+    out = []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split()
+                if (len(parts) >= 6 and parts[1][3] == "s" and
+                        parts[5].startswith("/dev/shm/shoal-") and
+                        parts[5].endswith("-store")):
+                    lo, hi = parts[0].split("-")
+                    out.append((int(lo, 16), int(hi, 16)))
+    except OSError:
+        pass
+    return out
+
+
+class Resident:
+    """Page-aligned ranges of store objects this process mapped, which
+    release() drops from its page tables (never its private copy-on-write
+    pages: only ranges inside a shared mapping of the store are kept)."""
+
+    def __init__(self, views):
+        self._libc = _libc()
+        maps = _shared_store_maps()
+        self.ranges = []
+        for view in views:
+            if len(view) == 0:
+                continue
+            addr = np.frombuffer(view, np.uint8).ctypes.data
+            lo = (addr + _PAGE - 1) // _PAGE * _PAGE
+            hi = (addr + len(view)) // _PAGE * _PAGE
+            if hi > lo and any(a <= lo and hi <= b for a, b in maps):
+                self.ranges.append((lo, hi - lo))
+
+    def release(self):
+        if self._libc is None:
+            return
+        for addr, n in self.ranges:
+            self._libc.madvise(ctypes.c_void_p(addr), n, _MADV_DONTNEED)
 
 
 class SharedDataset:
@@ -60,6 +125,7 @@ class SharedDataset:
         header = self.header
         if not isinstance(header, bytes):
             header = memoryview(header).cast("B")
+        self.resident = Resident(list(cache.values()))
         return pickle.loads(header, buffers=buffers)
 
 
@@ -88,6 +154,7 @@ def share(dataset, put, snapshot=None):
     store raise (a full store: ResourceExhaustedError).
     """
     pieces = []  # per buffer: [ref or None, offset, length]
+    written = []  # the objects this call copied into the store
     pending = []  # (piece, raw) of small buffers not yet packed
     pending_bytes = [0]
 
@@ -98,6 +165,7 @@ def share(dataset, put, snapshot=None):
         for piece, raw in pending:
             pack[piece[1]:piece[1] + piece[2]] = np.frombuffer(raw, np.uint8)
         ref = put(pack)
+        written.append(ref)
         for piece, _ in pending:
             piece[0] = ref
         del pack
@@ -114,7 +182,9 @@ def share(dataset, put, snapshot=None):
         if snap is not None:
             pieces.append([snap[0], snap[1], n])
         elif n >= _OWN_OBJECT_BYTES:
-            pieces.append([put(np.frombuffer(raw, np.uint8)), 0, n])
+            ref = put(np.frombuffer(raw, np.uint8))
+            Resident([memoryview(ref).cast("B")]).release()
+            pieces.append([ref, 0, n])
         else:
             if pending_bytes[0] + n > _PACK_BYTES:
                 flush()
@@ -128,6 +198,8 @@ def share(dataset, put, snapshot=None):
     f = io.BytesIO()
     _pickler()(f, _PROTOCOL, buffer_callback=callback).dump(dataset)
     flush()
+    # This process wrote those pages and does not read them again.
+    Resident([memoryview(r).cast("B") for r in written]).release()
     header = f.getvalue()
     if len(header) > _INLINE_HEADER_BYTES:
         header = put(np.frombuffer(header, np.uint8))

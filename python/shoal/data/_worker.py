@@ -6,9 +6,16 @@ view the store), seeds `random`, numpy's legacy RNG and torch (when the
 worker has imported it) as torch's workers are seeded (base_seed +
 worker id), sets get_worker_info() (and torch's own, so datasets written for
 torch shard themselves alike), runs worker_init_fn, then serves calls:
-`fetch(indices)` for a map-style dataset, `next(epoch, seq)` for an iterable
-one. Each returns the collated batch; the task's result goes into the store
-and the consumer views it there.
+`fetch(indices, rng)` for a map-style dataset, `next(epoch, seq)` for an
+iterable one. Each returns the collated batch; the task's result goes into
+the store and the consumer views it there. After each batch the worker drops
+the dataset's pages from its page tables (_share.Resident): they stay in
+the store, and its RSS holds only what it is reading.
+
+The consumer makes a worker's first batches itself while the worker starts
+(_loader._LocalWorkers): seed_process, rng_state and set_rng_state let it
+emulate the worker's RNGs and hand their state over with the first fetch.
+This module imports neither the loader nor torch.
 """
 
 import itertools
@@ -95,25 +102,62 @@ def _generate_state(base_seed, worker_id):
     return np.array(state, dtype=np.uint32)
 
 
+def seed_process(base_seed, worker_id):
+    """Seeds `random`, numpy's legacy RNG and torch's CPU generator (when
+    imported) as torch seeds its worker `worker_id`."""
+    seed = base_seed + worker_id
+    random.seed(seed)
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed(
+            _generate_state(base_seed, worker_id))
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.default_generator.manual_seed(seed)
+    return seed
+
+
+def rng_state():
+    """The state of the RNGs seed_process seeds (torch's as bytes, so that
+    a process without torch can hold it)."""
+    np = sys.modules.get("numpy")
+    torch = sys.modules.get("torch")
+    return (random.getstate(),
+            np.random.get_state() if np is not None else None,
+            torch.default_generator.get_state().numpy().tobytes()
+            if torch is not None else None)
+
+
+def set_rng_state(state):
+    py, np_state, torch_state = state
+    random.setstate(py)
+    np = sys.modules.get("numpy")
+    if np is not None and np_state is not None:
+        np.random.set_state(np_state)
+    torch = sys.modules.get("torch")
+    if torch is not None and torch_state is not None:
+        torch.default_generator.set_state(
+            torch.frombuffer(bytearray(torch_state), dtype=torch.uint8))
+
+
+def set_info(info):
+    """Sets get_worker_info() (and torch's, when imported) to `info`."""
+    global _info
+    _info = info
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        from torch.utils.data._utils import worker as tw
+        tw._worker_info = None if info is None else tw.WorkerInfo(
+            id=info.id, num_workers=info.num_workers, seed=info.seed,
+            dataset=info.dataset)
+
+
 class LoaderWorker:
     def __init__(self, shared, worker_id, num_workers, base_seed, spec):
-        global _info
         self.spec = spec
         self.dataset = shared.load()
-        seed = base_seed + worker_id
-        random.seed(seed)
-        if "numpy" in sys.modules:
-            sys.modules["numpy"].random.seed(
-                _generate_state(base_seed, worker_id))
-        torch = sys.modules.get("torch")
-        if torch is not None:
-            torch.manual_seed(seed)
-        _info = WorkerInfo(worker_id, num_workers, seed, self.dataset)
-        if torch is not None:
-            from torch.utils.data._utils import worker as tw
-            tw._worker_info = tw.WorkerInfo(
-                id=worker_id, num_workers=num_workers, seed=seed,
-                dataset=self.dataset)
+        self.resident = shared.resident
+        seed = seed_process(base_seed, worker_id)
+        set_info(WorkerInfo(worker_id, num_workers, seed, self.dataset))
         if spec["worker_init_fn"] is not None:
             spec["worker_init_fn"](worker_id)
         self.collate = spec["collate_fn"]
@@ -124,14 +168,18 @@ class LoaderWorker:
     def pid(self):
         return os.getpid()
 
-    def fetch(self, indices):
+    def fetch(self, indices, rng=None):
         """A map-style batch: collate([dataset[i] for i in indices]), or
-        dataset[index] collated alone without automatic batching."""
-        if self.spec["auto_collation"]:
-            data = [self.dataset[i] for i in indices]
-        else:
-            data = self.dataset[indices]
-        return self.collate(data)
+        dataset[index] collated alone without automatic batching. `rng`:
+        the RNG state to continue from (the consumer made this worker's
+        first batches while it started)."""
+        if rng is not None:
+            set_rng_state(rng)
+        try:
+            return make_batch(self.dataset, self.collate,
+                              self.spec["auto_collation"], indices)
+        finally:
+            self.resident.release()
 
     def _restart(self, epoch, seq):
         """A fresh iterator of the dataset at batch `seq` of `epoch` (a new
@@ -165,7 +213,16 @@ class LoaderWorker:
         if epoch != self.epoch or seq != self.produced:
             self._restart(epoch, seq)
         batch = self._one()
-        return END if batch is END else self.collate(batch)
+        try:
+            return END if batch is END else self.collate(batch)
+        finally:
+            self.resident.release()
+
+
+def make_batch(dataset, collate, auto_collation, indices):
+    if auto_collation:
+        return collate([dataset[i] for i in indices])
+    return collate(dataset[indices])
 
 
 LoaderWorker = _remote.remote(max_restarts=100)(LoaderWorker)
