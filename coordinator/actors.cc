@@ -11,7 +11,9 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "coordinator/coordinator_impl.h"
@@ -23,9 +25,17 @@ namespace {
 
 constexpr uint32_t kMaxActorNameBytes = 200;
 
+// An actor name with this prefix ("name:ps", shoal's A.options(name="ps"))
+// is unique among the node's live actors: its worker's role in the node's
+// status is "actor <id> name:ps", where shoal.get_actor finds it. A name
+// without it is a label (the class's name) that any number of actors share.
+constexpr absl::string_view kUniqueNamePrefix = "name:";
+
 std::string Describe(uint32_t id, const std::string& name) {
-  return name.empty() ? absl::StrCat("actor ", id)
-                      : absl::StrCat("actor ", id, " (", name, ")");
+  absl::string_view shown = name;
+  absl::ConsumePrefix(&shown, kUniqueNamePrefix);
+  return shown.empty() ? absl::StrCat("actor ", id)
+                       : absl::StrCat("actor ", id, " (", shown, ")");
 }
 
 }  // namespace
@@ -58,6 +68,16 @@ absl::StatusOr<ipc::ActorCreateReply> Coordinator::Impl::CreateActor(
     return absl::InvalidArgumentError(
         "an actor needs a constructor function name of 1-80 bytes and a "
         "name of at most 200 bytes");
+  }
+  if (absl::StartsWith(m.name(), kUniqueNamePrefix)) {
+    for (const auto& [id, other] : actors_) {
+      if (!other.ended && other.name == m.name()) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            "an actor named '", m.name().substr(kUniqueNamePrefix.size()),
+            "' exists on this node: ", Describe(id, other.name),
+            " (a name is free again once its actor ended)"));
+      }
+    }
   }
   // A detached actor outlives every session: only the owner makes one (it
   // would otherwise escape its creator's quota).
