@@ -72,24 +72,21 @@ from ._collectives import (Communicator, Work, all_gather, all_reduce,
                            all_to_all, broadcast, new_group, recv, reduce,
                            reduce_scatter, send, world)
 from ._node import Node, start_node
-from ._actor import ActorHandle, kill
+from ._actor import ActorHandle, get_actor, kill
 from ._remote import remote
 from . import task
 
 __all__ = [
     "AbortedError", "ActorDiedError", "ActorHandle", "AlreadyExistsError",
-    "CancelledError", "Client",
-    "Communicator", "Error", "FailedPreconditionError", "Future",
-    "InternalError", "InvalidArgumentError", "Job", "Node", "NotFoundError",
-    "ObjectRef", "PermissionDeniedError", "ResourceExhaustedError",
-    "StoreArray", "TaskError", "TimeoutError", "UnavailableError",
-    "UnknownError", "ValueRef", "Work", "all_gather", "all_reduce",
-    "all_to_all",
-    "barrier", "borrow", "broadcast", "connect", "disconnect", "get", "init",
-    "is_initialized",
-    "kv_add", "kv_compare_and_set", "kv_delete", "kv_get", "kv_list",
-    "kv_set", "kv_wait", "kill", "new_group", "put", "recv", "reduce",
-    "reduce_scatter", "remote", "send", "shutdown", "start_node", "submit",
-    "task",
-    "wait", "world",
+    "CancelledError", "Client", "Communicator", "Error",
+    "FailedPreconditionError", "Future", "InternalError",
+    "InvalidArgumentError", "Job", "Node", "NotFoundError", "ObjectRef",
+    "PermissionDeniedError", "ResourceExhaustedError", "StoreArray",
+    "TaskError", "TimeoutError", "UnavailableError", "UnknownError",
+    "ValueRef", "Work", "all_gather", "all_reduce", "all_to_all", "barrier",
+    "borrow", "broadcast", "connect", "disconnect", "get", "get_actor", "init",
+    "is_initialized", "kv_add", "kv_compare_and_set", "kv_delete", "kv_get",
+    "kv_list", "kv_set", "kv_wait", "kill", "new_group", "put", "recv",
+    "reduce", "reduce_scatter", "remote", "send", "shutdown", "start_node",
+    "submit", "task", "wait", "world"
 ]

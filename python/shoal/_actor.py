@@ -33,6 +33,7 @@ running when the process died fails and queued ones run on the new instance.
 """
 
 import pickle
+import re
 import sys
 
 from . import _context, _errors, _ext
@@ -45,6 +46,13 @@ except ImportError:  # the class must then be importable by name
 _INIT_FUNCTION = "py:shoal._actor:_init"
 _CALL_FUNCTION = "py:shoal._actor:_call"
 _ACTOR_OPTIONS = ("num_cpus", "num_gpus", "max_restarts", "lifetime", "name")
+# A named actor's name goes to the node with this prefix, which makes it
+# unique among the node's live actors (coordinator/actors.cc); its worker's
+# role in the node's status is then "actor <id> name:<name>".
+_NAME_PREFIX = "name:"
+_NAMED_ROLE = re.compile(r"actor (\d+) name:(.*)", re.S)
+# The method name of get_actor's liveness check: a call that does nothing.
+_PING = "__shoal_ping__"
 
 
 def check_options(options, allowed, counts, unknown):
@@ -69,6 +77,10 @@ def _check_options(options):
         options, _ACTOR_OPTIONS, ("num_cpus", "num_gpus", "max_restarts"),
         lambda bad: f"unknown actor option(s) {bad}; options are "
         f"{', '.join(_ACTOR_OPTIONS)}")
+    name = checked.get("name")
+    if name is not None and (not isinstance(name, str) or not name or
+                             len(name.encode()) > 190):
+        raise ValueError(f"name must be a str of 1-190 bytes, got {name!r}")
     lifetime = checked.get("lifetime")
     if lifetime not in (None, "detached", "owned"):
         raise ValueError(f"lifetime must be None, 'owned' or 'detached', "
@@ -111,29 +123,91 @@ class ActorClass:
 
 
 class ActorHandle:
-    """An actor: handle.method.remote(*args) queues a call (a Future)."""
+    """An actor: handle.method.remote(*args) queues a call (a Future).
 
-    def __init__(self, client, control, actor_id, worker_id, cls):
-        self._client = client
-        self._control = control
+    A handle is a value: it pickles (into a task's or an actor's arguments,
+    a result, shoal.put) and the copy calls the same actor, through the
+    default client of the process it arrives in. It does not own the actor:
+    the actor still ends with its creator (unless detached) or shoal.kill.
+    """
+
+    def __init__(self, client, control, actor_id, worker_id, cls,
+                 name=None):
+        self._client = client  # None: the default client, at the first call
+        self._control = control  # None: made at kill
         self.actor_id = actor_id
         self.worker_id = worker_id
-        self._cls = cls
+        self.name = name
+        self._cls = cls  # None (shoal.get_actor): methods are not checked
         self._call = f"{_CALL_FUNCTION}@actor={actor_id}"
+
+    def _bound_client(self):
+        if self._client is None:
+            self._client = _context.client()
+        return self._client
 
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
-        if not callable(getattr(self._cls, name, None)):
+        if self._cls is not None and not callable(
+                getattr(self._cls, name, None)):
             raise AttributeError(
                 f"actor class {self._cls.__qualname__} has no method {name!r}")
         method = ActorMethod(self, name)
         self.__dict__[name] = method  # cached: the next call skips this
         return method
 
+    def __reduce__(self):
+        return _handle, (self.actor_id, self.worker_id,
+                         _class_spec(self._cls), self.name)
+
+    def __eq__(self, other):
+        return (isinstance(other, ActorHandle) and
+                other.actor_id == self.actor_id and
+                other.worker_id == self.worker_id)
+
+    def __hash__(self):
+        return hash((self.actor_id, self.worker_id))
+
     def __repr__(self):
-        return (f"<shoal actor {self.actor_id} "
-                f"({self._cls.__qualname__}) on worker {self.worker_id}>")
+        what = self._cls.__qualname__ if self._cls is not None else \
+            f"named {self.name!r}"
+        return (f"<shoal actor {self.actor_id} ({what}) on worker "
+                f"{self.worker_id}>")
+
+
+def _handle(actor_id, worker_id, cls_spec, name):
+    """An ActorHandle unpickled: bound to this process's default client at
+    its first call (a worker connects then, as for any nested call)."""
+    return ActorHandle(None, None, actor_id, worker_id, _class_of(cls_spec),
+                       name)
+
+
+def get_actor(name):
+    """The handle of the live actor named `name` on the default client's
+    node (made with A.options(name=name).remote()). Raises NotFoundError
+    when no live actor has that name."""
+    client = _context.client()
+    named = []
+    for w in client.status()["workers"]:
+        m = _NAMED_ROLE.fullmatch(w.get("role") or "")
+        if m is None or w.get("state") == "stopped":
+            continue
+        if m.group(2) != name:
+            named.append(m.group(2))
+            continue
+        handle = ActorHandle(client, None, int(m.group(1)), w["id"], None,
+                             name)
+        # The status lists a killed actor's process until it exited; a
+        # call to an actor that ended fails at submit.
+        try:
+            submit(client, handle._call, (_PING,), None, _CALL_OPTIONS)
+        except _errors.ActorDiedError:
+            continue
+        return handle
+    raise _errors.NotFoundError(
+        f"no live actor named {name!r} on node {client.job_id} (named "
+        f"actors there: {', '.join(map(repr, sorted(named))) or 'none'})")
 
 
 class ActorMethod:
@@ -147,8 +221,8 @@ class ActorMethod:
 
     def remote(self, *args, **kwargs):
         h = self._handle
-        return submit(h._client, h._call, (self._name,) + args, kwargs,
-                      _CALL_OPTIONS)
+        return submit(h._client or h._bound_client(), h._call,
+                      (self._name,) + args, kwargs, _CALL_OPTIONS)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor methods are called with "
@@ -182,21 +256,41 @@ def _control_for(client):
     return control
 
 
-def _init_spec(cls, args, kwargs):
-    """The constructor's class and arguments, pickled: a class importable by
-    name goes by reference (the worker imports it), others by value."""
+def _class_spec(cls):
+    """How an actor's class travels: ("ref", module, qualname) when the
+    worker can import its ActorClass by name, else ("value", cls) (the
+    pickler sends the class by value); None for no class."""
+    if cls is None:
+        return None
     module = sys.modules.get(cls.__module__)
     found = module
     for part in cls.__qualname__.split("."):
         found = getattr(found, part, None)
     if (cls.__module__ != "__main__" and isinstance(found, ActorClass)
             and found._cls is cls):
-        what = ("ref", cls.__module__, cls.__qualname__)
-    else:
-        what = ("value", cls)
+        return ("ref", cls.__module__, cls.__qualname__)
+    return ("value", cls)
+
+
+def _class_of(spec):
+    """The class _class_spec described (imported for "ref")."""
+    if spec is None:
+        return None
+    if spec[0] == "ref":
+        import importlib
+        obj = importlib.import_module(spec[1])
+        for part in spec[2].split("."):
+            obj = getattr(obj, part)
+        return obj._cls if isinstance(obj, ActorClass) else obj
+    return spec[1]
+
+
+def _init_spec(cls, args, kwargs):
+    """The constructor's class and arguments, pickled: a class importable by
+    name goes by reference (the worker imports it), others by value."""
     dumps = cloudpickle.dumps if cloudpickle is not None else pickle.dumps
     try:
-        return dumps((what, args, kwargs), protocol=5)
+        return dumps((_class_spec(cls), args, kwargs), protocol=5)
     except Exception as e:  # noqa: BLE001 (any pickling failure)
         raise _errors.InvalidArgumentError(
             f"the arguments of {cls.__qualname__}.remote() cannot be "
@@ -208,12 +302,13 @@ def _create(cls, args, kwargs, options, client):
         raise client._gone_error()  # its node went away
     control = _control_for(client)
     detached = options.get("lifetime") == "detached"
+    name = options.get("name")
     actor_id, worker_id = control.create(
         _INIT_FUNCTION, _init_spec(cls, args, kwargs),
         client._python_path(), options.get("num_cpus") or 1,
         options.get("num_gpus") or 0, options.get("max_restarts") or 0,
-        detached, options.get("name") or cls.__qualname__)
-    return ActorHandle(client, control, actor_id, worker_id, cls)
+        detached, _NAME_PREFIX + name if name else cls.__qualname__)
+    return ActorHandle(client, control, actor_id, worker_id, cls, name)
 
 
 def kill(actor):
@@ -221,6 +316,8 @@ def kill(actor):
     fail with ActorDiedError. No restart, whatever max_restarts says."""
     if not isinstance(actor, ActorHandle):
         raise TypeError(f"shoal.kill takes an actor handle, not {actor!r}")
+    if actor._control is None:
+        actor._control = _control_for(actor._bound_client())
     actor._control.kill(actor.actor_id)
 
 
@@ -237,14 +334,7 @@ def _init(spec):
     _instance = None
     _init_error = "its constructor did not run"
     what, args, kwargs = pickle.loads(spec)
-    if what[0] == "ref":
-        import importlib
-        obj = importlib.import_module(what[1])
-        for part in what[2].split("."):
-            obj = getattr(obj, part)
-        cls = obj._cls if isinstance(obj, ActorClass) else obj
-    else:
-        cls = what[1]
+    cls = _class_of(what)
     try:
         _instance = cls(*args, **kwargs)
     except BaseException as e:
@@ -255,6 +345,8 @@ def _init(spec):
 
 def _call(method, *args, **kwargs):
     """One method call on this worker's actor instance."""
+    if method == _PING:
+        return None
     if _instance is None:
         # Calls queued behind a failed constructor, before the coordinator
         # ended the actor (it learns of the failure a moment later).
