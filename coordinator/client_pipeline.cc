@@ -93,6 +93,7 @@ absl::StatusOr<RemotePipeline> RemotePipeline::Connect(
       return e->status;
     if (auto* w = std::get_if<ipc::ClientWelcome>(&d.envelope->body)) {
       p.session_ = w->session;
+      p.node_minor_ = d.envelope->minor;
       p.max_request_bytes_ = w->max_request_bytes;
       (void)p.seq_.Accept(d.envelope->seq);
     }
@@ -118,6 +119,25 @@ void RemotePipeline::SendAck() {
   if (session_ == 0) return;
   absl::StatusOr<std::string> frame = Frame(0, ipc::SessionAck{});
   if (frame.ok()) (void)socket_.Send(*frame, /*dontwait=*/true);
+}
+
+absl::Status RemotePipeline::SendRequest(uint64_t id,
+                                         absl::StatusOr<std::string> frame,
+                                         bool dontwait) {
+  if (!frame.ok()) {
+    if (resends()) {
+      absl::StatusOr<std::string> filler = Frame(id, ipc::SessionAck{});
+      if (filler.ok()) (void)socket_.Send(*filler, /*dontwait=*/true);
+    }
+    return frame.status();
+  }
+  absl::Status sent = socket_.Send(*frame, dontwait);
+  if (sent.ok() && resends()) unconfirmed_.emplace(id, *std::move(frame));
+  return sent;
+}
+
+void RemotePipeline::Confirm(uint64_t ack) {
+  unconfirmed_.erase(unconfirmed_.begin(), unconfirmed_.upper_bound(ack));
 }
 
 void RemotePipeline::FailAll(const absl::Status& status) {
@@ -189,8 +209,7 @@ absl::Status RemotePipeline::Send(std::vector<uint64_t> handles,
   req.ids_with_result = request.ids && options_.ids_with_result;
   for (uint64_t h : request.handles) submits_[h].request = id;
   requests_.emplace(id, std::move(request));
-  absl::StatusOr<std::string> frame = Frame(id, std::move(req));
-  absl::Status sent = frame.ok() ? socket_.Send(*frame) : frame.status();
+  absl::Status sent = SendRequest(id, Frame(id, std::move(req)));
   if (!sent.ok()) {
     if (!absl::IsInvalidArgument(sent) && !absl::IsResourceExhausted(sent)) {
       sent = absl::UnavailableError(
@@ -315,15 +334,11 @@ absl::Status RemotePipeline::Cancel(uint64_t handle, absl::Duration timeout) {
   SHOAL_ASSIGN_OR_RETURN(const uint64_t task, TaskId(handle, timeout));
   if (submits_.at(handle).result.has_value()) return absl::OkStatus();
   const uint64_t id = next_request_++;
-  SHOAL_ASSIGN_OR_RETURN(std::string frame,
-                         Frame(id, ipc::CancelRequest{{task}}));
+  SHOAL_RETURN_IF_ERROR(SendRequest(id, Frame(id, ipc::CancelRequest{{task}})));
   calls_.emplace(id, std::nullopt);
-  absl::Status s = socket_.Send(frame);
-  if (s.ok()) {
-    s = ReadUntil([&] { return calls_.at(id).has_value(); },
-                  LeftUntil(deadline),
-                  absl::StrCat("cancel of task ", task, ": no answer"));
-  }
+  absl::Status s = ReadUntil([&] { return calls_.at(id).has_value(); },
+                             LeftUntil(deadline),
+                             absl::StrCat("cancel of task ", task, ": no answer"));
   if (s.ok()) s = *calls_.at(id);
   calls_.erase(id);
   return s;
@@ -349,8 +364,18 @@ absl::Status RemotePipeline::ReadOne(absl::Duration timeout) {
       e != nullptr && ipc::IsSessionReset(e->status)) {
     session_ = 0;
     seq_.Reset();
+    unconfirmed_.clear();
     FailAll(e->status);
     return absl::OkStatus();
+  }
+  if (resends()) {
+    Confirm(d.envelope->ack);
+    // The node found the session on a new connection: what it lacks goes
+    // again, in order.
+    if (std::holds_alternative<ipc::SessionAck>(d.envelope->body)) {
+      for (const auto& [id, frame] : unconfirmed_) (void)socket_.Send(frame);
+      return absl::OkStatus();
+    }
   }
   File(d.envelope->request_id, std::move(d.envelope->body));
   // The node keeps each numbered reply until it hears: tell it now and then
@@ -448,9 +473,8 @@ bool RemotePipeline::HoldsOutput(const ObjectId& id) const {
 
 void RemotePipeline::ReleaseOutput(const ObjectId& id) {
   if (outputs_.erase(id) == 0) return;
-  absl::StatusOr<std::string> frame =
-      Frame(next_request_++, ipc::DeleteRequest{id});
-  if (frame.ok()) (void)socket_.Send(*frame);
+  const uint64_t request = next_request_++;
+  (void)SendRequest(request, Frame(request, ipc::DeleteRequest{id}));
 }
 
 }  // namespace shoal::coordinator

@@ -34,12 +34,16 @@
 // pipeline acknowledges every second (so that the node finds it again after
 // a reconnect and sends what was lost), duplicates are dropped, and a
 // session the node no longer knows fails every submit in flight with its
-// reset error (ABORTED).
+// reset error (ABORTED). With a 1.5 node requests are kept too, until a
+// reply's acknowledgement says the node has them; when the node finds the
+// session on a new connection it says which it has (a SessionAck), and the
+// pipeline sends the others again (the node serves a request id once).
 // Thread-compatible, like Client.
 #ifndef SHOAL_COORDINATOR_CLIENT_PIPELINE_H_
 #define SHOAL_COORDINATOR_CLIENT_PIPELINE_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -158,6 +162,14 @@ class RemotePipeline {
   absl::StatusOr<std::string> Frame(uint64_t request_id, ipc::Message body);
   // Sends the acknowledgement alone (SessionAck).
   void SendAck();
+  // Sends request `id`'s `frame` (blocking unless `dontwait`); with a 1.5
+  // node keeps it until the node has it (Confirm). A frame that could not be
+  // made spends its id with an acknowledgement (no gap for the node).
+  absl::Status SendRequest(uint64_t id, absl::StatusOr<std::string> frame,
+                           bool dontwait = false);
+  // The node has every request up to `ack`: they are let go.
+  void Confirm(uint64_t ack);
+  bool resends() const { return session_ != 0 && node_minor_ >= 5; }
   // The node reset the session: everything in flight fails with `status`.
   void FailAll(const absl::Status& status);
   // Reads until `done()` or `timeout`; DeadlineExceeded names `what`.
@@ -196,6 +208,9 @@ class RemotePipeline {
   absl::Time batch_since_;
   std::set<ObjectId> outputs_;      // outputs of arrived results, not released
   uint64_t session_ = 0;            // the resumable session's id; 0: none
+  uint32_t node_minor_ = 0;         // the welcome's protocol minor
+  // Requests sent that the node has not confirmed (resends()), by id.
+  std::map<uint64_t, std::string> unconfirmed_;
   uint64_t max_request_bytes_ = 0;  // the welcome's (0: no limit)
   ipc::SessionSeq seq_;
 };

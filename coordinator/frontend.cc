@@ -300,15 +300,36 @@ void Frontend::DrainRequests(bool tcp) {
     Session* s = SessionFor(route, p, *decoded.envelope, &moved);
     if (s == nullptr) continue;
     s->minor = decoded.envelope->minor;
+    const uint64_t request_id = decoded.envelope->request_id;
+    const bool ack_only =
+        std::holds_alternative<ipc::SessionAck>(decoded.envelope->body);
+    // A 1.5 client sends again what a cut connection may have lost: a
+    // request id that arrived before is served once. (An acknowledgement
+    // with an id fills that id: a request the client could not send.)
+    bool duplicate = false;
+    if (s->resumable() && s->minor >= 5 && request_id != 0) {
+      duplicate = !s->requests.Accept(request_id) && !ack_only;
+      if (s->requests.above() > kMaxRequestGap) s->requests.SkipGap();
+    }
     if (s->resumable()) {
       Acknowledge(*s, decoded.envelope->ack);
-      if (moved) Resend(*s);
+      if (moved) {
+        Resend(*s);
+        if (s->minor >= 5) SendRequestAck(*s);
+      }
     }
-    if (std::holds_alternative<ipc::SessionAck>(decoded.envelope->body))
-      continue;
-    Dispatch(*s, decoded.envelope->request_id,
-             std::move(decoded.envelope->body), in.body.size());
+    if (ack_only || duplicate) continue;
+    Dispatch(*s, request_id, std::move(decoded.envelope->body),
+             in.body.size());
   }
+}
+
+void Frontend::SendRequestAck(Session& s) {
+  ipc::Envelope e{0, ipc::SessionAck{}};
+  e.ack = s.requests.ack();
+  absl::StatusOr<std::string> frame = ipc::Encode(e);
+  if (!frame.ok()) return;
+  SendRaw((s.route.tcp ? tcp_ : ipc_).raw(), s.route.routing_id, *frame);
 }
 
 Session* Frontend::SessionFor(const Route& route, Principal& p,

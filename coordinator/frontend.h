@@ -194,6 +194,13 @@ class Frontend {
   // already (a reset session, a refused one).
   Session* SessionFor(const Route& route, Principal& who,
                       const ipc::Envelope& e, bool* moved);
+  // Tells a 1.5 client whose session moved connection which of its requests
+  // arrived (an unnumbered SessionAck whose ack is the request id below
+  // which all did): it sends the rest again.
+  void SendRequestAck(Session& s);
+  // Request ids arrived above a gap a session's client never fills before
+  // the frontend gives the gap up (ipc::SessionSeq::SkipGap).
+  static constexpr size_t kMaxRequestGap = 4096;
   // Serves, parks or refuses one request of `s`.
   void Dispatch(Session& s, uint64_t request_id, ipc::Message body,
                 uint64_t bytes);

@@ -44,10 +44,12 @@ void FreeReply(void* /*data*/, void* hint) {
 void Frontend::Reply(Session& s, uint64_t request_id, ipc::Message body) {
   ipc::Envelope e{request_id, std::move(body)};
   if (s.resumable()) e.seq = s.next_seq++;
+  if (s.resumable() && s.minor >= 5) e.ack = s.requests.ack();
   absl::StatusOr<std::string> frame = ipc::Encode(e);
   if (!frame.ok()) {
     ipc::Envelope error{request_id, ipc::ErrorReply{frame.status()}};
     error.seq = e.seq;
+    error.ack = e.ack;
     frame = ipc::Encode(error);
     if (!frame.ok()) frame = ipc::EncodeError(request_id, frame.status());
   }
@@ -129,9 +131,12 @@ bool Frontend::Park(Session& s, uint64_t request_id, ipc::Message body,
         options_.max_parked_requests_per_client,
         " or max_parked_bytes_per_client = ",
         options_.max_parked_bytes_per_client);
+    // Discarded unserved: a resumable session's client sends them again.
+    if (s.resumable() && s.minor >= 5) s.requests.Forget(request_id);
     for (const ParkedRequest& r : s.parked) {
       --p.parked;
       p.parked_bytes -= r.bytes;
+      if (s.resumable() && s.minor >= 5) s.requests.Forget(r.request_id);
     }
     s.parked.clear();
     parked_.erase(s.serial);

@@ -59,6 +59,7 @@ std::optional<ipc::Message> Frontend::Handle(Session& s, uint64_t request_id,
               }
               Session& fresh = sessions_.NewResumable(p, s.route);
               fresh.minor = s.minor;
+              if (fresh.minor >= 5) (void)fresh.requests.Accept(request_id);
               Reply(fresh, request_id, OnHello(fresh, m));
               return std::nullopt;
             }

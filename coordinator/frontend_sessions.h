@@ -19,6 +19,7 @@
 
 #include "absl/time/time.h"
 #include "ipc/messages.h"
+#include "ipc/session_seq.h"
 #include "ipc/object_id.h"
 
 namespace shoal::coordinator {
@@ -93,6 +94,9 @@ struct Session {
   uint64_t out_bytes = 0;
   std::shared_ptr<ZmqBytes> zmq = std::make_shared<ZmqBytes>();
   uint64_t next_seq = 1;
+  // A resumable session of a 1.5 client: the request ids that arrived, so
+  // that a request sent again after a reconnect is served once.
+  ipc::SessionSeq requests;
   // Finished pushed tasks whose results wait for room in the budget, by
   // submit request: (request id, task id), in completion order.
   std::deque<std::pair<uint64_t, uint64_t>> ready;

@@ -32,7 +32,7 @@ inline constexpr uint32_t kProtocolMajor = 1;
 // 1: SubmitRequest.push; 2: SubmitRequest.push_ids;
 // 3: SubmitRequest.ids_with_result; 4: resumable sessions (Envelope.session,
 // ack, seq; SessionAck; ErrorReply.session_reset), PutObjectRequest.
-inline constexpr uint32_t kProtocolMinor = 4;
+inline constexpr uint32_t kProtocolMinor = 5;
 
 // The absl::Status payload (type URL) that marks an ErrorReply's status as a
 // session reset (ErrorReply.session_reset on the wire).
@@ -372,8 +372,10 @@ struct Envelope {
   Message body;
   // Resumable sessions (1.4): set by the sender, 0 when unused.
   uint64_t session = 0;  // client → node: its session
-  uint64_t ack = 0;      // client → node: every seq up to this arrived
-  uint64_t seq = 0;      // node → client: this message's number
+  // Client → node: every seq up to this arrived. Node → client (1.5): every
+  // request id of the session up to this one arrived.
+  uint64_t ack = 0;
+  uint64_t seq = 0;  // node → client: this message's number
   // The sender's protocol minor (set by Decode; Encode writes this build's).
   uint32_t minor = 0;
 };

@@ -4,7 +4,9 @@
 #include <zmq.h>
 
 #include <atomic>
+#include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -65,6 +67,9 @@ RpcChannel& RpcChannel::operator=(RpcChannel&& other) noexcept {
     limits_ = other.limits_;
     next_request_ = other.next_request_;
     session_ = other.session_;
+    resend_ = other.resend_;
+    max_request_bytes_ = other.max_request_bytes_;
+    last_reply_minor_ = other.last_reply_minor_;
     seq_ = std::move(other.seq_);
   }
   return *this;
@@ -88,8 +93,23 @@ absl::StatusOr<Message> RpcChannel::Exchange(Message request,
   out.session = session_;
   out.ack = session_ != 0 ? seq_.ack() : 0;
   seq_.MarkReported();
-  SHOAL_ASSIGN_OR_RETURN(std::string frame, Encode(out));
-  SHOAL_RETURN_IF_ERROR(CheckRequestSize(frame.size(), max_request_bytes_));
+  absl::StatusOr<std::string> encoded = Encode(out);
+  absl::Status fits = encoded.ok()
+                          ? CheckRequestSize(encoded->size(), max_request_bytes_)
+                          : encoded.status();
+  if (!fits.ok()) {
+    // The id is spent: an acknowledgement carrying it tells a 1.5 node so,
+    // which would otherwise wait for it (a gap in the session's requests).
+    if (resend_) {
+      Envelope filler{id, SessionAck{}};
+      filler.session = session_;
+      filler.ack = seq_.ack();
+      absl::StatusOr<std::string> f = Encode(filler);
+      if (f.ok()) (void)socket_.Send(*f, /*dontwait=*/true);
+    }
+    return fits;
+  }
+  const std::string frame = *std::move(encoded);
   const absl::Time deadline = timeout == absl::InfiniteDuration()
                                   ? absl::InfiniteFuture()
                                   : absl::Now() + timeout;
@@ -105,8 +125,17 @@ absl::StatusOr<Message> RpcChannel::Exchange(Message request,
     SHOAL_RETURN_IF_ERROR(ready);
   }
   std::vector<std::string> frames;
+  absl::Time resend_at = absl::Now() + kResendEvery;
   while (true) {
-    absl::Status ready = WaitFor(ZMQ_POLLIN, deadline);
+    absl::Status ready =
+        WaitFor(ZMQ_POLLIN, resend_ ? std::min(deadline, resend_at) : deadline);
+    if (absl::IsDeadlineExceeded(ready) && resend_ && absl::Now() < deadline) {
+      // No reply yet: the request may have been lost with a connection
+      // (the node drops it if it has it).
+      (void)socket_.Send(frame, /*dontwait=*/true);
+      resend_at = absl::Now() + kResendEvery;
+      continue;
+    }
     if (absl::IsDeadlineExceeded(ready)) return NoAnswer(timeout);
     SHOAL_RETURN_IF_ERROR(ready);
     SHOAL_RETURN_IF_ERROR(socket_.Recv(&frames, absl::ZeroDuration()));
@@ -118,6 +147,15 @@ absl::StatusOr<Message> RpcChannel::Exchange(Message request,
     }
     // A reply sent again after a reconnect is dropped.
     if (!seq_.Accept(d.envelope->seq)) continue;
+    last_reply_minor_ = d.envelope->minor;
+    // The node's word after a reconnect: which requests it has.
+    if (std::holds_alternative<SessionAck>(d.envelope->body)) {
+      if (resend_ && d.envelope->ack < id) {
+        (void)socket_.Send(frame, /*dontwait=*/true);
+        resend_at = absl::Now() + kResendEvery;
+      }
+      continue;
+    }
     // Replies to earlier calls that timed out are skipped.
     if (d.envelope->request_id != id) continue;
     if (auto* e = std::get_if<ErrorReply>(&d.envelope->body)) {
@@ -222,6 +260,7 @@ std::string RpcChannel::PeerName() const {
 
 void RpcChannel::SetSession(uint64_t id) {
   session_ = id;
+  resend_ = id != 0 && last_reply_minor_ >= 5;
   if (id == 0) seq_.Reset();
 }
 

@@ -73,13 +73,18 @@ class RpcChannel {
   void Notify(Message message);
 
   // Requests from now on belong to resumable session `id` (the welcome of
-  // the hello this channel sent last gave it; 0: none): each carries the id
-  // and the acknowledgement
-  // of the numbered replies that arrived (docs/protocol.md, "Sessions"),
-  // and a reply that comes again after a reconnect is dropped. A reply that
-  // says the node no longer knows the session ends it here too (the call
-  // returns that error; later calls have no session).
+  // the hello this channel sent last gave it, the last reply; 0: none):
+  // each carries the id and the acknowledgement of the numbered replies
+  // that arrived (docs/protocol.md, "Sessions"), and a reply that comes
+  // again after a reconnect is dropped. With a 1.5 node (the welcome's
+  // minor) a call whose reply has not come is sent again every
+  // kResendEvery, and at once when the node says it lacks it (its
+  // SessionAck after a reconnect): the node serves a request id once, so a
+  // request lost with a cut connection costs a second, not the call. A
+  // reply that says the node no longer knows the session ends it here too
+  // (the call returns that error; later calls have no session).
   void SetSession(uint64_t id);
+  static constexpr absl::Duration kResendEvery = absl::Seconds(1);
   uint64_t session() const { return session_; }
   // Requests over `bytes` (the welcome's max_request_bytes; 0: none) fail
   // here with ResourceExhausted (ipc::CheckRequestSize), unsent.
@@ -127,6 +132,8 @@ class RpcChannel {
   DecodeLimits limits_;
   uint64_t next_request_ = 1;
   uint64_t session_ = 0;
+  bool resend_ = false;          // the session's node speaks 1.5
+  uint32_t last_reply_minor_ = 0;  // the protocol minor of the last reply
   uint64_t max_request_bytes_ = 0;
   SessionSeq seq_;
 };

@@ -5,6 +5,7 @@
 #ifndef SHOAL_IPC_SESSION_SEQ_H_
 #define SHOAL_IPC_SESSION_SEQ_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <set>
 
@@ -32,6 +33,30 @@ class SessionSeq {
   // Whether a later reply arrived before an earlier one (one was lost with a
   // connection and will come again).
   bool gap() const { return !above_.empty(); }
+  // Number `seq` counts as not arrived again (the node discarded a request
+  // unserved: the client is to send it again).
+  void Forget(uint64_t seq) {
+    if (seq == 0) return;
+    if (seq > ack_) {
+      above_.erase(seq);
+      return;
+    }
+    for (uint64_t n = seq + 1; n <= ack_; ++n) above_.insert(n);
+    ack_ = seq - 1;
+  }
+  // How many arrived above a gap.
+  size_t above() const { return above_.size(); }
+  // Gives up the lowest gap: everything below the first number that
+  // arrived above it counts as arrived (the node's bound on a client that
+  // never fills a gap).
+  void SkipGap() {
+    if (above_.empty()) return;
+    ack_ = *above_.begin() - 1;
+    while (!above_.empty() && *above_.begin() == ack_ + 1) {
+      above_.erase(above_.begin());
+      ++ack_;
+    }
+  }
   // A new session: numbering starts again.
   void Reset() {
     ack_ = 0;

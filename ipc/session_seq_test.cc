@@ -29,5 +29,32 @@ TEST(SessionSeqTest, AcknowledgesInOrderAndDropsDuplicates) {
   EXPECT_TRUE(s.Accept(1));
 }
 
+TEST(SessionSeqTest, AForgottenNumberIsAcceptedAgainAndNoOther) {
+  SessionSeq s;
+  for (uint64_t n = 1; n <= 6; ++n) EXPECT_TRUE(s.Accept(n));
+  s.Forget(3);  // discarded unserved: the client sends it again
+  EXPECT_EQ(s.ack(), 2u);
+  EXPECT_FALSE(s.Accept(4));
+  EXPECT_FALSE(s.Accept(6));
+  EXPECT_TRUE(s.Accept(3));
+  EXPECT_EQ(s.ack(), 6u);
+  EXPECT_FALSE(s.Accept(3));
+  EXPECT_TRUE(s.Accept(8));
+  s.Forget(8);
+  EXPECT_FALSE(s.gap());
+  EXPECT_TRUE(s.Accept(8));
+}
+
+TEST(SessionSeqTest, AGapGivenUpCountsAsArrived) {
+  SessionSeq s;
+  EXPECT_TRUE(s.Accept(1));
+  for (uint64_t n = 3; n <= 10; ++n) EXPECT_TRUE(s.Accept(n));  // 2 lost
+  EXPECT_EQ(s.above(), 8u);
+  s.SkipGap();
+  EXPECT_EQ(s.ack(), 10u);
+  EXPECT_EQ(s.above(), 0u);
+  EXPECT_FALSE(s.Accept(2));
+}
+
 }  // namespace
 }  // namespace shoal::ipc

@@ -191,13 +191,12 @@ class ProxiedTest : public ::testing::Test {
   std::unique_ptr<TcpProxy> proxy_;
 };
 
-// Disabled: a request written to a connection that breaks before the node
-// reads it is lost, and the client does not send it again (the protocol
-// resends replies, not requests): the node never sees those tasks and
-// Await times out ("the node saw 440 of the 600 tasks submitted"). Enable
-// it with a fix (the client resending unanswered requests after a
-// reconnect, the node dropping a request id of the session it has served).
-TEST_F(ProxiedTest, DISABLED_ConnectionsCutMidPipelineLoseNoResult) {
+// Connections cut while submits are in flight, while results are on their
+// way and while half of them are read: a request written to a connection
+// that breaks before the node reads it goes again (the node says which it
+// has when it finds the session on the new connection), a reply goes again
+// until acknowledged, and each task runs exactly once.
+TEST_F(ProxiedTest, ConnectionsCutMidPipelineLoseNoResult) {
   StartNode();
   absl::StatusOr<std::unique_ptr<coordinator::Client>> client = Connect();
   ASSERT_TRUE(client.ok()) << client.status();
