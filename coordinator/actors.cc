@@ -136,6 +136,8 @@ absl::StatusOr<ipc::ActorCreateReply> Coordinator::Impl::CreateActor(
   const uint32_t id = a.id;
   actors_.emplace(id, std::move(a));
   actor_of_worker_[worker] = id;
+  // Counted in its session until EndActor.
+  if (session != 0 && frontend_ != nullptr) frontend_->ActorStarted(session);
   WorkerSpec spec;
   spec.cpus = std::max<uint32_t>(1, m.cpus());
   spec.gpus = m.gpus();
@@ -292,6 +294,7 @@ void Coordinator::Impl::EndActor(Actor& a, const std::string& why) {
   supervisor_->Retire(a.worker);
   (void)store_client_->Release(a.init_object);
   (void)store_client_->Delete(a.init_object);
+  if (a.session != 0 && frontend_ != nullptr) frontend_->ActorEnded(a.session);
 }
 
 void Coordinator::Impl::EndActorsOwnedBy(pid_t pid) {

@@ -130,6 +130,9 @@ class Frontend {
   void DrainRequests(bool tcp);
   // Reads one socket's monitor events (connections opened and closed).
   void DrainEvents(bool tcp);
+  // An actor that ends with session `serial` started, or ended.
+  void ActorStarted(uint64_t serial);
+  void ActorEnded(uint64_t serial);
   // Our task client's doorbell rang: answers the pushes and waits of tasks
   // that finished. REQUIRES: called when the completion eventfd fired.
   void OnCompletions();

@@ -422,8 +422,16 @@ ipc::Message Frontend::OnActorCreate(Session& s,
   ActorCreator creator{s.principal->key, s.serial, s.principal->owner};
   absl::StatusOr<ipc::ActorCreateReply> reply = host_->CreateActor(creator, m);
   if (!reply.ok()) return Error(reply.status());
-  if (!m.detached()) ++s.actors;
   return *std::move(reply);
+}
+
+void Frontend::ActorStarted(uint64_t serial) {
+  if (Session* s = sessions_.BySerial(serial)) ++s->actors;
+}
+
+void Frontend::ActorEnded(uint64_t serial) {
+  Session* s = sessions_.BySerial(serial);
+  if (s != nullptr && s->actors > 0) --s->actors;
 }
 
 ipc::Message Frontend::OnActorKill(Session& s, const ipc::ActorKillRequest& m) {

@@ -102,7 +102,8 @@ struct Session {
   std::deque<std::pair<uint64_t, uint64_t>> ready;
   // One-task pushed submits whose SubmitReply is held (ids_with_result).
   std::vector<std::pair<uint64_t, uint64_t>> held_ids;  // (request, task)
-  uint32_t actors = 0;  // live actors it owns (they end with it)
+  // Live actors that end with it (Frontend::ActorStarted / ActorEnded).
+  uint32_t actors = 0;
   bool ended = false;
 
   bool resumable() const { return id != 0; }
