@@ -63,3 +63,14 @@ def test_ref_dropped_after_submit_still_reaches_the_task(client):
     gc.collect()
     for f in futures:
         assert f.result(60)[0] == "m"
+
+
+def test_a_large_pickle_lives_in_the_store_too(client):
+    big = {"ids": list(range(100_000)), "name": "x"}  # no buffers: a long pickle
+    ref = shoal.put(big)
+    assert isinstance(ref._header, shoal.ObjectRef)  # not carried inline
+    assert shoal.get(ref) == big
+    assert client.submit(lambda d: (len(d["ids"]), d["name"]), ref).result(
+        60) == (100_000, "x")
+    assert client.submit(lambda box: len(shoal.get(box[0])["ids"]),
+                         [ref]).result(60) == 100_000
