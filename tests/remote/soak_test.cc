@@ -8,20 +8,19 @@
 // client's is lost, and the coordinator's RSS stays under the bound its
 // per-client limits give.
 //
-// The hostile clients' threads run at SCHED_IDLE, as if they ran on other
-// machines: on a small test machine 63 busy client threads would otherwise
-// take the CPUs from everything else, and the latencies would measure the
-// kernel's scheduler rather than the node. The node's processes (the
-// coordinator serving them, the workers running their tasks) and the honest
-// client run at the normal priority.
+// The hostile clients run in a process of their own at SCHED_IDLE
+// (tests/remote/soak_storm.cc), as if they ran on other machines: the
+// latencies measure the node serving them, not the test machine's
+// scheduler. The node's processes and the honest client run at the normal
+// priority.
 //
 // About 70 s: SHOAL_SOAK_SECONDS (default 60) sets the storm's length.
-#include <pthread.h>
-#include <sched.h>
+#include <signal.h>
 #include <unistd.h>
 #include <zmq.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
@@ -44,7 +43,9 @@
 #include "ipc/messages.h"
 #include "ipc/protocol.h"
 #include "ipc/socket.h"
+#include "base/subprocess.h"
 #include "tests/remote/remote_node.h"
+#include "tests/testing/test_env.h"
 
 namespace shoal::remote {
 namespace {
@@ -76,14 +77,6 @@ int64_t VmRssKb(pid_t pid) {
     }
   }
   return -1;
-}
-
-// Moves the calling thread (and the threads it starts, libzmq's included) to
-// SCHED_IDLE: it runs only on CPU time nothing else wants.
-void RunAsIfElsewhere() {
-  sched_param none{};
-  const int rc = pthread_setschedparam(pthread_self(), SCHED_IDLE, &none);
-  ASSERT_EQ(rc, 0) << "SCHED_IDLE: " << rc;
 }
 
 absl::Duration P99(std::vector<absl::Duration> v) {
@@ -135,23 +128,6 @@ class Soak : public ::testing::Test {
     return coordinator::Client::Connect(o);
   }
 
-  absl::StatusOr<ipc::Socket> Raw(int who, int rcvhwm) {
-    ipc::SocketOptions so;
-    so.recv_hwm = rcvhwm;
-    auto s = ipc::Socket::Create(ZMQ_DEALER, so);
-    if (!s.ok()) return s.status();
-    if (rcvhwm < 10) {
-      int small = 4096;
-      zmq_setsockopt(s->raw(), ZMQ_RCVBUF, &small, sizeof(small));
-    }
-    auto st = ipc::ConfigureCurveClient(*s, node_->discovery().server_key,
-                                        keys_[who]);
-    if (!st.ok()) return st;
-    st = s->Connect(node_->discovery().tcp);
-    if (!st.ok()) return st;
-    return s;
-  }
-
   // One status request of the honest client (the frontend's own latency,
   // no task queue in it).
   absl::StatusOr<absl::Duration> StatusCall(coordinator::Client& c) {
@@ -180,24 +156,8 @@ class Soak : public ::testing::Test {
   std::vector<std::string> key_files_;
   std::unique_ptr<RemoteNode> node_;
   std::atomic<bool> stop_{false};
-  std::atomic<int64_t> wrong_{0};    // wrong results any client got
-  std::atomic<int64_t> served_{0};   // results hostile clients checked
-  std::atomic<int64_t> refused_{0};  // quota refusals seen
+  std::atomic<int64_t> wrong_{0};  // wrong results any client got
 };
-
-// Never reads: pushed fills (64 KiB results) until its sends stop going.
-void NeverReads(ipc::Socket s, std::atomic<bool>* stop) {
-  RunAsIfElsewhere();
-  for (int i = 0; i < 400 && !stop->load(); ++i) {
-    ipc::SubmitRequest req;
-    req.tasks = {Task("fill", {int64_t{1} << 14, 1.0, std::string("f32")})};
-    req.push = true;
-    auto frame = ipc::Encode(1 + i, req);
-    if (!frame.ok() || !s.Send(*frame, /*dontwait=*/true).ok())
-      absl::SleepFor(absl::Milliseconds(20));
-  }
-  while (!stop->load()) absl::SleepFor(absl::Milliseconds(50));
-}
 
 TEST_F(Soak, AnHonestClientIsServedThroughAStormOfHostileOnes) {
   auto honest = Connect(0);
@@ -226,72 +186,17 @@ TEST_F(Soak, AnHonestClientIsServedThroughAStormOfHostileOnes) {
       absl::SleepFor(absl::Milliseconds(20));
     }
   });
-  for (int who = 1; who <= kHostile; ++who) {
-    switch (who % 3) {
-      case 0: {  // never reads
-        auto s = Raw(who, /*rcvhwm=*/1);
-        ASSERT_TRUE(s.ok()) << s.status();
-        threads.emplace_back(NeverReads, *std::move(s), &stop_);
-        break;
-      }
-      case 1:  // disconnects mid-pipeline, again and again
-        threads.emplace_back([this, who] {
-          RunAsIfElsewhere();
-          int64_t round = 0;
-          while (!stop_.load()) {
-            auto c = Connect(who);
-            if (!c.ok()) {
-              absl::SleepFor(absl::Milliseconds(100));
-              continue;
-            }
-            std::vector<coordinator::PendingTask> p;
-            for (int64_t i = 0; i < 200; ++i) {
-              auto t = (*c)->SubmitAsync(Task("echo", {round * 1000 + i}));
-              if (t.ok()) p.push_back(*t);
-            }
-            (void)(*c)->Flush();
-            // Half of them read, then it goes with the rest in flight.
-            for (size_t i = 0; i < p.size() / 2 && !stop_.load(); ++i) {
-              auto r = (*c)->Await(p[i], absl::Seconds(30));
-              if (!r.ok() || !r->status.ok()) continue;
-              ++served_;
-              if (std::get<int64_t>(r->outputs.at(0)) !=
-                  round * 1000 + static_cast<int64_t>(i))
-                ++wrong_;
-            }
-            ++round;
-          }
-        });
-        break;
-      case 2:  // over its quotas, round after round
-        threads.emplace_back([this, who] {
-          RunAsIfElsewhere();
-          auto c = Connect(who);
-          if (!c.ok()) return;
-          while (!stop_.load()) {
-            std::vector<ipc::TaskSpec> too_many(kMaxQueued + 1, Task("noop"));
-            auto refused = (*c)->Submit(too_many);
-            if (absl::IsResourceExhausted(refused.status())) ++refused_;
-            // 16 MiB of fills against an 8 MiB store quota.
-            std::vector<ipc::TaskSpec> fills(
-                4, Task("fill", {int64_t{1} << 20, 3.0}));
-            auto ids = (*c)->Submit(fills);
-            if (ids.ok()) {
-              auto r = (*c)->Wait(*ids, absl::Seconds(30));
-              if (r.ok()) {
-                for (const ipc::TaskResult& t : *r) {
-                  if (absl::IsResourceExhausted(t.status)) ++refused_;
-                  if (t.status.ok()) ++served_;
-                  (*c)->ReleaseOutputs(t);
-                }
-              }
-            }
-            absl::SleepFor(absl::Milliseconds(50));
-          }
-        });
-        break;
-    }
-  }
+  std::vector<std::string> argv = {
+      testing::RunfilePath("tests/remote/soak_storm"), node_->discovery().tcp,
+      node_->discovery().server_key, absl::StrCat(kMaxQueued)};
+  for (int who = 1; who <= kHostile; ++who) argv.push_back(key_files_[who]);
+  SubprocessOptions so;
+  so.pipe_stdin = true;
+  so.pipe_stdout = true;
+  so.parent_death_signal = SIGKILL;
+  absl::StatusOr<Subprocess> storm_process = Subprocess::Start(argv, so);
+  ASSERT_TRUE(storm_process.ok()) << storm_process.status();
+  ASSERT_TRUE(storm_process->ReadLine(absl::Seconds(60)).ok());  // started
   // The storm: the honest client goes on, and checks a pipelined batch of
   // its own now and then (every result, none lost).
   std::vector<absl::Duration> storm, storm_status;
@@ -330,6 +235,16 @@ TEST_F(Soak, AnHonestClientIsServedThroughAStormOfHostileOnes) {
       }
     }
   }
+  storm_process->CloseStdin();
+  absl::StatusOr<std::string> counts = storm_process->ReadLine(absl::Seconds(90));
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  int64_t served = 0, wrong = 0, refused = 0;
+  ASSERT_EQ(std::sscanf(counts->c_str(), "served %ld wrong %ld refused %ld",
+                        &served, &wrong, &refused),
+            3)
+      << *counts;
+  wrong_ += wrong;
+  ASSERT_TRUE(storm_process->Wait(absl::Seconds(30)).ok());
   stop_.store(true);
   for (std::thread& t : threads) t.join();
   const int64_t rss_end = VmRssKb(node_->pid());
@@ -341,12 +256,12 @@ TEST_F(Soak, AnHonestClientIsServedThroughAStormOfHostileOnes) {
             << p99_storm << " (" << storm.size()
             << " calls); of a status request: quiet " << p99_quiet_status
             << ", storm " << p99_storm_status << "; hostile results checked "
-            << served_.load() << ", quota refusals " << refused_.load()
+            << served << ", quota refusals " << refused
             << "; coordinator VmRSS quiet " << rss_quiet << " KiB, peak "
             << rss_peak.load() << " KiB, end " << rss_end << " KiB\n";
   EXPECT_EQ(lost, 0) << "the honest client lost results: " << first_error;
   EXPECT_EQ(wrong_.load(), 0) << "wrong results";
-  EXPECT_GT(refused_.load(), 0) << "no client was over its quotas";
+  EXPECT_GT(refused, 0) << "no client was over its quotas";
   // The frontend's own latency: within 10× of quiet.
   EXPECT_LE(p99_storm_status, 10 * p99_quiet_status)
       << "the honest client's p99 of a status request grew more than 10×";
