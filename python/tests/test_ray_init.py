@@ -108,3 +108,11 @@ def test_init_finds_the_node_started_last_here(tmp_path):
             assert square.remote(2).result(60) == 4
         """, tmp_path, runtime)
         assert out == [started.job_id, started.job_id]
+
+
+def test_init_inside_a_task_is_its_own_node(node, client):
+    def inner():
+        import shoal
+        return shoal.init().job_id
+
+    assert client.submit(inner).result(60) == node.job_id
