@@ -186,12 +186,21 @@ std::vector<absl::StatusOr<ObjectBuffer>> StoreClient::Impl::GetMany(
   return out;
 }
 
-absl::Status StoreClient::Impl::ReleaseNow(const ObjectId& id) {
+absl::Status StoreClient::Impl::ReleaseNow(const ObjectId& id,
+                                           bool mark_deleted) {
   bool reclaim = false;
   {
     SHOAL_ASSIGN_OR_RETURN(LockGuard lock, Lock());
     std::optional<uint32_t> e = table_->Find(id);
     if (!e) return absl::NotFoundError(absl::StrCat("no object ", id.ToHex()));
+    if (mark_deleted) {
+      ObjectEntry* x = table_->entry(*e);
+      if (!IsSealed(x->state)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("object ", id.ToHex(), " is not sealed"));
+      }
+      x->flags |= kFlagDeletePending;
+    }
     JournaledWriter journal(segment_->base(), &table_->header()->lock.journal);
     SHOAL_ASSIGN_OR_RETURN(uint32_t left, table_->DropRef(slot_, *e, &journal));
     journal.Commit();
@@ -374,6 +383,15 @@ absl::Status StoreClient::Transfer(const ObjectId& id,
   }
   if (impl_->HoldsDevice(id)) impl_->TransferredDevice(id);
   return absl::OkStatus();
+}
+
+absl::Status StoreClient::ReleaseAndDelete(const ObjectId& id) {
+  if (impl_->device_pending()) impl_->device().Collect(/*wait=*/false);
+  if (impl_->HoldsDevice(id)) {
+    SHOAL_RETURN_IF_ERROR(impl_->ReleaseDevice(id));
+    return Delete(id);
+  }
+  return impl_->ReleaseNow(id, /*mark_deleted=*/true);
 }
 
 absl::Status StoreClient::Delete(const ObjectId& id) {

@@ -194,6 +194,13 @@ class StoreClient {
   // Errors: NotFound, FailedPrecondition (not sealed).
   absl::Status Delete(const ObjectId& id);
 
+  // Release, then Delete, without waiting for the store service: the object
+  // is marked deleted in the table and this client's reference dropped;
+  // when that was the last reference, the service is told to free it (a
+  // message without a reply). A device object takes Release and Delete.
+  // Errors: NotFound, FailedPrecondition (not sealed, or none held).
+  absl::Status ReleaseAndDelete(const ObjectId& id);
+
   // Whether a sealed, not-deleted object with this id is in the store.
   absl::StatusOr<bool> Contains(const ObjectId& id);
 

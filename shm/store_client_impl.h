@@ -50,8 +50,10 @@ class StoreClient::Impl {
       absl::Span<const ObjectId> ids, absl::Duration timeout, void* cuda_stream)
       ABSL_LOCKS_EXCLUDED(mu_, device_mu_);
   // Drops one reference now (the table update, and the service's reclaim
-  // hint when it was the last of a deleted object).
-  absl::Status ReleaseNow(const ObjectId& id) ABSL_LOCKS_EXCLUDED(mu_);
+  // hint when it was the last of a deleted object); with mark_deleted, marks
+  // the (sealed) object deleted first, as the service's Delete does.
+  absl::Status ReleaseNow(const ObjectId& id, bool mark_deleted = false)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // ---- device objects (store_client_device.cc) ----
   struct DeviceHold {

@@ -159,8 +159,9 @@ std::string Describe(const ObjectRef& r) {
 ObjectRef::~ObjectRef() {
   shm::StoreClient* s = store_->store;
   const ObjectId id = buf_.id;
-  // Releasing is local (the table in shared memory); deleting is a request
-  // to the store service. It is skipped when the service is known gone, and
+  // Releasing and deleting are local (the table in shared memory; the last
+  // reference's deletion sends the service a message). Deleting is skipped
+  // when the service is known gone, and
   // at interpreter exit (the service releases an exited process's
   // references, and evicts what is left unreferenced when it needs the
   // room), so that exiting never waits on a node that already stopped.
@@ -168,10 +169,14 @@ ObjectRef::~ObjectRef() {
                       !store_->service_gone.load(std::memory_order_relaxed) &&
                       !InterpreterExiting();
   auto drop = [&] {
-    (void)s->Release(id);
-    if (!remove) return;
-    if (absl::IsUnavailable(s->Delete(id))) {
-      store_->service_gone.store(true, std::memory_order_relaxed);
+    // Not Release + Delete: a loop that drops one batch per step would wait
+    // on the service's reply each time.
+    if (remove) {
+      if (absl::IsUnavailable(s->ReleaseAndDelete(id))) {
+        store_->service_gone.store(true, std::memory_order_relaxed);
+      }
+    } else {
+      (void)s->Release(id);
     }
   };
   if (PyGILState_Check()) {

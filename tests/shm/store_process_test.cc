@@ -198,6 +198,34 @@ TEST_F(StoreProcessTest, DeleteIsDeferredUntilLastRelease) {
   EXPECT_EQ(Stats().objects(), 0u);
 }
 
+TEST_F(StoreProcessTest, ReleaseAndDeleteFreesAtTheLastReference) {
+  ObjectId id = ObjectId::Random();
+  std::vector<uint8_t> data(1 << 20, 5);
+  const uint64_t baseline = Stats().used_bytes();
+  ASSERT_TRUE(
+      client_->Put(id, TensorMeta::Bytes(data.size()), data.data()).ok());
+  auto view = client_->Get(id);  // a second reference
+  ASSERT_TRUE(view.ok());
+  ASSERT_TRUE(client_->ReleaseAndDelete(id).ok());
+  EXPECT_FALSE(*client_->Contains(id));
+  EXPECT_EQ(client_->Get(id).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(view->data[4321], 5);  // readable while referenced
+  EXPECT_GT(Stats().used_bytes(), baseline);
+  ASSERT_TRUE(client_->Release(id).ok());
+  EXPECT_TRUE(WaitUntil([&] { return Stats().used_bytes() == baseline; },
+                        absl::Seconds(5)));
+  // One reference: the call itself has the service free it.
+  ObjectId only = ObjectId::Random();
+  ASSERT_TRUE(
+      client_->Put(only, TensorMeta::Bytes(data.size()), data.data()).ok());
+  ASSERT_TRUE(client_->ReleaseAndDelete(only).ok());
+  EXPECT_TRUE(WaitUntil([&] { return Stats().used_bytes() == baseline; },
+                        absl::Seconds(5)));
+  EXPECT_EQ(Stats().objects(), 0u);
+  EXPECT_EQ(client_->ReleaseAndDelete(only).code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST_F(StoreProcessTest, KilledClientsReferencesAreReleased) {
   const shm::StoreStats baseline = Stats();
   std::vector<std::string> args = {"hold", store_->endpoint()};
