@@ -4,19 +4,25 @@ and with its defaults (num_workers=0).
 
 Workloads (docs/BENCHMARKS.md, "DataLoader"):
   tokens  a 2 GiB int64 array (--tokens-gib), batches of 32 random windows of
-          2,048 tokens: batches/s and the time from making the loader to its
-          first batch;
+          2,048 tokens: the time from making the loader to its first batch,
+          batches/s over the first epoch, and batches/s over a second epoch
+          (steady: shoal's loader first waits until its workers are up);
   images  50,000 uint8 3x64x64 arrays in a Python list (--images), a
           per-item augmentation in Python (random crop to 56x56, flip,
-          normalise to float32), batch 128: batches/s over one epoch and the
-          peak of the RSS (and PSS) summed over every process of the loader;
+          normalise to float32), batch 128: the same times, and the peaks
+          over both epochs of the RSS and PSS summed over every process of
+          the loader, and of the loader's store segment's resident bytes
+          (pages no process maps are in no RSS);
   kill    one worker SIGKILLed mid-epoch: whether the epoch finishes.
 Each loader runs in a process of its own (torch's workers fork, and a fork of
 a process holding a shoal client's threads is unsafe), sampled for memory
-from the outside every 50 ms.
+from this process every 50 ms. --repeat N runs every pair N times,
+interleaved; the table and --json give each figure's median (and --json
+every run's).
 """
 
 import argparse
+import glob
 import json
 import os
 import random
@@ -134,13 +140,27 @@ def _memory_kib(pid, field):
     return 0
 
 
+def _store_kib(pid):
+    """Resident KiB of the stores of nodes the loader process `pid` started
+    (shoal.start_node's job ids are py-<pid>-...)."""
+    total = 0
+    for path in glob.glob(f"/dev/shm/shoal-py-{pid}-*-store"):
+        try:
+            total += os.stat(path).st_blocks // 2
+        except OSError:
+            pass
+    return total
+
+
 class _Sampler:
-    """Peak summed RSS and PSS of a process tree, sampled every 50 ms."""
+    """Peak summed RSS and PSS of a process tree, and of its stores'
+    resident bytes, sampled every 50 ms."""
 
     def __init__(self, pid):
         self.pid = pid
         self.peak_rss = 0
         self.peak_pss = 0
+        self.peak_store = 0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -152,32 +172,49 @@ class _Sampler:
                                 sum(_memory_kib(p, "VmRSS") for p in pids))
             self.peak_pss = max(self.peak_pss,
                                 sum(_memory_kib(p, "Pss") for p in pids))
+            self.peak_store = max(self.peak_store, _store_kib(self.pid))
 
     def done(self):
         self.stop.set()
         self.thread.join()
-        return self.peak_rss * 1024, self.peak_pss * 1024
+        return {"peak_rss_bytes": self.peak_rss * 1024,
+                "peak_pss_bytes": self.peak_pss * 1024,
+                "peak_store_bytes": self.peak_store * 1024}
 
 
 # ---- one loader, in a process of its own ------------------------------------
 
-def _run_tokens(kind, args):
-    n = int(args.tokens_gib * (1 << 30)) // 8
-    tokens = np.arange(n, dtype=np.int64)
-    batches = args.tokens_batches
-    ds = TokenWindows(tokens, (batches + 1) * TOKENS_BATCH)
+def _epochs(kind, ds, batch_size, first_shape):
+    """First batch, first epoch and a second (steady) epoch of a fresh
+    loader; shoal's waits for its workers before the second."""
     t0 = time.perf_counter()
-    loader = _make_loader(kind, ds, TOKENS_BATCH)
+    loader = _make_loader(kind, ds, batch_size)
     it = iter(loader)
     first = next(it)
     t1 = time.perf_counter()
-    assert tuple(first.shape) == (TOKENS_BATCH, WINDOW)
-    got = 0
-    for b in it:
-        got += 1
+    if isinstance(first, (list, tuple)):
+        first = first[0]
+    assert tuple(first.shape) == first_shape, first.shape
+    got = sum(1 for _ in it)
     t2 = time.perf_counter()
-    return {"first_batch_s": t1 - t0, "batches": got,
-            "batches_per_s": got / (t2 - t1)}
+    out = {"first_batch_s": t1 - t0, "epoch1_batches_per_s": got / (t2 - t1)}
+    if kind == "shoal":
+        loader.worker_pids()
+        out["workers_up_s"] = time.perf_counter() - t0
+    t3 = time.perf_counter()
+    got = sum(1 for _ in loader)
+    t4 = time.perf_counter()
+    out.update(batches=got, batches_per_s=got / (t4 - t3))
+    if kind == "shoal":
+        loader.close()
+    return out
+
+
+def _run_tokens(kind, args):
+    n = int(args.tokens_gib * (1 << 30)) // 8
+    tokens = np.arange(n, dtype=np.int64)
+    ds = TokenWindows(tokens, args.tokens_batches * TOKENS_BATCH)
+    return _epochs(kind, ds, TOKENS_BATCH, (TOKENS_BATCH, WINDOW))
 
 
 def _run_images(kind, args):
@@ -185,19 +222,7 @@ def _run_images(kind, args):
     images = [rng.integers(0, 256, (3, 64, 64), dtype=np.uint8)
               for _ in range(args.images)]
     ds = Images(images)
-    sampler = _Sampler(os.getpid())
-    loader = _make_loader(kind, ds, IMAGES_BATCH)
-    t0 = time.perf_counter()
-    it = iter(loader)
-    next(it)
-    t1 = time.perf_counter()
-    got = 0
-    for b in it:
-        got += 1
-    t2 = time.perf_counter()
-    rss, pss = sampler.done()
-    return {"batches": got, "batches_per_s": got / (t2 - t1),
-            "epoch_s": t2 - t0, "peak_rss_bytes": rss, "peak_pss_bytes": pss}
+    return _epochs(kind, ds, IMAGES_BATCH, (IMAGES_BATCH, 3, 56, 56))
 
 
 def _run_kill(kind, args):
@@ -220,7 +245,11 @@ def _run_kill(kind, args):
 
 
 def _one(args):
-    import torch  # noqa: F401 (imported before any clock starts)
+    # Each loader's modules are imported before any clock starts.
+    import torch  # noqa: F401
+    if args.loader == "shoal":
+        import shoal.data  # noqa: F401
+        shoal.data.DataLoader  # noqa: B018 (its module loads on first use)
     fn = {"tokens": _run_tokens, "images": _run_images,
           "kill": _run_kill}[args.run]
     out = fn(args.loader, args)
@@ -234,17 +263,65 @@ def _spawn(workload, kind, args):
            workload, "--loader", kind, "--tokens-gib", str(args.tokens_gib),
            "--tokens-batches", str(args.tokens_batches),
            "--images", str(args.images)]
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True, timeout=args.timeout)
-    for line in p.stdout.splitlines():
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    sampler = _Sampler(p.pid) if workload == "images" else None
+    try:
+        out, err = p.communicate(timeout=args.timeout)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        memory = sampler.done() if sampler is not None else {}
+    for line in out.splitlines():
         if line.startswith("RESULT "):
-            return json.loads(line[7:])
+            return dict(json.loads(line[7:]), **memory)
     return {"error": f"exit {p.returncode}: "
-                     f"{(p.stderr.strip().splitlines() or [''])[-1]}"}
+                     f"{(err.strip().splitlines() or [''])[-1]}"}
 
 
 def _fmt(v, unit=""):
     return "-" if v is None else f"{v:.3g}{unit}"
+
+
+def _median(runs):
+    """Per key, the median of the runs' numbers (the first run's other
+    values; an error if any run failed)."""
+    out = {}
+    errors = [r["error"] for r in runs if "error" in r]
+    if errors:
+        return {"error": errors[0]}
+    for key in runs[0]:
+        values = [r[key] for r in runs if key in r]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool)
+               for v in values):
+            values = sorted(values)
+            mid = len(values) // 2
+            out[key] = (values[mid] if len(values) % 2 else
+                        (values[mid - 1] + values[mid]) / 2)
+        else:
+            out[key] = values[0]
+    return out
+
+
+def _table(results):
+    mib = 2 ** 20
+    print("workload  loader               first batch  epoch 1 b/s  "
+          "steady b/s  peak RSS sum  peak PSS sum  store peak  finished")
+    for key, r in results.items():
+        workload, kind = key.split("/")
+        r = r["median"]
+        fin = r.get("finished")
+        mem = [r.get(k) for k in ("peak_rss_bytes", "peak_pss_bytes",
+                                  "peak_store_bytes")]
+        print(f"{workload:9s} {kind:20s} "
+              f"{_fmt(r.get('first_batch_s'), ' s'):>11s}  "
+              f"{_fmt(r.get('epoch1_batches_per_s')):>11s}  "
+              f"{_fmt(r.get('batches_per_s')):>10s}  "
+              + "  ".join(f"{_fmt(m and m / mib, ' MiB'):>12s}"
+                          for m in mem) + "  "
+              f"{'' if fin is None else ('yes' if fin else 'no: ' + r.get('error', ''))}"
+              f"{r.get('error', '') if 'finished' not in r else ''}")
 
 
 def main(argv=None):
@@ -253,8 +330,12 @@ def main(argv=None):
     p.add_argument("--loaders", default=",".join(LOADERS))
     p.add_argument("--tokens-gib", type=float, default=2.0,
                    help="size of the token array (default 2 GiB)")
-    p.add_argument("--tokens-batches", type=int, default=400)
+    p.add_argument("--tokens-batches", type=int, default=400,
+                   help="batches per tokens epoch (default 400)")
     p.add_argument("--images", type=int, default=50000)
+    p.add_argument("--repeat", type=int, default=1,
+                   help="runs of every workload and loader, interleaved; "
+                        "figures are medians (default 1)")
     p.add_argument("--timeout", type=int, default=900)
     p.add_argument("--json", help="write the results here")
     p.add_argument("--run", help=argparse.SUPPRESS)
@@ -269,31 +350,25 @@ def main(argv=None):
         loaders = ["shoal"]
     else:
         loaders = args.loaders.split(",")
-    results = {}
-    for workload in args.workloads.split(","):
-        for kind in loaders:
-            if workload == "kill" and kind == "torch-defaults":
-                continue  # no worker to kill
-            r = _spawn(workload, kind, args)
-            results[f"{workload}/{kind}"] = r
-            print(f"{workload:7s} {kind:20s} {json.dumps(r)}", flush=True)
+    runs = {}
+    for rep in range(args.repeat):
+        for workload in args.workloads.split(","):
+            for kind in loaders:
+                if workload == "kill" and kind == "torch-defaults":
+                    continue  # no worker to kill
+                r = _spawn(workload, kind, args)
+                runs.setdefault(f"{workload}/{kind}", []).append(r)
+                print(f"{rep}: {workload:7s} {kind:20s} {json.dumps(r)}",
+                      flush=True)
+    results = {key: {"median": _median(r), "runs": r}
+               for key, r in runs.items()}
     print()
-    print("workload  loader               batches/s  first batch  "
-          "peak RSS sum  peak PSS sum  finished")
-    for key, r in results.items():
-        workload, kind = key.split("/")
-        rss = r.get("peak_rss_bytes")
-        pss = r.get("peak_pss_bytes")
-        fin = r.get("finished")
-        print(f"{workload:9s} {kind:20s} {_fmt(r.get('batches_per_s')):>9s}  "
-              f"{_fmt(r.get('first_batch_s'), ' s'):>11s}  "
-              f"{_fmt(rss and rss / 2**20, ' MiB'):>12s}  "
-              f"{_fmt(pss and pss / 2**20, ' MiB'):>12s}  "
-              f"{'' if fin is None else ('yes' if fin else 'no: ' + r.get('error', ''))}"
-              f"{r.get('error', '') if 'finished' not in r else ''}")
+    _table(results)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+            json.dump({"settings": {k: getattr(args, k) for k in (
+                "tokens_gib", "tokens_batches", "images", "repeat")},
+                "results": results}, f, indent=1)
     return 0
 
 

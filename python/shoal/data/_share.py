@@ -30,6 +30,7 @@ import ctypes
 import io
 import pickle
 import sys
+import time
 
 import numpy as np
 
@@ -78,6 +79,7 @@ class Resident:
 
     def __init__(self, views):
         self._libc = _libc()
+        self._last = 0.0
         maps = _shared_store_maps()
         self.ranges = []
         for view in views:
@@ -89,9 +91,16 @@ class Resident:
             if hi > lo and any(a <= lo and hi <= b for a, b in maps):
                 self.ranges.append((lo, hi - lo))
 
-    def release(self):
+    def release(self, every=0.0):
+        """Drops the ranges' entries; with `every` > 0, only when that many
+        seconds passed since the last time (the call walks the ranges' page
+        tables: for a large dataset, far more than a batch's reads)."""
         if self._libc is None:
             return
+        now = time.monotonic()
+        if every > 0 and now - self._last < every:
+            return
+        self._last = now
         for addr, n in self.ranges:
             self._libc.madvise(ctypes.c_void_p(addr), n, _MADV_DONTNEED)
 
@@ -154,21 +163,24 @@ def share(dataset, put, snapshot=None):
     store raise (a full store: ResourceExhaustedError).
     """
     pieces = []  # per buffer: [ref or None, offset, length]
-    written = []  # the objects this call copied into the store
     pending = []  # (piece, raw) of small buffers not yet packed
     pending_bytes = [0]
+
+    packs = []  # one buffer, reused by every pack
 
     def flush():
         if not pending:
             return
-        pack = np.empty(pending_bytes[0], dtype=np.uint8)
+        if not packs:
+            packs.append(np.empty(_PACK_BYTES, dtype=np.uint8))
+        pack = packs[0][:pending_bytes[0]]
         for piece, raw in pending:
             pack[piece[1]:piece[1] + piece[2]] = np.frombuffer(raw, np.uint8)
         ref = put(pack)
-        written.append(ref)
+        # This process wrote those pages and does not read them again.
+        Resident([memoryview(ref).cast("B")]).release()
         for piece, _ in pending:
             piece[0] = ref
-        del pack
         pending.clear()
         pending_bytes[0] = 0
 
@@ -198,8 +210,7 @@ def share(dataset, put, snapshot=None):
     f = io.BytesIO()
     _pickler()(f, _PROTOCOL, buffer_callback=callback).dump(dataset)
     flush()
-    # This process wrote those pages and does not read them again.
-    Resident([memoryview(r).cast("B") for r in written]).release()
+    packs.clear()
     header = f.getvalue()
     if len(header) > _INLINE_HEADER_BYTES:
         header = put(np.frombuffer(header, np.uint8))

@@ -25,6 +25,10 @@ import sys
 
 from .. import _remote
 
+# Seconds between two drops of the dataset's pages from a worker's page
+# tables: its RSS holds what it read in that time.
+_RELEASE_EVERY_S = 0.05
+
 # The end of an iterable worker's stream (a batch is never this string).
 END = "shoal.data:end-of-worker-stream"
 
@@ -179,7 +183,7 @@ class LoaderWorker:
             return make_batch(self.dataset, self.collate,
                               self.spec["auto_collation"], indices)
         finally:
-            self.resident.release()
+            self.resident.release(_RELEASE_EVERY_S)
 
     def _restart(self, epoch, seq):
         """A fresh iterator of the dataset at batch `seq` of `epoch` (a new
@@ -216,7 +220,7 @@ class LoaderWorker:
         try:
             return END if batch is END else self.collate(batch)
         finally:
-            self.resident.release()
+            self.resident.release(_RELEASE_EVERY_S)
 
 
 def make_batch(dataset, collate, auto_collation, indices):
