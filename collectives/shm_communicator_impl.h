@@ -1,6 +1,6 @@
 // ShmCommunicator::Impl (internal): the segment, the sync machinery and the
-// algorithms. shm_collectives.cc holds creation, sync points, waits and
-// failure handling; shm_coll_algorithms.cc the collectives and send/recv.
+// algorithms. shm_communicator.cc holds creation, sync points, waits and
+// failure handling; shm_algorithms.cc the collectives and send/recv.
 //
 // Threads: collectives run on one thread at a time. A Send to one peer and a
 // Recv from one peer each may run on their own thread beside them (each
@@ -52,7 +52,7 @@ class ShmCommunicator::Impl {
   // Fails the communicator from outside a call (ShmCommunicator::Abort).
   absl::Status Abort(absl::Status s) { return Fail(std::move(s)); }
 
-  // ---- the algorithms (shm_coll_algorithms.cc) ----
+  // ---- the algorithms (shm_algorithms.cc) ----
   absl::Status AllReduce(const void* in, void* out, int64_t count, DType dtype,
                          ReduceOp op, absl::Duration timeout);
   absl::Status Reduce(const void* in, void* out, int64_t count, DType dtype,

@@ -56,11 +56,12 @@ function to dodge a cycle); the arrows name its imports besides _errors:
 
 from ._version import __version__
 from ._errors import (AbortedError, ActorDiedError, AlreadyExistsError,
-                      CancelledError,
+                      CancelledError, DataLossError,
                       Error, FailedPreconditionError, InternalError,
-                      InvalidArgumentError, NotFoundError,
+                      InvalidArgumentError, NotFoundError, OutOfRangeError,
                       PermissionDeniedError, ResourceExhaustedError,
-                      TaskError, TimeoutError, UnavailableError, UnknownError)
+                      TaskError, TimeoutError, UnauthenticatedError,
+                      UnavailableError, UnimplementedError, UnknownError)
 from ._store import ObjectRef, StoreArray, ValueRef
 from ._client import Client, Future
 from ._job import Job
@@ -78,11 +79,12 @@ from . import task
 
 __all__ = [
     "AbortedError", "ActorDiedError", "ActorHandle", "AlreadyExistsError",
-    "CancelledError", "Client", "Communicator", "Error",
+    "CancelledError", "Client", "Communicator", "DataLossError", "Error",
     "FailedPreconditionError", "Future", "InternalError",
     "InvalidArgumentError", "Job", "Node", "NotFoundError", "ObjectRef",
-    "PermissionDeniedError", "ResourceExhaustedError", "StoreArray",
-    "TaskError", "TimeoutError", "UnavailableError", "UnknownError",
+    "OutOfRangeError", "PermissionDeniedError", "ResourceExhaustedError",
+    "StoreArray", "TaskError", "TimeoutError", "UnauthenticatedError",
+    "UnavailableError", "UnimplementedError", "UnknownError",
     "ValueRef", "Work", "all_gather", "all_reduce", "all_to_all", "barrier",
     "borrow", "broadcast", "connect", "disconnect", "get", "get_actor", "init",
     "is_initialized", "kv_add", "kv_compare_and_set", "kv_delete", "kv_get",
