@@ -101,6 +101,58 @@ int SweepCollSegments(const Plan& plan) {
   return alive;
 }
 
+// True for "shoal-<job>-<pid>-<12 hex digits>-timeline" of this job (a
+// process's timeline ring, observe/timeline_ring.h): `prefix` then digits
+// only, so another job whose id starts with this one's is not matched.
+bool IsJobTimelineRing(const char* name, size_t n, const std::string& prefix) {
+  static constexpr char kSuffix[] = "-timeline";
+  constexpr size_t kSuffixLen = sizeof(kSuffix) - 1, kHex = 12;
+  if (n < prefix.size() + 1 + 1 + kHex + kSuffixLen ||
+      !HasPrefix(name, prefix) ||
+      memcmp(name + n - kSuffixLen, kSuffix, kSuffixLen) != 0) {
+    return false;
+  }
+  const size_t hex = n - kSuffixLen - kHex;
+  for (size_t i = hex; i < hex + kHex; ++i) {
+    const char c = name[i];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  if (name[hex - 1] != '-') return false;
+  for (size_t i = prefix.size(); i < hex - 1; ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+  }
+  return true;
+}
+
+// Unlinks this job's timeline rings: they outlive their processes while the
+// node runs, and go with it.
+void SweepTimelineRings(const Plan& plan) {
+  int dir = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return;
+  alignas(8) char buf[8192];
+  char path[300];
+  for (;;) {
+    long n = syscall(SYS_getdents64, dir, buf, sizeof(buf));
+    if (n <= 0) break;
+    for (long off = 0; off < n;) {
+      const char* rec = buf + off;
+      uint16_t reclen;
+      memcpy(&reclen, rec + 16, sizeof(reclen));
+      const char* name = rec + 19;
+      off += reclen;
+      const size_t len = strlen(name);
+      if (len + 10 > sizeof(path) ||
+          !IsJobTimelineRing(name, len, plan.coll_prefix)) {
+        continue;
+      }
+      memcpy(path, "/dev/shm/", 9);
+      memcpy(path + 9, name, len + 1);
+      UnlinkIfMine(path);
+    }
+  }
+  close(dir);
+}
+
 [[noreturn]] void RunJanitor(int read_fd, const Plan& plan) {
   setsid();
   struct sigaction ignore = {};
@@ -150,6 +202,7 @@ int SweepCollSegments(const Plan& plan) {
   for (int i = 0; i < 200 && SweepCollSegments(plan) > 0; ++i) {
     nanosleep(&step, nullptr);
   }
+  SweepTimelineRings(plan);
   _exit(0);
 }
 

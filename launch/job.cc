@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "observe/timeline.h"
 
 namespace shoal::launch {
 namespace {
@@ -59,6 +60,9 @@ absl::StatusOr<std::unique_ptr<Job>> Init() {
   SHOAL_ASSIGN_OR_RETURN(so.endpoint, Env("SHOAL_STORE_ENDPOINT"));
   so.name = absl::StrCat("rank ", job->rank_);
   SHOAL_ASSIGN_OR_RETURN(job->store_, shm::StoreClient::Connect(so));
+  // The rank's track on the job's timeline; a rank without one still runs.
+  (void)observe::StartTimeline(job->job_id_,
+                               absl::StrCat("rank ", job->rank_));
   return job;
 }
 

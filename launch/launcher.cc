@@ -31,6 +31,8 @@
 #include "launch/launcher_internal.h"
 #include "launch/local_group.h"
 #include "launch/slurm.h"
+#include "observe/timeline.h"
+#include "observe/timeline_read.h"
 #include "shm/store_service.h"
 
 namespace shoal::launch {
@@ -200,6 +202,12 @@ absl::Status Launcher::Setup() {
     return absl::InvalidArgumentError("--max-restarts must be ≥ 0");
   SHOAL_RETURN_IF_ERROR(ResolveProcesses());
   if (o_.job_id.empty()) o_.job_id = NewJobId();
+  const int64_t setup_ns = MonotonicNs();
+  if (absl::Status s = observe::StartTimeline(
+          o_.job_id, absl::StrCat("launcher ", o_.node_rank));
+      !s.ok()) {
+    SHOAL_LOG(WARNING, "shoal launch: no timeline: %s", s.ToString());
+  }
   if (!o_.log_dir.empty()) {
     // Made 0700 when missing; refused when it is a link, another user's, or
     // others may write to it (LocalGroup opens the rank files in it).
@@ -243,11 +251,16 @@ absl::Status Launcher::Setup() {
     ko.rpc_timeout = absl::Seconds(30);
     ko.secret = kv_secret_;
     SHOAL_ASSIGN_OR_RETURN(kv_, launch::KvClient::Connect(kv_endpoint_, ko));
+    const int64_t rendezvous_ns = MonotonicNs();
     SHOAL_RETURN_IF_ERROR(Rendezvous());
+    observe::RecordSpan(observe::EventKind::kLauncher, rendezvous_ns,
+                        "rendezvous", absl::StrCat(o_.nnodes, " nodes"));
   } else {
     world_size_ = nproc_;
     master_port_ = FreePort();
   }
+  observe::RecordSpan(observe::EventKind::kLauncher, setup_ns, "setup",
+                      absl::StrCat("node ", o_.node_rank));
   return absl::OkStatus();
 }
 
@@ -295,6 +308,15 @@ LocalOutcome Launcher::Monitor(int generation) {
   go.grace = o_.stop_grace;
   LocalGroup group(go);
   LocalOutcome outcome;
+  // The group's life, start to last exit, as one span on the launcher's track.
+  struct GenerationSpan {
+    int generation;
+    int64_t start_ns = MonotonicNs();
+    ~GenerationSpan() {
+      observe::RecordSpan(observe::EventKind::kLauncher, start_ns,
+                          absl::StrCat("ranks (generation ", generation, ")"));
+    }
+  } span{generation};
   absl::Status started = group.Start(Specs(generation));
   if (!started.ok()) {
     SHOAL_LOG(ERROR, "shoal launch: %s", started.ToString());
@@ -377,6 +399,9 @@ void Launcher::OnFirstFailure(int generation, LocalGroup& group,
                               LocalOutcome* outcome, bool* stopping) {
   *stopping = true;
   outcome->failure = group.first_failure();
+  observe::RecordInstant(
+      "first failure",
+      absl::StrCat("rank ", outcome->failure->rank), /*code=*/2);
   if (kv_) {
     // The first failure anywhere is the root cause: set only if unset.
     (void)kv_->SetIfAbsent(
@@ -431,6 +456,8 @@ absl::StatusOr<int> Launcher::Run() {
       case Decision::kDone:
         return 0;
       case Decision::kRestart:
+        observe::RecordInstant(absl::StrCat("restart ", generation + 1),
+                               d.cause.substr(0, 15));
         std::fprintf(stderr,
                      "shoal launch: %s\nshoal launch: restarting the group "
                      "(restart %d of %d)\n",
@@ -469,9 +496,23 @@ absl::StatusOr<int> Launch(LaunchOptions options) {
   sa.sa_handler = OnSignal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  const std::string timeline_out = options.timeline_out;
   Launcher launcher(std::move(options));
-  SHOAL_RETURN_IF_ERROR(launcher.Setup());
-  return launcher.Run();
+  absl::Status setup = launcher.Setup();
+  absl::StatusOr<int> code =
+      setup.ok() ? launcher.Run() : absl::StatusOr<int>(setup);
+  // The job's ranks are gone: write its timeline if asked, then remove the
+  // rings of this launcher and its ranks.
+  const std::string& job = launcher.job_id();
+  if (!job.empty()) {
+    if (!timeline_out.empty()) {
+      if (absl::Status s = observe::WriteJobTimeline(job, timeline_out);
+          !s.ok())
+        SHOAL_LOG(WARNING, "shoal launch: --timeline: %s", s.ToString());
+    }
+    observe::RemoveTimelineRings(job, /*only_dead=*/true);
+  }
+  return code;
 }
 
 }  // namespace shoal::launch

@@ -49,6 +49,9 @@ struct LaunchOptions {
   // Each node's store. Default 0: the store's default size.
   uint64_t store_bytes = 0;
   std::string job_id;
+  // Where to write the job's timeline (Chrome trace-event JSON, all its
+  // rings on this node hold) when it ends. Empty: nowhere.
+  std::string timeline_out;
 };
 
 // Fills nnodes, node_rank and coordinator from Slurm's environment when

@@ -66,6 +66,8 @@ class Launcher {
 
   absl::Status Setup();
   absl::StatusOr<int> Run();
+  // Empty until Setup gave the job one.
+  const std::string& job_id() const { return o_.job_id; }
 
  private:
   absl::Status ResolveProcesses();

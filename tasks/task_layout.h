@@ -179,7 +179,9 @@ struct TaskEntry {
   uint64_t seq;         // submission order
   uint64_t tag;         // fair-queueing order (FairQueueing), while queued
   int64_t timeout_ns;   // 0: none
-  int64_t started_ns;   // CLOCK_MONOTONIC when the current attempt began
+  // CLOCK_MONOTONIC when the current attempt began; while queued, when it
+  // was queued (the timeline's queued time).
+  int64_t started_ns;
   uint32_t args_bytes;
   uint32_t args_chunk;  // first chunk + 1; 0 = inline
   uint32_t result_bytes;

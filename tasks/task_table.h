@@ -88,6 +88,10 @@ struct TaskClaim {
   int64_t timeout_ns = 0;
   int32_t owner_store_slot = -1;  // where output objects go; -1: none
   uint32_t account = 0;           // TaskSubmission::account
+  // CLOCK_MONOTONIC: when it was queued (for a requeued task, when its last
+  // attempt began) and when this claim took it (for the timeline).
+  int64_t queued_ns = 0;
+  int64_t claimed_ns = 0;
 };
 
 // A finished task's outcome, as its owner takes it.

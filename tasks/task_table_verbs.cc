@@ -239,6 +239,9 @@ void TaskTable::InitSubmittedEntry(Op& op, TaskEntry* x,
                : op.NextFairTag(FlowKey(client, t.account));
   op.W32(&x->result_bytes, 0);
   op.W32(&x->result_chunk, 0);
+  // When it was queued, for the timeline, until a claim sets its start:
+  // meaningful only once claimed, so it needs no journal entry.
+  __atomic_store_n(&x->started_ns, MonotonicNs(), __ATOMIC_RELAXED);
   if (x->account != t.account) op.W32(&x->account, t.account);
 }
 
@@ -429,8 +432,10 @@ absl::StatusOr<std::optional<TaskClaim>> TaskTable::ClaimOnto(uint32_t worker,
   op.WA32(&x->state, static_cast<uint32_t>(TaskState::kRunning));
   op.W32(&x->worker, worker + 1);
   op.W32(&x->attempts, x->attempts + 1);
+  const int64_t queued_ns = x->started_ns;
+  const int64_t claimed_ns = MonotonicNs();
   op.W64(reinterpret_cast<uint64_t*>(&x->started_ns),
-         static_cast<uint64_t>(MonotonicNs()));
+         static_cast<uint64_t>(claimed_ns));
   op.W32(&x->below, nested ? s.current : 0);
   FaultPoint("claim:before-assign");
   op.W32(&s.current, i + 1);
@@ -444,6 +449,8 @@ absl::StatusOr<std::optional<TaskClaim>> TaskTable::ClaimOnto(uint32_t worker,
   claim.attempt = x->attempts;
   claim.timeout_ns = x->timeout_ns;
   claim.account = x->account;
+  claim.queued_ns = queued_ns;
+  claim.claimed_ns = claimed_ns;
   if (x->owner != 0) {
     claim.owner_store_slot =
         static_cast<int32_t>(op.h()->clients[x->owner - 1].store_slot) - 1;

@@ -16,6 +16,7 @@ int LaunchCommand(int argc, char** argv);
 int StartCommand(int argc, char** argv);
 int StatusCommand(int argc, char** argv);
 int StopCommand(int argc, char** argv);
+int TimelineCommand(int argc, char** argv);
 int TopCommand(int argc, char** argv);
 int SubmitCommand(int argc, char** argv);
 int WorkerCommand(int argc, char** argv);

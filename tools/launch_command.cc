@@ -39,6 +39,9 @@ int LaunchCommand(int argc, char** argv) {
   bool& tee = p.Bool("tee", false, "prefix each output line with [rank]");
   std::string& log_dir =
       p.String("log-dir", "", "also write rank<R>.stdout/.stderr here");
+  std::string& timeline = p.String(
+      "timeline", "",
+      "at the end, write the job's timeline here (Chrome trace JSON)");
   absl::Duration& start_timeout =
       p.Duration("start-timeout", absl::Minutes(5),
                  "how long to wait for all nodes to join (300, 5m, ...)");
@@ -69,6 +72,7 @@ int LaunchCommand(int argc, char** argv) {
   o.max_restarts = static_cast<int>(max_restarts);
   o.tee = tee;
   o.log_dir = log_dir;
+  o.timeline_out = timeline;
   o.start_timeout = start_timeout;
   o.stop_grace = grace;
   if (keepalive_timeout <= absl::ZeroDuration()) {

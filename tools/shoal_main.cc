@@ -25,6 +25,8 @@ constexpr Command kCommands[] = {
     {"status", shoal::cli::StatusCommand,
      "show a node's workers, tasks and store"},
     {"stop", shoal::cli::StopCommand, "stop a node"},
+    {"timeline", shoal::cli::TimelineCommand,
+     "a node's or job's last seconds as a trace (Perfetto)"},
     {"top", shoal::cli::TopCommand,
      "a live view of a node's workers, tasks and store"},
     {"store", shoal::cli::StoreCommand,

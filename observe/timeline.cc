@@ -1,0 +1,98 @@
+#include "observe/timeline.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/numbers.h"
+#include "base/mutex.h"
+
+namespace shoal::observe {
+namespace {
+
+// Set once, never freed: events may be written until the process exits.
+std::atomic<TimelineRing*> g_ring{nullptr};
+Mutex g_start_mu;
+
+uint64_t RingEvents() {
+  const char* s = std::getenv("SHOAL_TIMELINE_EVENTS");
+  uint64_t n = 0;
+  if (s != nullptr && absl::SimpleAtoi(s, &n) && n > 0) return n;
+  return kDefaultTimelineEvents;
+}
+
+void CopyField(char* to, size_t size, absl::string_view from) {
+  const size_t n = std::min(size - 1, from.size());
+  std::memcpy(to, from.data(), n);
+  to[n] = '\0';
+}
+
+}  // namespace
+
+absl::Status StartTimeline(absl::string_view job_id, absl::string_view label) {
+  MutexLock lock(&g_start_mu);
+  if (g_ring.load(std::memory_order_acquire) != nullptr)
+    return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<TimelineRing>> ring =
+      TimelineRing::Create(job_id, label, RingEvents());
+  if (!ring.ok()) return ring.status();
+  g_ring.store(ring->release(), std::memory_order_release);
+  return absl::OkStatus();
+}
+
+bool TimelineOn() {
+  return g_ring.load(std::memory_order_relaxed) != nullptr;
+}
+
+std::string TimelineSegment() {
+  TimelineRing* r = g_ring.load(std::memory_order_acquire);
+  return r == nullptr ? std::string() : r->name();
+}
+
+uint32_t TimelineThreadId() {
+  thread_local uint32_t tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  return tid;
+}
+
+void Record(TimelineEvent e) {
+  TimelineRing* r = g_ring.load(std::memory_order_acquire);
+  if (r == nullptr) return;
+  if (e.tid == 0) e.tid = TimelineThreadId();
+  r->Write(e);
+}
+
+void RecordSpan(EventKind kind, int64_t start_ns, absl::string_view name,
+                absl::string_view detail, uint64_t bytes, int code) {
+  TimelineRing* r = g_ring.load(std::memory_order_acquire);
+  if (r == nullptr) return;
+  TimelineEvent e;
+  e.start_ns = start_ns;
+  e.end_ns = MonotonicNs();
+  e.bytes = bytes;
+  e.tid = TimelineThreadId();
+  e.kind = static_cast<uint16_t>(kind);
+  e.code = static_cast<int16_t>(code);
+  CopyField(e.name, sizeof(e.name), name);
+  CopyField(e.detail, sizeof(e.detail), detail);
+  r->Write(e);
+}
+
+void RecordInstant(absl::string_view name, absl::string_view detail,
+                   int code) {
+  TimelineRing* r = g_ring.load(std::memory_order_acquire);
+  if (r == nullptr) return;
+  TimelineEvent e;
+  e.start_ns = e.end_ns = MonotonicNs();
+  e.tid = TimelineThreadId();
+  e.kind = static_cast<uint16_t>(EventKind::kInstant);
+  e.code = static_cast<int16_t>(code);
+  CopyField(e.name, sizeof(e.name), name);
+  CopyField(e.detail, sizeof(e.detail), detail);
+  r->Write(e);
+}
+
+}  // namespace shoal::observe

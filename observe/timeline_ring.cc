@@ -1,0 +1,270 @@
+#include "observe/timeline_ring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/monotonic_clock.h"
+
+namespace shoal::observe {
+namespace {
+
+constexpr char kShmDir[] = "/dev/shm/";
+constexpr char kSuffix[] = "-timeline";
+constexpr size_t kRandomHexDigits = 12;
+constexpr size_t kMaxJobIdBytes = 48;
+
+bool ValidJobId(absl::string_view job) {
+  if (job.empty() || job.size() > kMaxJobIdBytes) return false;
+  for (char c : job) {
+    if (!absl::ascii_isalnum(c) && c != '_' && c != '.' && c != '-')
+      return false;
+  }
+  return true;
+}
+
+uint64_t RoundCapacity(uint64_t n) {
+  n = std::max(n, kTimelineMinEvents);
+  n = std::min(n, kTimelineMaxEvents);
+  uint64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+uint64_t RingBytes(uint64_t capacity) {
+  return kTimelineHeaderBytes + capacity * sizeof(TimelineSlot);
+}
+
+void CopyString(char* to, size_t size, absl::string_view from) {
+  const size_t n = std::min(size - 1, from.size());
+  std::memcpy(to, from.data(), n);
+  std::memset(to + n, 0, size - n);
+}
+
+// A fixed field as a string: up to its first NUL, never past its end.
+std::string FieldString(const char* field, size_t size) {
+  return std::string(field, strnlen(field, size));
+}
+
+// The event's words, written and read as relaxed atomics: the sequence word
+// around them orders them, and no access is a data race.
+constexpr size_t kEventWords = sizeof(TimelineEvent) / sizeof(uint64_t);
+static_assert(sizeof(TimelineEvent) % sizeof(uint64_t) == 0);
+
+void StoreWords(TimelineEvent* to, const TimelineEvent& from) {
+  uint64_t words[kEventWords];
+  std::memcpy(words, &from, sizeof(words));
+  auto* dst = reinterpret_cast<uint64_t*>(to);
+  for (size_t i = 0; i < kEventWords; ++i)
+    __atomic_store_n(&dst[i], words[i], __ATOMIC_RELAXED);
+}
+
+void LoadWords(TimelineEvent* to, const TimelineEvent* from) {
+  uint64_t words[kEventWords];
+  const auto* src = reinterpret_cast<const uint64_t*>(from);
+  for (size_t i = 0; i < kEventWords; ++i)
+    words[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+  std::memcpy(to, words, sizeof(words));
+}
+
+std::string RandomHex() {
+  uint8_t bytes[kRandomHexDigits / 2];
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  std::string hex;
+  for (uint8_t b : bytes) absl::StrAppendFormat(&hex, "%02x", b);
+  return hex;
+}
+
+}  // namespace
+
+std::string TimelineSegmentName(absl::string_view job_id, int pid,
+                                absl::string_view random_hex) {
+  return absl::StrCat("shoal-", job_id, "-", pid, "-", random_hex, kSuffix);
+}
+
+bool IsTimelineSegmentOf(absl::string_view name, absl::string_view job_id,
+                         int* pid) {
+  // Parsed from the end, as a job id may hold '-' and digits itself.
+  if (!absl::ConsumeSuffix(&name, kSuffix)) return false;
+  if (name.size() < kRandomHexDigits + 1) return false;
+  for (char c : name.substr(name.size() - kRandomHexDigits)) {
+    if (!absl::ascii_isxdigit(c)) return false;
+  }
+  name.remove_suffix(kRandomHexDigits);
+  if (!absl::ConsumeSuffix(&name, "-")) return false;
+  const size_t dash = name.rfind('-');
+  if (dash == absl::string_view::npos) return false;
+  int p = 0;
+  if (!absl::SimpleAtoi(name.substr(dash + 1), &p) || p <= 0) return false;
+  if (name.substr(0, dash) != absl::StrCat("shoal-", job_id)) return false;
+  if (pid != nullptr) *pid = p;
+  return true;
+}
+
+absl::StatusOr<std::unique_ptr<TimelineRing>> TimelineRing::Create(
+    absl::string_view job_id, absl::string_view label, uint64_t capacity) {
+  if (!ValidJobId(job_id)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("timeline: job id '", absl::CHexEscape(job_id),
+                     "' is not 1-48 of [A-Za-z0-9_.-]"));
+  }
+  capacity = RoundCapacity(capacity);
+  const uint64_t bytes = RingBytes(capacity);
+  const std::string name =
+      TimelineSegmentName(job_id, static_cast<int>(getpid()), RandomHex());
+  const std::string path = absl::StrCat(kShmDir, name);
+  const int fd = open(path.c_str(),
+                      O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::InternalError(
+        absl::StrCat("timeline: creating ", path, ": ", strerror(errno)));
+  }
+  // The mode is 0600 whatever the umask; the size never changes again.
+  if (fchmod(fd, 0600) != 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    const int err = errno;
+    close(fd);
+    unlink(path.c_str());
+    return absl::InternalError(
+        absl::StrCat("timeline: sizing ", path, ": ", strerror(err)));
+  }
+  void* base =
+      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) {
+    const int err = errno;
+    unlink(path.c_str());
+    return absl::InternalError(
+        absl::StrCat("timeline: mapping ", path, ": ", strerror(err)));
+  }
+  auto ring = std::unique_ptr<TimelineRing>(new TimelineRing(name, base, bytes));
+  TimelineHeader* h = ring->header_;
+  h->layout_version = kTimelineLayoutVersion;
+  h->slot_bytes = sizeof(TimelineSlot);
+  h->capacity = capacity;
+  h->pid = static_cast<int32_t>(getpid());
+  h->created_ns = MonotonicNs();
+  CopyString(h->job, sizeof(h->job), job_id);
+  CopyString(h->label, sizeof(h->label), label);
+  ring->mask_ = capacity - 1;
+  ring->slots_ = reinterpret_cast<TimelineSlot*>(static_cast<char*>(base) +
+                                                 kTimelineHeaderBytes);
+  __atomic_store_n(&h->magic, kTimelineMagic, __ATOMIC_RELEASE);
+  return ring;
+}
+
+TimelineRing::TimelineRing(std::string name, void* base, uint64_t bytes)
+    : name_(std::move(name)),
+      base_(base),
+      bytes_(bytes),
+      header_(static_cast<TimelineHeader*>(base)),
+      slots_(nullptr),
+      mask_(0) {}
+
+TimelineRing::~TimelineRing() { munmap(base_, bytes_); }
+
+void TimelineRing::Write(const TimelineEvent& e) {
+  const uint64_t i = header_->head.fetch_add(1, std::memory_order_relaxed);
+  TimelineSlot& s = slots_[i & mask_];
+  const uint64_t claim = 2 * i + 1;
+  uint64_t seen = s.seq.load(std::memory_order_relaxed);
+  // Odd: a writer is in it; at or past `claim`: a newer lap wrote it.
+  if ((seen & 1) != 0 || seen >= claim ||
+      !s.seq.compare_exchange_strong(seen, claim, std::memory_order_acquire,
+                                     std::memory_order_relaxed)) {
+    header_->dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  StoreWords(&s.event, e);
+  s.seq.store(claim + 1, std::memory_order_release);
+}
+
+absl::StatusOr<RingSnapshot> ReadRing(const std::string& segment,
+                                      int64_t since_ns) {
+  const std::string path = absl::StrCat(kShmDir, segment);
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) return absl::NotFoundError(path);
+    if (err == ELOOP) return absl::PermissionDeniedError(path + " is a link");
+    return absl::PermissionDeniedError(absl::StrCat(path, ": ", strerror(err)));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+      (st.st_mode & 077) != 0) {
+    close(fd);
+    return absl::PermissionDeniedError(absl::StrCat(
+        path, " is not a private file of this user: not read"));
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size < RingBytes(kTimelineMinEvents) ||
+      size > RingBytes(kTimelineMaxEvents)) {
+    close(fd);
+    return absl::DataLossError(absl::StrCat(path, ": size ", size));
+  }
+  void* base = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) {
+    return absl::InternalError(
+        absl::StrCat("mapping ", path, ": ", strerror(errno)));
+  }
+  struct Unmap {
+    void* p;
+    uint64_t n;
+    ~Unmap() { munmap(p, n); }
+  } unmap{base, size};
+  const auto* h = static_cast<const TimelineHeader*>(base);
+  const uint64_t capacity = __atomic_load_n(&h->capacity, __ATOMIC_RELAXED);
+  if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != kTimelineMagic ||
+      h->layout_version != kTimelineLayoutVersion ||
+      h->slot_bytes != sizeof(TimelineSlot) || capacity < kTimelineMinEvents ||
+      capacity > kTimelineMaxEvents || (capacity & (capacity - 1)) != 0 ||
+      RingBytes(capacity) != size) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": not a timeline ring of layout ",
+                     kTimelineLayoutVersion));
+  }
+  RingSnapshot snap;
+  snap.segment = segment;
+  snap.label = FieldString(h->label, sizeof(h->label));
+  snap.pid = h->pid;
+  snap.capacity = capacity;
+  snap.written = h->head.load(std::memory_order_acquire);
+  snap.dropped = h->dropped.load(std::memory_order_relaxed);
+  const auto* slots = reinterpret_cast<const TimelineSlot*>(
+      static_cast<const char*>(base) + kTimelineHeaderBytes);
+  const uint64_t first = snap.written > capacity ? snap.written - capacity : 0;
+  snap.events.reserve(snap.written - first);
+  for (uint64_t i = first; i < snap.written; ++i) {
+    const TimelineSlot& s = slots[i & (capacity - 1)];
+    const uint64_t want = 2 * i + 2;
+    if (s.seq.load(std::memory_order_acquire) != want) continue;
+    TimelineEvent e;
+    LoadWords(&e, &s.event);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s.seq.load(std::memory_order_relaxed) != want) continue;
+    if (e.end_ns < since_ns) continue;
+    e.name[kTimelineNameBytes - 1] = '\0';
+    e.detail[kTimelineDetailBytes - 1] = '\0';
+    if (e.end_ns < e.start_ns) e.end_ns = e.start_ns;
+    snap.events.push_back(e);
+  }
+  return snap;
+}
+
+}  // namespace shoal::observe

@@ -1,0 +1,158 @@
+// TimelineRing: one process's record of what it did, a bounded ring of
+// fixed-size events in a shared-memory file that other processes of the same
+// user read (`shoal timeline`), also after the writer died.
+//
+//   /dev/shm/shoal-<job>-<pid>-<12 random hex digits>-timeline
+//   [TimelineHeader: magic, layout, capacity, pid, job, label, head]
+//   [TimelineSlot × capacity]  (capacity a power of two)
+//
+// Writing takes no lock and makes no system call: a writer takes the next
+// index with one atomic add, claims the index's slot by moving its sequence
+// word from even to odd with a compare-and-swap (dropping the event if a
+// writer of an older lap still holds it), copies the event in and publishes
+// the sequence word 2 * index + 2. A reader copies a slot and keeps it only
+// if the sequence word was 2 * index + 2 before and after the copy, so a
+// slot overwritten mid-read is skipped, never returned torn.
+//
+// The file is made O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600, under a name with
+// fresh randomness (no one can take it first), and never grows. A reader
+// maps it read-only, only if it is a regular file of its own user with no
+// group or other permissions and exactly the size its header's capacity
+// gives; everything it copies out is checked (lengths, terminators), since
+// a file is only as trustworthy as its writer.
+#ifndef SHOAL_OBSERVE_TIMELINE_RING_H_
+#define SHOAL_OBSERVE_TIMELINE_RING_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace shoal::observe {
+
+inline constexpr uint64_t kTimelineMagic = 0x4c4e4c54414f4853ULL;  // SHOALTLN
+inline constexpr uint32_t kTimelineLayoutVersion = 1;
+inline constexpr uint32_t kTimelineNameBytes = 56;    // including the NUL
+inline constexpr uint32_t kTimelineDetailBytes = 16;  // including the NUL
+inline constexpr uint32_t kTimelineLabelBytes = 64;   // including the NUL
+inline constexpr uint32_t kTimelineJobBytes = 64;     // including the NUL
+// Bounds a reader accepts for a ring's capacity.
+inline constexpr uint64_t kTimelineMinEvents = 64;
+inline constexpr uint64_t kTimelineMaxEvents = uint64_t{1} << 20;
+
+// What an event records. The numbers are part of the layout.
+enum class EventKind : uint16_t {
+  kSpan = 1,        // a region of user code (shoal.span, ScopedSpan)
+  kTask = 2,        // a task: claimed → done on its worker
+  kActorCall = 3,   // a task that is an actor's call
+  kStorePut = 4,    // a store object created and written
+  kStoreGet = 5,    // a store object mapped for reading
+  kCollective = 6,  // one collective call on its rank
+  kLauncher = 7,    // a launcher's step (rendezvous, a start of the ranks)
+  kInstant = 8,     // a moment: a restart, the first failure
+};
+
+// One event as written. 120 bytes: with its sequence word a slot is 128.
+struct TimelineEvent {
+  int64_t start_ns = 0;  // CLOCK_MONOTONIC
+  int64_t end_ns = 0;    // == start_ns for an instant
+  // A task: when it was queued (0: unknown). A collective: nanoseconds it
+  // waited for its peers (0: not measured).
+  int64_t aux_ns = 0;
+  uint64_t id = 0;     // a task's id; a collective's sequence number
+  uint64_t bytes = 0;  // a store object's or a collective's bytes
+  uint32_t tid = 0;    // the writing thread
+  uint16_t kind = 0;   // EventKind
+  int16_t code = 0;    // absl::StatusCode of the outcome (0: ok)
+  char name[kTimelineNameBytes] = {};
+  char detail[kTimelineDetailBytes] = {};  // a backend, an op, a role
+};
+static_assert(sizeof(TimelineEvent) == 120);
+
+struct alignas(64) TimelineSlot {
+  std::atomic<uint64_t> seq;  // 2 * index + 2 once event `index` is whole
+  TimelineEvent event;
+};
+static_assert(sizeof(TimelineSlot) == 128);
+
+struct TimelineHeader {
+  uint64_t magic;
+  uint32_t layout_version;
+  uint32_t slot_bytes;
+  uint64_t capacity;  // slots
+  int32_t pid;
+  uint32_t reserved;
+  int64_t created_ns;  // CLOCK_MONOTONIC
+  char job[kTimelineJobBytes];
+  char label[kTimelineLabelBytes];  // "worker 3", "rank 1", "launcher"
+  alignas(64) std::atomic<uint64_t> head;  // the next index
+  alignas(64) std::atomic<uint64_t> dropped;
+};
+inline constexpr uint64_t kTimelineHeaderBytes = 4096;
+static_assert(sizeof(TimelineHeader) <= kTimelineHeaderBytes);
+
+// The writer's side: owns the mapping; never unlinks the file (a ring
+// outlives its process: the node or launcher removes it).
+class TimelineRing {
+ public:
+  // Creates /dev/shm/<TimelineSegmentName(job, pid, random)> with
+  // `capacity` events (rounded up to a power of two, clamped to the reader's
+  // bounds). Errors: InvalidArgument (a job id SegmentNameForJob refuses),
+  // Internal (the file or mapping could not be made).
+  static absl::StatusOr<std::unique_ptr<TimelineRing>> Create(
+      absl::string_view job_id, absl::string_view label, uint64_t capacity);
+  ~TimelineRing();
+  TimelineRing(const TimelineRing&) = delete;
+  TimelineRing& operator=(const TimelineRing&) = delete;
+
+  // Appends `e` (lock-free, no system call). Drops it, counting it in the
+  // header, when a writer of an older lap still holds its slot.
+  void Write(const TimelineEvent& e);
+
+  const std::string& name() const { return name_; }
+  uint64_t capacity() const { return header_->capacity; }
+
+ private:
+  TimelineRing(std::string name, void* base, uint64_t bytes);
+
+  std::string name_;
+  void* base_;
+  uint64_t bytes_;
+  TimelineHeader* header_;
+  TimelineSlot* slots_;
+  uint64_t mask_;
+};
+
+// "shoal-<job>-<pid>-<random>-timeline" for the given parts.
+std::string TimelineSegmentName(absl::string_view job_id, int pid,
+                                absl::string_view random_hex);
+// True when `name` (a /dev/shm entry) is a ring of job `job_id`; `pid` gets
+// its writer's pid.
+bool IsTimelineSegmentOf(absl::string_view name, absl::string_view job_id,
+                         int* pid);
+
+// A ring's contents as a reader copied them.
+struct RingSnapshot {
+  std::string segment;  // its /dev/shm name
+  std::string label;
+  int pid = 0;
+  uint64_t capacity = 0;
+  uint64_t written = 0;  // events ever written (the head)
+  uint64_t dropped = 0;
+  std::vector<TimelineEvent> events;  // whole events, oldest first
+};
+
+// Copies the events of the ring in /dev/shm/<segment> whose end is at or
+// after `since_ns` (0: all). Errors: NotFound, PermissionDenied (another
+// user's file, a link, or one others may read or write), DataLoss (not a
+// ring of this layout, or a size that does not match its header).
+absl::StatusOr<RingSnapshot> ReadRing(const std::string& segment,
+                                      int64_t since_ns);
+
+}  // namespace shoal::observe
+
+#endif  // SHOAL_OBSERVE_TIMELINE_RING_H_

@@ -1,0 +1,201 @@
+#include "observe/timeline_ring.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gtest/gtest.h"
+#include "observe/timeline_read.h"
+
+namespace shoal::observe {
+namespace {
+
+std::string UniqueJob(const char* what) {
+  static int n = 0;
+  return absl::StrCat("tltest-", what, "-", getpid(), "-", ++n);
+}
+
+// Removes the ring's file at the end of a test.
+struct Unlinker {
+  std::string name;
+  ~Unlinker() {
+    if (!name.empty()) unlink(absl::StrCat("/dev/shm/", name).c_str());
+  }
+};
+
+// An event whose every field follows from `i`, so a reader can tell a whole
+// event from a torn one.
+TimelineEvent EventFor(uint64_t i, uint32_t writer) {
+  TimelineEvent e;
+  e.start_ns = static_cast<int64_t>(i) * 10 + 1;
+  e.end_ns = e.start_ns + 5;
+  e.aux_ns = static_cast<int64_t>(i) * 7;
+  e.id = i;
+  e.bytes = i * 3 + writer;
+  e.tid = writer;
+  e.kind = static_cast<uint16_t>(EventKind::kTask);
+  absl::SNPrintF(e.name, sizeof(e.name), "event-%d-%d", i, writer);
+  absl::SNPrintF(e.detail, sizeof(e.detail), "w%d", writer);
+  return e;
+}
+
+bool Whole(const TimelineEvent& e) {
+  const TimelineEvent want = EventFor(e.id, e.tid);
+  return e.start_ns == want.start_ns && e.end_ns == want.end_ns &&
+         e.aux_ns == want.aux_ns && e.bytes == want.bytes &&
+         std::string(e.name) == want.name &&
+         std::string(e.detail) == want.detail;
+}
+
+TEST(TimelineRingTest, WrapsWhileReadWithoutTornEvents) {
+  auto ring = TimelineRing::Create(UniqueJob("wrap"), "worker 0", 256);
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  Unlinker unlink{(*ring)->name()};
+  ASSERT_EQ((*ring)->capacity(), 256u);
+  constexpr uint64_t kEvents = 400000;
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    for (uint64_t i = 0; i < kEvents; ++i) (*ring)->Write(EventFor(i, 1));
+    done = true;
+  });
+  uint64_t reads = 0, seen = 0;
+  while (!done || reads == 0) {
+    absl::StatusOr<RingSnapshot> s = ReadRing((*ring)->name(), 0);
+    ASSERT_TRUE(s.ok()) << s.status();
+    ++reads;
+    ASSERT_LE(s->events.size(), 256u);
+    uint64_t last = 0;
+    for (size_t k = 0; k < s->events.size(); ++k) {
+      const TimelineEvent& e = s->events[k];
+      ASSERT_TRUE(Whole(e)) << "torn event " << e.id << " " << e.name;
+      // Oldest first, never older than one lap behind the head.
+      if (k > 0) {
+        ASSERT_GT(e.id, last);
+      }
+      ASSERT_LT(e.id, s->written);
+      ASSERT_GE(e.id + 256, s->written);
+      last = e.id;
+    }
+    seen += s->events.size();
+  }
+  writer.join();
+  absl::StatusOr<RingSnapshot> s = ReadRing((*ring)->name(), 0);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->written, kEvents);
+  EXPECT_EQ(s->dropped, 0u);
+  ASSERT_EQ(s->events.size(), 256u);
+  for (size_t k = 0; k < 256; ++k) {
+    EXPECT_EQ(s->events[k].id, kEvents - 256 + k);
+    EXPECT_TRUE(Whole(s->events[k]));
+  }
+  EXPECT_GT(reads, 1u);
+  EXPECT_GT(seen, 0u);
+}
+
+TEST(TimelineRingTest, WritersOfManyThreadsKeepEveryEventWhole) {
+  auto ring = TimelineRing::Create(UniqueJob("mt"), "client", 1024);
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  Unlinker unlink{(*ring)->name()};
+  constexpr uint64_t kPerThread = 50000;
+  std::vector<std::thread> writers;
+  for (uint32_t w = 1; w <= 4; ++w) {
+    writers.emplace_back([&, w] {
+      for (uint64_t i = 0; i < kPerThread; ++i) (*ring)->Write(EventFor(i, w));
+    });
+  }
+  for (int r = 0; r < 200; ++r) {
+    absl::StatusOr<RingSnapshot> s = ReadRing((*ring)->name(), 0);
+    ASSERT_TRUE(s.ok()) << s.status();
+    for (const TimelineEvent& e : s->events) ASSERT_TRUE(Whole(e)) << e.name;
+  }
+  for (std::thread& t : writers) t.join();
+  absl::StatusOr<RingSnapshot> s = ReadRing((*ring)->name(), 0);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->written, 4 * kPerThread);
+  // Every slot holds its last lap's event unless that one was dropped.
+  EXPECT_GE(s->events.size() + s->dropped, 1024u);
+  for (const TimelineEvent& e : s->events) EXPECT_TRUE(Whole(e));
+}
+
+TEST(TimelineRingTest, ReadsOnlyPrivateRingsOfItsLayout) {
+  const std::string job = UniqueJob("perm");
+  auto ring = TimelineRing::Create(job, "worker 0", 64);
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  Unlinker unlink{(*ring)->name()};
+  const std::string path = absl::StrCat("/dev/shm/", (*ring)->name());
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600);
+  EXPECT_TRUE(ReadRing((*ring)->name(), 0).ok());
+
+  // Readable by others: refused.
+  ASSERT_EQ(chmod(path.c_str(), 0644), 0);
+  EXPECT_TRUE(absl::IsPermissionDenied(ReadRing((*ring)->name(), 0).status()));
+  ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+
+  // A link under a ring's name: refused, not followed.
+  const std::string link_name = absl::StrCat("shoal-", job, "-1-aaaaaaaaaaaa-timeline");
+  Unlinker unlink_link{link_name};
+  ASSERT_EQ(symlink(path.c_str(), absl::StrCat("/dev/shm/", link_name).c_str()), 0);
+  EXPECT_TRUE(absl::IsPermissionDenied(ReadRing(link_name, 0).status()));
+
+  // A file of the right size but not a ring, and one of another size.
+  const std::string junk = absl::StrCat("shoal-", job, "-2-bbbbbbbbbbbb-timeline");
+  Unlinker unlink_junk{junk};
+  const int fd = open(absl::StrCat("/dev/shm/", junk).c_str(),
+                      O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, kTimelineHeaderBytes + 64 * sizeof(TimelineSlot)), 0);
+  EXPECT_TRUE(absl::IsDataLoss(ReadRing(junk, 0).status()));
+  ASSERT_EQ(ftruncate(fd, 12345), 0);
+  EXPECT_TRUE(absl::IsDataLoss(ReadRing(junk, 0).status()));
+  close(fd);
+
+  // Gathering skips all three and keeps the real ring.
+  absl::StatusOr<Timeline> t = GatherTimeline(job, absl::InfiniteDuration());
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->processes.size(), 1u);
+  EXPECT_EQ(t->skipped_rings, 2u);
+}
+
+TEST(TimelineRingTest, SegmentNamesParseFromTheEnd) {
+  int pid = 0;
+  EXPECT_TRUE(IsTimelineSegmentOf("shoal-a-1-42-0123456789ab-timeline", "a-1",
+                                  &pid));
+  EXPECT_EQ(pid, 42);
+  EXPECT_FALSE(IsTimelineSegmentOf("shoal-a-1-42-0123456789ab-timeline", "a",
+                                   &pid));
+  EXPECT_FALSE(IsTimelineSegmentOf("shoal-a-42-0123456789ab-store", "a", &pid));
+  EXPECT_FALSE(IsTimelineSegmentOf("shoal-a-x-0123456789ab-timeline", "a", &pid));
+  EXPECT_FALSE(IsTimelineSegmentOf("shoal-a-42-0123456789zz-timeline", "a", &pid));
+  EXPECT_FALSE(TimelineRing::Create("bad/job", "x", 64).ok());
+}
+
+TEST(TimelineRingTest, JsonEscapesWhateverARingHolds) {
+  const std::string job = UniqueJob("json");
+  auto ring = TimelineRing::Create(job, "worker \"0\"", 64);
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  Unlinker unlink{(*ring)->name()};
+  TimelineEvent e = EventFor(1, 7);
+  const char hostile[] = "a\"b\\c\n\x01\xff}";
+  std::memcpy(e.name, hostile, sizeof(hostile));
+  (*ring)->Write(e);
+  absl::StatusOr<Timeline> t = GatherTimeline(job, absl::InfiniteDuration());
+  ASSERT_TRUE(t.ok()) << t.status();
+  const std::string json = TimelineToChromeJson(*t);
+  EXPECT_NE(json.find("\"name\":\"a\\\"b\\\\c\\u000a\\u0001\\u00ff}\""),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("worker \\\"0\\\""), std::string::npos) << json;
+  for (unsigned char c : json) EXPECT_TRUE(c == '\n' || (c >= 0x20 && c < 0x7f));
+}
+
+}  // namespace
+}  // namespace shoal::observe
