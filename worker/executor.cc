@@ -114,6 +114,7 @@ class ExecutionContext : public TaskContext {
   }
   uint32_t attempt() const override { return claim_.attempt; }
   uint32_t worker_id() const override { return worker_id_; }
+  uint64_t task_id() const override { return claim_.id; }
   shm::StoreClient* store() override { return store_; }
   absl::string_view python_path() const override { return python_path_; }
   uint32_t account() const override { return claim_.account; }

@@ -19,6 +19,7 @@
 #include "base/status_macros.h"
 #include "ipc/object_id.h"
 #include "ipc/task_payload.h"
+#include "worker/python_interrupt.h"
 #include "worker/python_task_io.h"
 #include "worker/python_values.h"
 #include "worker/small_call_pickle.h"
@@ -283,7 +284,11 @@ bool FromOrigins(PyObject* name, PyObject* module,
 class PythonRunner : public TaskRunner {
  public:
   explicit PythonRunner(const PythonRunnerOptions& options)
-      : isolate_(options.isolate_tasks) {}
+      : isolate_(options.isolate_tasks) {
+    // Before any task: a forced cancellation's signal must find its handler
+    // even in a worker that has run no Python task yet.
+    StartForceCancelWatch();
+  }
   ~PythonRunner() override {
     if (!started_) return;
     // The cached functions and modules are Python objects: drop them under
@@ -782,13 +787,26 @@ class PythonRunner : public TaskRunner {
     }
     TaskContext* outer = g_current_task;  // a task run inside a task's wait
     g_current_task = &ctx;
-    PyObject* result = PyObject_Call(
-        fn.ptr(), args.ptr(),
-        kwargs && PyDict_Check(kwargs.ptr()) && PyDict_Size(kwargs.ptr()) > 0
-            ? kwargs.ptr()
-            : nullptr);
+    bool interrupted;
+    PyObject* result;
+    {
+      RunningPythonTask running(ctx);
+      result = PyObject_Call(
+          fn.ptr(), args.ptr(),
+          kwargs && PyDict_Check(kwargs.ptr()) && PyDict_Size(kwargs.ptr()) > 0
+              ? kwargs.ptr()
+              : nullptr);
+      interrupted = running.TakeInterrupt();
+    }
     g_current_task = outer;
     args = py::object();
+    if (result == nullptr && interrupted &&
+        PyErr_ExceptionMatches(TaskCancelledErrorType())) {
+      PyErr_Clear();
+      return absl::CancelledError(
+          "cancelled with force=True: stopped by "
+          "shoal.task.TaskCancelledError");
+    }
     if (result == nullptr) return TakePythonError("");
     absl::Status s = python_io::AddOutputs(result, ctx);
     Py_DECREF(result);
@@ -967,6 +985,8 @@ PYBIND11_EMBEDDED_MODULE(_shoal_task, m) {
   m.def(
       "cancelled", [] { return CurrentTask().cancelled(); },
       "True once the task was cancelled or timed out.");
+  m.attr("TaskCancelledError") = pybind11::reinterpret_borrow<pybind11::object>(
+      shoal::worker::TaskCancelledErrorType());
   m.def(
       "in_task", [] { return shoal::worker::g_current_task != nullptr; },
       "Whether a task is running on this thread now.");

@@ -83,6 +83,8 @@ class TaskContext {
   // 1 on the first run, 2+ when retried after a worker died.
   virtual uint32_t attempt() const = 0;
   virtual uint32_t worker_id() const = 0;
+  // The task's id in the node's task table (0 where there is none).
+  virtual uint64_t task_id() const { return 0; }
   // The node's store (for functions that manage objects themselves: an
   // object they create is charged to an account only if they pass
   // account() in its shm::CreateOptions).
