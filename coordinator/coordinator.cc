@@ -306,20 +306,33 @@ void Coordinator::Impl::OnWorkerExit(uint32_t w, const std::string& how) {
     timed_out |= mine;
     it = mine ? expiring_.erase(it) : std::next(it);
   }
+  // A task cancelled before its worker died (a forced cancellation kills the
+  // worker of a task that goes on, python_interrupt.h) is not retried: it
+  // completes as Cancelled.
+  const std::optional<uint64_t> running =
+      table_->RunningOn(static_cast<uint32_t>(slot));
+  const bool cancelled =
+      !timed_out && running.has_value() && table_->CancelRequested(*running);
   const std::string message =
       timed_out ? absl::StrCat("worker ", w,
                                " ignored the task's timeout and was killed")
-                : absl::StrCat("worker ", w, " died (", how,
-                               ") while running this task");
+      : cancelled
+          ? absl::StrCat("task cancelled: its worker ", w, " was stopped (",
+                         how, ") after the task went on running")
+          : absl::StrCat("worker ", w, " died (", how,
+                         ") while running this task");
   const absl::StatusCode code = timed_out ? absl::StatusCode::kDeadlineExceeded
-                                          : absl::StatusCode::kAborted;
+                                : cancelled ? absl::StatusCode::kCancelled
+                                            : absl::StatusCode::kAborted;
   // Not gated on the lock-free RunningOn: a worker SIGKILLed inside Complete
   // has cleared its slot while its journal still holds the undo; the lock
   // FailRunning takes rolls that back first (RemoveWorker would otherwise,
   // and leave the task running forever). NotFound: it ran nothing.
   absl::StatusOr<bool> requeued = table_->FailRunning(
       static_cast<uint32_t>(slot), static_cast<int32_t>(code),
-      ipc::EncodeTaskOutcome(absl::StrCat(message, "; retries exhausted"), {}));
+      ipc::EncodeTaskOutcome(
+          cancelled ? message : absl::StrCat(message, "; retries exhausted"),
+          {}));
   if (requeued.ok()) {
     SHOAL_LOG(INFO, "%s; %s", message,
               *requeued ? "requeued" : "failed after its last retry");
