@@ -15,6 +15,7 @@
 #include "collectives/communicator_impl.h"
 #include "collectives/kv_rendezvous.h"
 #include "gpu/device_pointer.h"
+#include "observe/timeline.h"
 
 namespace shoal::collectives {
 
@@ -59,6 +60,17 @@ Communicator::Impl::~Impl() {
   }
 }
 
+namespace {
+
+// One collective call, `start_ns` to now, on the calling thread's track.
+void RecordCall(const Communicator::Impl::Op& op, const char* backend,
+                int64_t start_ns, const absl::Status& s) {
+  observe::RecordSpan(observe::EventKind::kCollective, start_ns, op.name,
+                      backend, op.bytes, static_cast<int>(s.code()));
+}
+
+}  // namespace
+
 absl::StatusOr<Work> Communicator::Impl::Run(Op op, const CallOptions& call,
                                              bool async) {
   CollectiveBackend backend = call.backend;
@@ -67,10 +79,18 @@ absl::StatusOr<Work> Communicator::Impl::Run(Op op, const CallOptions& call,
     backend = CollectiveBackend::kNccl;
   }
   const absl::Duration timeout = call.timeout.value_or(o_.timeout);
-  if (backend == CollectiveBackend::kNccl)
-    return RunNccl(op, call, timeout, async);
+  if (backend == CollectiveBackend::kNccl) {
+    const int64_t start_ns = observe::TimelineOn() ? MonotonicNs() : 0;
+    absl::StatusOr<Work> work = RunNccl(op, call, timeout, async);
+    // Synchronous: the call until the stream finished; asynchronous: its
+    // enqueueing.
+    if (start_ns != 0) RecordCall(op, "nccl", start_ns, work.status());
+    return work;
+  }
   HostCollectives* host = nullptr;
-  SHOAL_ASSIGN_OR_RETURN(host, HostBackend(backend));
+  const char* backend_name = "shm";
+  SHOAL_ASSIGN_OR_RETURN(host, HostBackend(backend, &backend_name));
+  op.backend_name = backend_name;
   // The host backends read and write with the CPU: a device pointer (asked
   // for explicitly, or missed by the automatic choice) is refused, never
   // touched.
@@ -84,7 +104,9 @@ absl::StatusOr<Work> Communicator::Impl::Run(Op op, const CallOptions& call,
       // Nothing queued: run on the caller's thread (no hand-off latency).
       lane.busy = true;
       mu_.Unlock();
+      const int64_t start_ns = observe::TimelineOn() ? MonotonicNs() : 0;
       absl::Status s = op.shm(*host, timeout);
+      if (start_ns != 0) RecordCall(op, backend_name, start_ns, s);
       mu_.Lock();
       lane.busy = false;
       cv_.SignalAll();
@@ -114,7 +136,9 @@ void Communicator::Impl::Worker(Lane& lane) {
       lane.queue.pop_front();
       lane.busy = true;
     }
+    const int64_t start_ns = observe::TimelineOn() ? MonotonicNs() : 0;
     absl::Status s = q.op.shm(*q.host, q.timeout);
+    if (start_ns != 0) RecordCall(q.op, q.op.backend_name, start_ns, s);
     {
       MutexLock lock(&mu_);
       lane.busy = false;
@@ -125,7 +149,10 @@ void Communicator::Impl::Worker(Lane& lane) {
 }
 
 absl::StatusOr<HostCollectives*> Communicator::Impl::HostBackend(
-    CollectiveBackend backend) {
+    CollectiveBackend backend, const char** name) {
+  const char* unused;
+  if (name == nullptr) name = &unused;
+  *name = "shm";
   MutexLock lock(&backends_mu_);
   if (backend == CollectiveBackend::kAuto && force_gloo_)
     backend = CollectiveBackend::kGloo;
@@ -138,12 +165,16 @@ absl::StatusOr<HostCollectives*> Communicator::Impl::HostBackend(
       collectives::KvRendezvous rendezvous(job_->kv());
       SHOAL_RETURN_IF_ERROR(CreateFlatGloo(rendezvous));
     }
+    *name = "gloo";
     return gloo_.get();
   }
-  if (backend == CollectiveBackend::kAuto && hierarchical_ != nullptr)
+  if (backend == CollectiveBackend::kAuto && hierarchical_ != nullptr) {
+    *name = "hierarchical";
     return hierarchical_.get();
+  }
   if (backend == CollectiveBackend::kAuto && shm_ == nullptr &&
       gloo_ != nullptr) {
+    *name = "gloo";
     return gloo_.get();  // across nodes in blocks of unequal size
   }
   if (shm_ == nullptr) return shm_error_;
@@ -362,47 +393,54 @@ Op RecvOp(void* out, int64_t count, DType dtype, int peer) {
             Communicator::Impl::kRecvLane + 2 * peer};
 }
 
+// `op` named for the timeline, with the bytes of `count` elements.
+Op Named(Op op, const char* name, int64_t count, DType dtype) {
+  op.name = name;
+  op.bytes = static_cast<uint64_t>(count) * DTypeSize(dtype);
+  return op;
+}
+
 }  // namespace
 
 absl::Status Communicator::AllReduce(const void* in, void* out, int64_t count,
                                      DType dtype, ReduceOp op,
                                      const CallOptions& call) {
-  return impl_->Run(AllReduceOp(in, out, count, dtype, op), call, false)
+  return impl_->Run(Named(AllReduceOp(in, out, count, dtype, op), "all_reduce", count, dtype), call, false)
       .status();
 }
 absl::Status Communicator::Broadcast(const void* in, void* out, int64_t count,
                                      DType dtype, int root,
                                      const CallOptions& call) {
-  return impl_->Run(BroadcastOp(in, out, count, dtype, root), call, false)
+  return impl_->Run(Named(BroadcastOp(in, out, count, dtype, root), "broadcast", count, dtype), call, false)
       .status();
 }
 absl::Status Communicator::Reduce(const void* in, void* out, int64_t count,
                                   DType dtype, ReduceOp op, int root,
                                   const CallOptions& call) {
-  return impl_->Run(ReduceOpFor(in, out, count, dtype, op, root), call, false)
+  return impl_->Run(Named(ReduceOpFor(in, out, count, dtype, op, root), "reduce", count, dtype), call, false)
       .status();
 }
 absl::Status Communicator::AllGather(const void* in, void* out, int64_t count,
                                      DType dtype, const CallOptions& call) {
-  return impl_->Run(AllGatherOp(in, out, count, dtype), call, false).status();
+  return impl_->Run(Named(AllGatherOp(in, out, count, dtype), "all_gather", count, dtype), call, false).status();
 }
 absl::Status Communicator::ReduceScatter(const void* in, void* out,
                                          int64_t count, DType dtype,
                                          ReduceOp op, const CallOptions& call) {
-  return impl_->Run(ReduceScatterOp(in, out, count, dtype, op), call, false)
+  return impl_->Run(Named(ReduceScatterOp(in, out, count, dtype, op), "reduce_scatter", count, dtype), call, false)
       .status();
 }
 absl::Status Communicator::AllToAll(const void* in, void* out, int64_t count,
                                     DType dtype, const CallOptions& call) {
-  return impl_->Run(AllToAllOp(in, out, count, dtype), call, false).status();
+  return impl_->Run(Named(AllToAllOp(in, out, count, dtype), "all_to_all", count, dtype), call, false).status();
 }
 absl::Status Communicator::Send(const void* in, int64_t count, DType dtype,
                                 int peer, const CallOptions& call) {
-  return impl_->Run(SendOp(in, count, dtype, peer), call, false).status();
+  return impl_->Run(Named(SendOp(in, count, dtype, peer), "send", count, dtype), call, false).status();
 }
 absl::Status Communicator::Recv(void* out, int64_t count, DType dtype, int peer,
                                 const CallOptions& call) {
-  return impl_->Run(RecvOp(out, count, dtype, peer), call, false).status();
+  return impl_->Run(Named(RecvOp(out, count, dtype, peer), "recv", count, dtype), call, false).status();
 }
 absl::Status Communicator::Barrier(const CallOptions& call) {
   // No buffer: kAuto means the host backend (Run's choice for null).
@@ -414,6 +452,7 @@ absl::Status Communicator::Barrier(const CallOptions& call) {
           return comm.AllReduce(nullptr, nullptr, 0, DType::kF32,
                                 ReduceOp::kSum, s);
         }};
+  op.name = "barrier";
   return impl_->Run(std::move(op), c, false).status();
 }
 
@@ -421,45 +460,45 @@ absl::StatusOr<Work> Communicator::AllReduceAsync(const void* in, void* out,
                                                   int64_t count, DType dtype,
                                                   ReduceOp op,
                                                   const CallOptions& call) {
-  return impl_->Run(AllReduceOp(in, out, count, dtype, op), call, true);
+  return impl_->Run(Named(AllReduceOp(in, out, count, dtype, op), "all_reduce", count, dtype), call, true);
 }
 absl::StatusOr<Work> Communicator::BroadcastAsync(const void* in, void* out,
                                                   int64_t count, DType dtype,
                                                   int root,
                                                   const CallOptions& call) {
-  return impl_->Run(BroadcastOp(in, out, count, dtype, root), call, true);
+  return impl_->Run(Named(BroadcastOp(in, out, count, dtype, root), "broadcast", count, dtype), call, true);
 }
 absl::StatusOr<Work> Communicator::ReduceAsync(const void* in, void* out,
                                                int64_t count, DType dtype,
                                                ReduceOp op, int root,
                                                const CallOptions& call) {
-  return impl_->Run(ReduceOpFor(in, out, count, dtype, op, root), call, true);
+  return impl_->Run(Named(ReduceOpFor(in, out, count, dtype, op, root), "reduce", count, dtype), call, true);
 }
 absl::StatusOr<Work> Communicator::AllGatherAsync(const void* in, void* out,
                                                   int64_t count, DType dtype,
                                                   const CallOptions& call) {
-  return impl_->Run(AllGatherOp(in, out, count, dtype), call, true);
+  return impl_->Run(Named(AllGatherOp(in, out, count, dtype), "all_gather", count, dtype), call, true);
 }
 absl::StatusOr<Work> Communicator::ReduceScatterAsync(const void* in, void* out,
                                                       int64_t count,
                                                       DType dtype, ReduceOp op,
                                                       const CallOptions& call) {
-  return impl_->Run(ReduceScatterOp(in, out, count, dtype, op), call, true);
+  return impl_->Run(Named(ReduceScatterOp(in, out, count, dtype, op), "reduce_scatter", count, dtype), call, true);
 }
 absl::StatusOr<Work> Communicator::AllToAllAsync(const void* in, void* out,
                                                  int64_t count, DType dtype,
                                                  const CallOptions& call) {
-  return impl_->Run(AllToAllOp(in, out, count, dtype), call, true);
+  return impl_->Run(Named(AllToAllOp(in, out, count, dtype), "all_to_all", count, dtype), call, true);
 }
 absl::StatusOr<Work> Communicator::SendAsync(const void* in, int64_t count,
                                              DType dtype, int peer,
                                              const CallOptions& call) {
-  return impl_->Run(SendOp(in, count, dtype, peer), call, true);
+  return impl_->Run(Named(SendOp(in, count, dtype, peer), "send", count, dtype), call, true);
 }
 absl::StatusOr<Work> Communicator::RecvAsync(void* out, int64_t count,
                                              DType dtype, int peer,
                                              const CallOptions& call) {
-  return impl_->Run(RecvOp(out, count, dtype, peer), call, true);
+  return impl_->Run(Named(RecvOp(out, count, dtype, peer), "recv", count, dtype), call, true);
 }
 
 }  // namespace shoal::collectives

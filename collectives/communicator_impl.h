@@ -66,6 +66,10 @@ class Communicator::Impl {
     // peer for point-to-point, so that a posted send and a posted receive
     // progress together (a ring exchange of big messages cannot deadlock).
     int lane = 0;
+    // For the timeline: the op's name and the bytes of its input buffer.
+    const char* name = "collective";
+    uint64_t bytes = 0;
+    const char* backend_name = "shm";  // set by Run
   };
   static constexpr int kSendLane = 1, kRecvLane = 2;
 
@@ -133,7 +137,9 @@ class Communicator::Impl {
   // within one, or flat gloo when SHOAL_COLLECTIVES_BACKEND=gloo). kGloo on a
   // one-node communicator creates flat gloo at its first use (collective:
   // every rank makes the same call).
-  absl::StatusOr<HostCollectives*> HostBackend(CollectiveBackend backend)
+  // `name` (when not null) gets the backend's name for the timeline.
+  absl::StatusOr<HostCollectives*> HostBackend(CollectiveBackend backend,
+                                               const char** name = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_, backends_mu_);
 
   absl::StatusOr<Work> RunNccl(Op& op, const CallOptions& call,

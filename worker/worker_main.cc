@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -15,6 +16,7 @@
 #include "base/mutex.h"
 #include "ipc/protocol.h"
 #include "ipc/socket.h"
+#include "observe/timeline.h"
 #include "shm/store_client.h"
 #include "tasks/task_table.h"
 #include "worker/executor.h"
@@ -163,6 +165,34 @@ std::atomic<InlineRunner*> g_inline{nullptr};
 // a task and its wait on the main thread's stack (8 MiB by default).
 constexpr int kDefaultMaxInlineDepth = 100;
 
+// Puts task `c`, claimed → done now, on the timeline: an actor's call
+// ("<method>@actor=<id>") as kActorCall named by its method.
+void RecordTask(const tasks::TaskClaim& c, int32_t code) {
+  if (!observe::TimelineOn()) return;
+  observe::TimelineEvent e;
+  e.start_ns = c.claimed_ns;
+  e.end_ns = MonotonicNs();
+  e.aux_ns = c.queued_ns;
+  e.id = c.id;
+  e.code = static_cast<int16_t>(code);
+  absl::string_view name = c.function;
+  const size_t at = name.find("@actor=");
+  e.kind = static_cast<uint16_t>(at == absl::string_view::npos
+                                     ? observe::EventKind::kTask
+                                     : observe::EventKind::kActorCall);
+  if (at != absl::string_view::npos) {
+    absl::string_view actor = name.substr(at + 1);
+    actor = actor.substr(0, sizeof(e.detail) - 1);
+    std::memcpy(e.detail, actor.data(), actor.size());
+    name = name.substr(0, at);
+  }
+  // The end of a long name says more ("py:pkg.module:fn").
+  if (name.size() >= sizeof(e.name))
+    name = name.substr(name.size() - (sizeof(e.name) - 1));
+  std::memcpy(e.name, name.data(), name.size());
+  observe::Record(e);
+}
+
 // Runs claimed task `c` in slot `slot` and completes it; counts it in
 // `done`. Errors: Complete's, except FailedPrecondition and NotFound (the
 // task was taken back meanwhile: cancelled, timed out, or its client gone).
@@ -171,10 +201,25 @@ absl::Status RunClaimed(tasks::TaskTable* table, Executor* executor,
                         std::atomic<uint64_t>* done) {
   TaskOutcome outcome = executor->Execute(c);
   absl::Status s = table->Complete(slot, c.id, outcome.code, outcome.payload);
+  RecordTask(c, outcome.code);
   if (!s.ok() && !absl::IsFailedPrecondition(s) && !absl::IsNotFound(s))
     return s;
   done->fetch_add(1, std::memory_order_relaxed);
   return absl::OkStatus();
+}
+
+// This worker's timeline ring, labelled as `shoal status` names it. A
+// worker without one still runs its tasks.
+void StartWorkerTimeline(const WorkerOptions& o) {
+  const char* job = std::getenv("SHOAL_JOB_ID");
+  if (job == nullptr || *job == '\0') return;
+  const char* actor = std::getenv("SHOAL_ACTOR_ID");
+  const std::string label =
+      o.actor && actor != nullptr
+          ? absl::StrCat("actor ", actor, " (worker ", o.worker_id, ")")
+          : absl::StrCat("worker ", o.worker_id);
+  if (absl::Status s = observe::StartTimeline(job, label); !s.ok())
+    SHOAL_LOG(WARNING, "worker %d: no timeline: %s", o.worker_id, s.ToString());
 }
 
 }  // namespace
@@ -245,6 +290,7 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromEnv() {
 
 absl::Status RunWorker(const WorkerOptions& o) {
   RegisterBuiltins();
+  StartWorkerTimeline(o);
   for (const std::string& plugin : o.plugins)
     SHOAL_RETURN_IF_ERROR(LoadPlugin(plugin));
   shm::StoreClientOptions so;

@@ -49,6 +49,7 @@ absl::Status InstallBuiltinModule() {
     DefineJob(m);
     DefineCollectives(m);
     DefineActors(m);
+    DefineTimeline(m);
     m.def(
         "_report_blocked_wait",
         [](bool begins) {

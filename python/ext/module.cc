@@ -10,5 +10,6 @@ PYBIND11_MODULE(_shoal, m) {
   shoal::pyext::DefineCollectives(m);
   shoal::pyext::DefineActors(m);
   shoal::pyext::DefineZeroCopy(m);
+  shoal::pyext::DefineTimeline(m);
   shoal::pyext::WatchInterpreterExit();
 }

@@ -13,6 +13,7 @@ void DefineJob(pybind11::module_& m);          // job.cc: launch mode, KV
 void DefineCollectives(pybind11::module_& m);  // collectives.cc
 void DefineActors(pybind11::module_& m);       // actors.cc
 void DefineZeroCopy(pybind11::module_& m);     // numpy_alloc.cc
+void DefineTimeline(pybind11::module_& m);     // timeline.cc
 void WatchInterpreterExit();  // common.cc: an atexit hook (InterpreterExiting)
 
 }  // namespace shoal::pyext
