@@ -52,7 +52,7 @@ def _ensure_ring(ext):
         job = _job_id()
     except _errors.NotFoundError:  # no node known: a span is then a no-op
         return False
-    ext.timeline_start(job, "client %d" % os.getpid())
+    ext.timeline_start(job, "client")
     return True
 
 
