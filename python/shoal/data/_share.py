@@ -22,8 +22,9 @@ pages it touched in its page tables (its RSS) until it lets go of them:
 `Resident.release()` drops this process's entries for the objects
 (madvise MADV_DONTNEED over the page-aligned inside of each, only where the
 store is mapped shared; the store's pages stay and fault in again on the
-next read). The consumer releases what it wrote at once, a worker the
-pages it read after each batch.
+next read). The consumer releases what it wrote at once; a worker drops all of
+its store mappings' entries (the dataset it read, the batches it wrote) at
+most every 50 ms.
 """
 
 import ctypes
@@ -80,6 +81,7 @@ class Resident:
     def __init__(self, views):
         self._libc = _libc()
         self._last = 0.0
+        self._whole = False
         maps = _shared_store_maps()
         self.ranges = []
         for view in views:
@@ -91,6 +93,15 @@ class Resident:
             if hi > lo and any(a <= lo and hi <= b for a, b in maps):
                 self.ranges.append((lo, hi - lo))
 
+    @classmethod
+    def whole_store(cls):
+        """Every shared mapping of a store in this process, read again at
+        each release (a range mapped privately since is never dropped):
+        what a worker drops (the dataset it read, the batches it wrote)."""
+        r = cls([])
+        r._whole = True
+        return r
+
     def release(self, every=0.0):
         """Drops the ranges' entries; with `every` > 0, only when that many
         seconds passed since the last time (the call walks the ranges' page
@@ -101,6 +112,8 @@ class Resident:
         if every > 0 and now - self._last < every:
             return
         self._last = now
+        if self._whole:
+            self.ranges = [(lo, hi - lo) for lo, hi in _shared_store_maps()]
         for addr, n in self.ranges:
             self._libc.madvise(ctypes.c_void_p(addr), n, _MADV_DONTNEED)
 

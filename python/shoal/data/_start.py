@@ -16,10 +16,17 @@ each batch; a worker's state goes to it with its first fetch.
 
 import atexit
 import threading
+import time
 import traceback
 import weakref
 
 from . import _worker
+
+
+# A started thread waits this long before its first step: Thread.start()
+# hands it the GIL, which the consumer then waits for (up to the switch
+# interval) before it can return the first batch.
+_THREAD_DELAY_S = 0.01
 
 
 class Starter:
@@ -49,13 +56,15 @@ class Starter:
         with self._lock:
             if self._thread is None and not self.done.is_set():
                 self._thread = threading.Thread(
-                    target=self._run, args=(True,), daemon=True,
+                    target=self._run, args=(True, _THREAD_DELAY_S),
+                    daemon=True,
                     name="shoal.data start")
                 self._thread.start()
                 _RUNNING.add(self)
 
-    def _run(self, wait_ready):
+    def _run(self, wait_ready, delay=0.0):
         pool = None
+        time.sleep(delay)
         try:
             pool = self._loader._make_workers(self._base_seed)
             if wait_ready:

@@ -8,9 +8,9 @@ worker id), sets get_worker_info() (and torch's own, so datasets written for
 torch shard themselves alike), runs worker_init_fn, then serves calls:
 `fetch(indices, rng)` for a map-style dataset, `next(epoch, seq)` for an
 iterable one. Each returns the collated batch; the task's result goes into
-the store and the consumer views it there. After each batch the worker drops
-the dataset's pages from its page tables (_share.Resident): they stay in
-the store, and its RSS holds only what it is reading.
+the store and the consumer views it there. After a batch the worker drops
+its store pages from its page tables (_share.Resident, at most every 50 ms):
+they stay in the store, and its RSS holds only what it is reading.
 
 The consumer makes a worker's first batches itself while the worker starts
 (_loader._LocalWorkers): seed_process, rng_state and set_rng_state let it
@@ -160,6 +160,7 @@ class LoaderWorker:
         self.spec = spec
         self.dataset = shared.load()
         self.resident = shared.resident
+        self.resident.release()  # loading mapped the whole dataset
         seed = seed_process(base_seed, worker_id)
         set_info(WorkerInfo(worker_id, num_workers, seed, self.dataset))
         if spec["worker_init_fn"] is not None:
