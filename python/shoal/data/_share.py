@@ -22,9 +22,8 @@ pages it touched in its page tables (its RSS) until it lets go of them:
 `Resident.release()` drops this process's entries for the objects
 (madvise MADV_DONTNEED over the page-aligned inside of each, only where the
 store is mapped shared; the store's pages stay and fault in again on the
-next read). The consumer releases what it wrote at once; a worker drops all of
-its store mappings' entries (the dataset it read, the batches it wrote) at
-most every 50 ms.
+next read). The consumer releases what it wrote at once; a worker the dataset's
+pages after loading it and after a batch, at most every 50 ms.
 """
 
 import ctypes
@@ -81,7 +80,6 @@ class Resident:
     def __init__(self, views):
         self._libc = _libc()
         self._last = 0.0
-        self._whole = False
         maps = _shared_store_maps()
         self.ranges = []
         for view in views:
@@ -93,15 +91,6 @@ class Resident:
             if hi > lo and any(a <= lo and hi <= b for a, b in maps):
                 self.ranges.append((lo, hi - lo))
 
-    @classmethod
-    def whole_store(cls):
-        """Every shared mapping of a store in this process, read again at
-        each release (a range mapped privately since is never dropped):
-        what a worker drops (the dataset it read, the batches it wrote)."""
-        r = cls([])
-        r._whole = True
-        return r
-
     def release(self, every=0.0):
         """Drops the ranges' entries; with `every` > 0, only when that many
         seconds passed since the last time (the call walks the ranges' page
@@ -112,8 +101,6 @@ class Resident:
         if every > 0 and now - self._last < every:
             return
         self._last = now
-        if self._whole:
-            self.ranges = [(lo, hi - lo) for lo, hi in _shared_store_maps()]
         for addr, n in self.ranges:
             self._libc.madvise(ctypes.c_void_p(addr), n, _MADV_DONTNEED)
 
