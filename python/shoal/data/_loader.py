@@ -7,10 +7,12 @@ indices to worker `i % num_workers` in turn, at most
 prefetch_factor × num_workers batches ahead. The workers are actors
 (_worker.LoaderWorker) of a shoal node: the one this process is connected
 to, else a node of the loader's own (shoal.start_node), else under
-`shoal launch` one node per machine that the machine's ranks share. The
-dataset goes into that node's store once (_share.py); every worker reads its
-arrays in place. A batch is the worker's task result: its large arrays are
-store objects the consumer views without a copy, freed when dropped.
+`shoal launch` one node per machine that the machine's ranks share
+(_place.py). The dataset goes into that node's store once (_share.py); every
+worker reads its arrays in place. A batch is the worker's task result: its
+large arrays are store objects the consumer views without a copy, freed when
+dropped. While the workers start, a map-style loader makes the batches here,
+each as its worker would (_start.py: the warm start).
 """
 
 import collections
