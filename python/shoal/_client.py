@@ -5,20 +5,23 @@ The process's default client (shoal.connect, shoal.submit) is _context's."""
 
 import functools
 import io
+import os
 import pickle
 import re
 import sys
 import threading
 import time
+import warnings
 import weakref
 
 import numpy as np
 
-from . import _errors, _ext, _paths, _serialize, _store, _zero_copy
+from . import (_errors, _ext, _paths, _progress, _serialize, _store,
+               _zero_copy)
 from ._naming import _fingerprint, client_search_path, task_name
 from ._collector import _MIN_SWEEP, Collector
-from ._future import (_DONE_STATES, Future, NestedFuture, ValueByReference,
-                      _finished)
+from ._future import (_DONE_STATES, Future, ItemFuture, NestedFuture,
+                      ValueByReference, _finished)
 
 _OPTIONS = ("timeout", "max_retries", "cpus", "gpus", "num_cpus", "num_gpus")
 # A module path longer than this goes to the workers as a store object
@@ -193,30 +196,46 @@ class Client(Collector):
         """submit with task options: submit_with({"timeout": 5}, f, x)."""
         return self._submit_call(fn, args, kwargs, options)
 
-    def map(self, fn, *iterables, chunksize=1, timeout=None, _options=None):
+    def map(self, fn, *iterables, chunksize=1, timeout=None, progress=False,
+            _options=None):
         """Like concurrent.futures.Executor.map: an iterator over
         fn(*items) for each zip of the iterables, in order. Tasks are
         submitted at once, `chunksize` items per task; a failed item raises
         its error when the iterator reaches it; `timeout` (seconds) bounds
-        the whole map."""
+        the whole map. progress=True shows a tqdm bar of the items finished
+        on stderr (without tqdm: a warning once, no bar)."""
         if chunksize < 1:
             raise ValueError("chunksize must be at least 1")
         items = list(zip(*iterables))
+        counter = None
+        if progress:
+            b = _progress.bar(len(items), "shoal.map")
+            counter = None if b is None else _progress.Counter(b)
         if chunksize == 1:
             futures = [self._submit_call(fn, a, {}, _options) for a in items]
-            return _results_in_order(futures, timeout, chunked=False)
-        runner = functools.partial(_serialize.map_chunk, fn)
-        futures = [self._submit_call(runner, (items[i:i + chunksize],), {},
-                                     _options)
-                   for i in range(0, len(items), chunksize)]
-        return _results_in_order(futures, timeout, chunked=True)
+            sizes = [1] * len(futures)
+        else:
+            runner = functools.partial(_serialize.map_chunk, fn)
+            futures = [self._submit_call(runner, (items[i:i + chunksize],),
+                                         {}, _options)
+                       for i in range(0, len(items), chunksize)]
+            sizes = [min(chunksize, len(items) - i)
+                     for i in range(0, len(items), chunksize)]
+        if counter is not None:
+            for f, n in zip(futures, sizes):
+                counter.watch(f, n)
+        return _results_in_order(futures, timeout, chunksize > 1, counter,
+                                 sizes)
 
     def wait(self, futures, timeout=None, num_returns=None):
         """Waits until `num_returns` (default: all) of `futures` finished or
         `timeout` seconds passed. Returns (done, pending) lists."""
         futures = list(futures)
         want = len(futures) if num_returns is None else num_returns
-        self._collect(futures, timeout, want)
+        if any(type(f) is ItemFuture for f in futures):
+            _wait_as_completed(futures, timeout, want)
+        else:
+            self._collect(futures, timeout, want)
         done = [f for f in futures if _finished(f)]
         return done, [f for f in futures if not _finished(f)]
 
@@ -235,6 +254,26 @@ class Client(Collector):
     def stop_node(self):
         """Asks the node to shut down (its workers and store go with it)."""
         self._handle.stop_node()
+
+    def _force_cancel(self, task_id):
+        """cancel(force=True) after the cancel flag is set: tells each busy
+        pool worker that task `task_id` is cancelled with force (a signal
+        carrying the id, worker/python_interrupt.h); the one running it
+        interrupts it, then stops if it goes on. Needs this machine's node
+        and its owner's uid; elsewhere the cancel stays a plain one (with a
+        warning)."""
+        if not self._local or not self._handle.owner:
+            warnings.warn(
+                f"task {task_id}: cancel(force=True) needs a client on the "
+                "node's machine run by the node's owner; the task was "
+                "cancelled without force (it stops when it checks "
+                "shoal.task.cancelled())", RuntimeWarning, stacklevel=3)
+            return
+        for w in self._handle.status()["workers"]:
+            # Only busy workers: they run a task, so their handler is in
+            # place (a worker still starting would die of the signal).
+            if w["state"] == "busy" and not w["role"].startswith("actor"):
+                _signal_force_cancel(w["pid"], task_id)
 
     # ---- submitting ------------------------------------------------------
 
@@ -593,19 +632,41 @@ def _qualified_name(fn):
     return f"{module}.{qualname}" if module else qualname
 
 
-def _results_in_order(futures, timeout, chunked):
+def _wait_as_completed(futures, timeout, want):
+    """Client.wait over futures some of which are num_returns items (they
+    have no task of their own): concurrent.futures' waiters."""
+    import concurrent.futures
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pending = [f for f in futures if not _finished(f)]
+    while len(futures) - len(pending) < want and pending:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return
+        _, still = concurrent.futures.wait(
+            pending, left, concurrent.futures.FIRST_COMPLETED)
+        pending = list(still)
+
+
+def _results_in_order(futures, timeout, chunked, counter=None, sizes=()):
     deadline = None if timeout is None else time.monotonic() + timeout
     try:
-        for f in futures:
+        for i, f in enumerate(futures):
             left = None if deadline is None else \
                 max(0.0, deadline - time.monotonic())
+            try:
+                value = f.result(left)
+            finally:
+                if counter is not None and f.done():
+                    counter.count(f, sizes[i])
             if chunked:
-                yield from f.result(left)
+                yield from value
             else:
-                yield f.result(left)
+                yield value
     finally:
         for f in futures:
             f.cancel()
+        if counter is not None:
+            counter.close()
 
 
 _NO_KWARGS = {}  # pickled, never changed
@@ -661,6 +722,30 @@ def _keep_also(keep, ref):
 
 
 _DEFAULT_OPTIONS = (0.0, -1, 1, 0)
+
+# worker/python_interrupt.h's ForceCancelSignal(): SIGRTMIN + 6.
+_FORCE_CANCEL_SIGNAL_OFFSET = 6
+_sigqueue = None
+
+
+def _signal_force_cancel(pid, task_id):
+    """sigqueue(pid, SIGRTMIN + 6, task_id); a worker gone meanwhile is
+    skipped."""
+    global _sigqueue
+    if _sigqueue is None:
+        import ctypes
+        f = ctypes.CDLL(None, use_errno=True).sigqueue
+        # union sigval is passed as its pointer member.
+        f.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
+        f.restype = ctypes.c_int
+        _sigqueue = f
+    import ctypes
+    import signal
+    if _sigqueue(pid, signal.SIGRTMIN + _FORCE_CANCEL_SIGNAL_OFFSET,
+                 task_id) != 0 and ctypes.get_errno() not in (3,):  # ESRCH
+        warnings.warn(f"task {task_id}: cannot signal worker pid {pid}: "
+                      f"{os.strerror(ctypes.get_errno())}", RuntimeWarning,
+                      stacklevel=4)
 
 
 def _task_options(options):

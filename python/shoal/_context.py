@@ -93,6 +93,27 @@ def submit(fn, *args, _options=None, **kwargs):
     return client()._submit_call(fn, args, kwargs, _options)
 
 
+def cancel(future, *, force=False):
+    """Cancels a task, as ray.cancel: a queued one never runs; a running one
+    sees shoal.task.cancelled(). force=True also stops a running task that
+    never looks: shoal.task.TaskCancelledError is raised in it (stopping
+    pure-Python code), and if it still runs after the node's grace period
+    (SHOAL_FORCE_CANCEL_GRACE_MS, 2 s) its worker is killed and replaced.
+    Either way future.result() raises CancelledError. Returns whether the
+    task had not finished. force needs a client on the node's machine run by
+    its owner (elsewhere: a plain cancel, with a warning); an actor's calls
+    are never forced (its process holds the actor's state)."""
+    return future.cancel(force=force) if force else future.cancel()
+
+
+def map(fn, *iterables, chunksize=1, timeout=None, progress=False,  # noqa: A001
+        _options=None):
+    """Client.map on the default client: fn(*items) for each zip of the
+    iterables, results in order; progress=True shows a tqdm bar."""
+    return client().map(fn, *iterables, chunksize=chunksize, timeout=timeout,
+                        progress=progress, _options=_options)
+
+
 def wait(futures, timeout=None, num_returns=None):
     """Waits for futures of the default client: (done, pending)."""
     futures = list(futures)

@@ -68,6 +68,9 @@ class Future(concurrent.futures.Future):
     # as an argument: it gets the same store objects
     # (_client.Client._submit_resolved).
     _outputs = None
+    # cancel(force=True) was called: whatever the task ends with, the
+    # future is cancelled (_finish).
+    _forced = False
 
     def __init__(self, client, task_id, keep):  # pylint: disable=super-init-not-called
         self._client = client
@@ -160,7 +163,7 @@ class Future(concurrent.futures.Future):
         if self._state != _FINISHED:
             self._await(timeout)
             if self._state in _CANCELLED_STATES:
-                raise _errors.CancelledError(f"task {self.id} was cancelled")
+                raise _errors.CancelledError(self._cancelled_message())
         if self._exception is not None:
             return super().result(0)  # raises it (and breaks the cycle)
         return self._result
@@ -169,8 +172,14 @@ class Future(concurrent.futures.Future):
         """The task's exception, or None if it succeeded."""
         self._await(timeout)
         if self._state in _CANCELLED_STATES:
-            return _errors.CancelledError(f"task {self.id} was cancelled")
+            return _errors.CancelledError(self._cancelled_message())
         return self._exception
+
+    def _cancelled_message(self):
+        if self._forced:
+            return (f"task {self.id} was cancelled (force=True: interrupted, "
+                    "or its worker stopped after the grace period)")
+        return f"task {self.id} was cancelled"
 
     def _await(self, timeout):
         if self._state not in _DONE_STATES:
@@ -186,14 +195,22 @@ class Future(concurrent.futures.Future):
         self._watch()
         super().add_done_callback(fn)
 
-    def cancel(self):
+    def cancel(self, force=False):
         """Cancels the task: a queued one never runs; a running one sees
-        shoal.task.cancelled(). True if it had not finished yet."""
+        shoal.task.cancelled(). True if it had not finished yet.
+
+        force=True also stops a running task that never looks: see
+        shoal.cancel."""
         if self._state in _DONE_STATES:
             return False
         if self.id is None:  # not submitted yet: it never will be
             return super().cancel()
-        return self._client._handle.cancel(self.id)
+        if not self._client._handle.cancel(self.id):
+            return False
+        if force:
+            self._forced = True
+            self._client._force_cancel(self.id)
+        return True
 
     def __await__(self):
         import asyncio
@@ -217,6 +234,85 @@ class Future(concurrent.futures.Future):
             "cancelled" if self._state in _CANCELLED_STATES else
             "failed" if self._exception is not None else "done")
         return f"<shoal.Future task {self.id} {state}>"
+
+
+class ItemFuture(Future):
+    """One of the futures of a task submitted with num_returns=k: item
+    `index` of the task's value (a sequence of k items). It completes when
+    the task does; cancel() cancels the task."""
+
+    _lock = threading.Lock()
+
+    def __init__(self, parent, index, count):  # pylint: disable=super-init-not-called
+        Future.__init__(self, parent._client, None, None)
+        self._parent = parent
+        self._index = index
+        self._count = count
+
+    def _pull(self, timeout):
+        """Takes the item once the task finished (waits up to `timeout`)."""
+        if self._state in _DONE_STATES:
+            return
+        self._parent._await(timeout)  # TimeoutError while it runs
+        p = self._parent
+        with ItemFuture._lock:
+            if self._state in _DONE_STATES:
+                return
+            if p._state in _CANCELLED_STATES:
+                self._state = _cf.CANCELLED
+                self._forced = p._forced
+                notify = True
+            elif p._exception is not None:
+                notify = self._settle(None, p._exception)
+            else:
+                value = p._result
+                try:
+                    n = len(value)
+                except TypeError:
+                    n = None
+                if n != self._count:
+                    notify = self._settle(None, _errors.InvalidArgumentError(
+                        f"task {p.id} was submitted with "
+                        f"num_returns={self._count} but returned "
+                        f"{type(value).__name__} of length {n}"))
+                else:
+                    notify = self._settle(value[self._index], None)
+        if notify or self._cond is not None:
+            self._notify()
+
+    def _await(self, timeout):
+        self._pull(timeout)
+
+    def done(self):
+        if self._state not in _DONE_STATES and self._parent.done():
+            self._pull(0)
+        return self._state in _DONE_STATES
+
+    def _watch(self):
+        if self._state not in _DONE_STATES:
+            self._parent.add_done_callback(lambda _: self._pull(0))
+
+    def cancel(self, force=False):
+        return self._parent.cancel(force)
+
+    def __del__(self):
+        pass
+
+    def __repr__(self):
+        return (f"<shoal.Future item {self._index} of task {self._parent.id} "
+                f"{'done' if self.done() else 'pending'}>")
+
+
+def split(parent, count):
+    """num_returns=count: the `count` futures of `parent`'s items."""
+    return [ItemFuture(parent, i, count) for i in range(count)]
+
+
+def finished(client, value=None, error=None):
+    """A Future that has finished already (a streamed item)."""
+    f = Future(client, None, None)
+    f._settle(value, error)
+    return f
 
 
 class NestedFuture(Exception):
@@ -274,7 +370,7 @@ def _finish(f, row):
     f._keep = None
     if f._state != _PENDING:
         return None
-    if code == _CANCELLED_CODE:
+    if code == _CANCELLED_CODE or (code != 0 and f._forced):
         f._state = _cf.CANCELLED
         return f if f._cond is not None else None
     if code == 0 and not outputs:  # the commonest: a None result

@@ -15,25 +15,50 @@ becomes an actor class (shoal._actor). shoal.submit(f, ...) keeps working.
 """
 
 import functools
+import inspect
 import sys
 import warnings
 import weakref
 
-from . import _actor, _context, _ext
+from . import _actor, _context, _ext, _future, _retry, _stream
 
 # Ray's option names → Client.submit's.
 _FUNCTION_OPTIONS = {"num_cpus": "cpus", "num_gpus": "gpus",
                      "max_retries": "max_retries", "timeout": "timeout"}
 
 
+# Options of the call itself (not of Client.submit): see RemoteFunction.
+_CALL_OPTIONS = ("retry_exceptions", "num_returns")
+# max_retries when retry_exceptions is on and max_retries is not given
+# (Ray's default).
+DEFAULT_EXCEPTION_RETRIES = 3
+
+
 def _check_options(options):
     checked = _actor.check_options(
-        options, _FUNCTION_OPTIONS, ("num_cpus", "num_gpus", "max_retries"),
+        options, tuple(_FUNCTION_OPTIONS) + _CALL_OPTIONS,
+        ("num_cpus", "num_gpus", "max_retries"),
         lambda bad: f"unknown option(s) {bad} for a remote function; "
-        f"options are {', '.join(_FUNCTION_OPTIONS)}")
+        f"options are {', '.join(tuple(_FUNCTION_OPTIONS) + _CALL_OPTIONS)}")
     t = checked.get("timeout")
     if t is not None and (not isinstance(t, (int, float)) or t < 0):
         raise ValueError(f"timeout must be seconds >= 0 or None, got {t!r}")
+    given = checked.get("retry_exceptions")
+    if given is not None and given is not True and given is not False:
+        try:
+            r = tuple(given)
+        except TypeError:
+            r = None
+        if not r or not all(isinstance(c, type) and
+                            issubclass(c, BaseException) for c in r):
+            raise ValueError("retry_exceptions must be True, False or a list "
+                             f"of exception classes, got {given!r}")
+        checked["retry_exceptions"] = r
+    n = checked.get("num_returns")
+    if n is not None and n != "streaming" and (
+            not isinstance(n, int) or isinstance(n, bool) or n < 1):
+        raise ValueError(f"num_returns must be an int >= 1 or 'streaming', "
+                         f"got {n!r}")
     return checked
 
 
@@ -45,8 +70,13 @@ class RemoteFunction:
         self._options = _check_options(options)
         self._submit_options = {_FUNCTION_OPTIONS[k]: v
                                 for k, v in self._options.items()
-                                if v is not None}
+                                if v is not None and k in _FUNCTION_OPTIONS}
         self._name = None  # what a worker runs: see _task_name
+        self._retrying = None  # the retry_exceptions wrapper, made once
+        n = self._options.get("num_returns")
+        if n is None and inspect.isgeneratorfunction(fn):
+            n = "streaming"  # (Ray's default for generator functions)
+        self._num_returns = 1 if n is None else n
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
@@ -71,15 +101,45 @@ class RemoteFunction:
             return True
 
     def remote(self, *args, **kwargs):
-        """Queues the function on the node; returns its Future."""
+        """Queues the function on the node; returns its Future (a list of
+        num_returns futures for num_returns > 1; a StreamingFutures for a
+        generator function or num_returns="streaming")."""
         if self._name is None:
             self._name = _task_name(self)
-        return _actor.submit(_context.client(), self._name, args, kwargs,
-                             self._submit_options)
+        client = _context.client()
+        if self._num_returns == "streaming":
+            return _stream.StreamingFutures(
+                client, self._target(), args, kwargs, self._submit_options,
+                lambda fn, a, k, o: _actor.submit(client, fn, a, k, o))
+        fn = self._name
+        if self._options.get("retry_exceptions"):
+            fn = self._retrying_call()
+        f = _actor.submit(client, fn, args, kwargs, self._submit_options)
+        if self._num_returns == 1:
+            return f
+        return _future.split(f, self._num_returns)
+
+    def _target(self):
+        """What a wrapper running in the worker calls (_retry.resolve): the
+        task name when the worker imports the function by name, else the
+        function (by value)."""
+        return self._name if isinstance(self._name, str) else self._fn
+
+    def _retrying_call(self):
+        """retry_exceptions: the task runs _retry.call around the function,
+        up to max_retries more times on the same worker (the partial is made
+        once, so it is pickled once per client)."""
+        if self._retrying is None:
+            retries = self._options.get("max_retries")
+            self._retrying = functools.partial(
+                _retry.call, self._target(),
+                DEFAULT_EXCEPTION_RETRIES if retries is None else retries,
+                self._options["retry_exceptions"])
+        return self._retrying
 
     def options(self, **options):
         """The same function with these options (num_cpus, num_gpus,
-        max_retries, timeout in seconds)."""
+        max_retries, timeout in seconds, retry_exceptions, num_returns)."""
         merged = dict(self._options)
         merged.update(_check_options(options))
         return RemoteFunction(self._fn, merged)

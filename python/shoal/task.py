@@ -11,6 +11,13 @@
 
 from . import _errors
 
+try:  # inside a worker: the class its forced cancellations raise
+    from _shoal_task import TaskCancelledError
+except ImportError:
+    class TaskCancelledError(BaseException):
+        """Raised inside a task cancelled with shoal.cancel(f, force=True). A
+        BaseException, so `except Exception` does not stop it."""
+
 
 def _module():
     try:
