@@ -405,42 +405,68 @@ Op Named(Op op, const char* name, int64_t count, DType dtype) {
 absl::Status Communicator::AllReduce(const void* in, void* out, int64_t count,
                                      DType dtype, ReduceOp op,
                                      const CallOptions& call) {
-  return impl_->Run(Named(AllReduceOp(in, out, count, dtype, op), "all_reduce", count, dtype), call, false)
+  return impl_
+      ->Run(Named(AllReduceOp(in, out, count, dtype, op), "all_reduce", count,
+                  dtype),
+            call, false)
       .status();
 }
 absl::Status Communicator::Broadcast(const void* in, void* out, int64_t count,
                                      DType dtype, int root,
                                      const CallOptions& call) {
-  return impl_->Run(Named(BroadcastOp(in, out, count, dtype, root), "broadcast", count, dtype), call, false)
+  return impl_
+      ->Run(Named(BroadcastOp(in, out, count, dtype, root), "broadcast", count,
+                  dtype),
+            call, false)
       .status();
 }
 absl::Status Communicator::Reduce(const void* in, void* out, int64_t count,
                                   DType dtype, ReduceOp op, int root,
                                   const CallOptions& call) {
-  return impl_->Run(Named(ReduceOpFor(in, out, count, dtype, op, root), "reduce", count, dtype), call, false)
+  return impl_
+      ->Run(Named(ReduceOpFor(in, out, count, dtype, op, root), "reduce", count,
+                  dtype),
+            call, false)
       .status();
 }
 absl::Status Communicator::AllGather(const void* in, void* out, int64_t count,
                                      DType dtype, const CallOptions& call) {
-  return impl_->Run(Named(AllGatherOp(in, out, count, dtype), "all_gather", count, dtype), call, false).status();
+  return impl_
+      ->Run(
+          Named(AllGatherOp(in, out, count, dtype), "all_gather", count, dtype),
+          call, false)
+      .status();
 }
 absl::Status Communicator::ReduceScatter(const void* in, void* out,
                                          int64_t count, DType dtype,
                                          ReduceOp op, const CallOptions& call) {
-  return impl_->Run(Named(ReduceScatterOp(in, out, count, dtype, op), "reduce_scatter", count, dtype), call, false)
+  return impl_
+      ->Run(Named(ReduceScatterOp(in, out, count, dtype, op), "reduce_scatter",
+                  count, dtype),
+            call, false)
       .status();
 }
 absl::Status Communicator::AllToAll(const void* in, void* out, int64_t count,
                                     DType dtype, const CallOptions& call) {
-  return impl_->Run(Named(AllToAllOp(in, out, count, dtype), "all_to_all", count, dtype), call, false).status();
+  return impl_
+      ->Run(
+          Named(AllToAllOp(in, out, count, dtype), "all_to_all", count, dtype),
+          call, false)
+      .status();
 }
 absl::Status Communicator::Send(const void* in, int64_t count, DType dtype,
                                 int peer, const CallOptions& call) {
-  return impl_->Run(Named(SendOp(in, count, dtype, peer), "send", count, dtype), call, false).status();
+  return impl_
+      ->Run(Named(SendOp(in, count, dtype, peer), "send", count, dtype), call,
+            false)
+      .status();
 }
 absl::Status Communicator::Recv(void* out, int64_t count, DType dtype, int peer,
                                 const CallOptions& call) {
-  return impl_->Run(Named(RecvOp(out, count, dtype, peer), "recv", count, dtype), call, false).status();
+  return impl_
+      ->Run(Named(RecvOp(out, count, dtype, peer), "recv", count, dtype), call,
+            false)
+      .status();
 }
 absl::Status Communicator::Barrier(const CallOptions& call) {
   // No buffer: kAuto means the host backend (Run's choice for null).
@@ -460,45 +486,59 @@ absl::StatusOr<Work> Communicator::AllReduceAsync(const void* in, void* out,
                                                   int64_t count, DType dtype,
                                                   ReduceOp op,
                                                   const CallOptions& call) {
-  return impl_->Run(Named(AllReduceOp(in, out, count, dtype, op), "all_reduce", count, dtype), call, true);
+  return impl_->Run(
+      Named(AllReduceOp(in, out, count, dtype, op), "all_reduce", count, dtype),
+      call, true);
 }
 absl::StatusOr<Work> Communicator::BroadcastAsync(const void* in, void* out,
                                                   int64_t count, DType dtype,
                                                   int root,
                                                   const CallOptions& call) {
-  return impl_->Run(Named(BroadcastOp(in, out, count, dtype, root), "broadcast", count, dtype), call, true);
+  return impl_->Run(Named(BroadcastOp(in, out, count, dtype, root), "broadcast",
+                          count, dtype),
+                    call, true);
 }
 absl::StatusOr<Work> Communicator::ReduceAsync(const void* in, void* out,
                                                int64_t count, DType dtype,
                                                ReduceOp op, int root,
                                                const CallOptions& call) {
-  return impl_->Run(Named(ReduceOpFor(in, out, count, dtype, op, root), "reduce", count, dtype), call, true);
+  return impl_->Run(Named(ReduceOpFor(in, out, count, dtype, op, root),
+                          "reduce", count, dtype),
+                    call, true);
 }
 absl::StatusOr<Work> Communicator::AllGatherAsync(const void* in, void* out,
                                                   int64_t count, DType dtype,
                                                   const CallOptions& call) {
-  return impl_->Run(Named(AllGatherOp(in, out, count, dtype), "all_gather", count, dtype), call, true);
+  return impl_->Run(
+      Named(AllGatherOp(in, out, count, dtype), "all_gather", count, dtype),
+      call, true);
 }
 absl::StatusOr<Work> Communicator::ReduceScatterAsync(const void* in, void* out,
                                                       int64_t count,
                                                       DType dtype, ReduceOp op,
                                                       const CallOptions& call) {
-  return impl_->Run(Named(ReduceScatterOp(in, out, count, dtype, op), "reduce_scatter", count, dtype), call, true);
+  return impl_->Run(Named(ReduceScatterOp(in, out, count, dtype, op),
+                          "reduce_scatter", count, dtype),
+                    call, true);
 }
 absl::StatusOr<Work> Communicator::AllToAllAsync(const void* in, void* out,
                                                  int64_t count, DType dtype,
                                                  const CallOptions& call) {
-  return impl_->Run(Named(AllToAllOp(in, out, count, dtype), "all_to_all", count, dtype), call, true);
+  return impl_->Run(
+      Named(AllToAllOp(in, out, count, dtype), "all_to_all", count, dtype),
+      call, true);
 }
 absl::StatusOr<Work> Communicator::SendAsync(const void* in, int64_t count,
                                              DType dtype, int peer,
                                              const CallOptions& call) {
-  return impl_->Run(Named(SendOp(in, count, dtype, peer), "send", count, dtype), call, true);
+  return impl_->Run(Named(SendOp(in, count, dtype, peer), "send", count, dtype),
+                    call, true);
 }
 absl::StatusOr<Work> Communicator::RecvAsync(void* out, int64_t count,
                                              DType dtype, int peer,
                                              const CallOptions& call) {
-  return impl_->Run(Named(RecvOp(out, count, dtype, peer), "recv", count, dtype), call, true);
+  return impl_->Run(
+      Named(RecvOp(out, count, dtype, peer), "recv", count, dtype), call, true);
 }
 
 }  // namespace shoal::collectives

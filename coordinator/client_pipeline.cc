@@ -336,9 +336,9 @@ absl::Status RemotePipeline::Cancel(uint64_t handle, absl::Duration timeout) {
   const uint64_t id = next_request_++;
   SHOAL_RETURN_IF_ERROR(SendRequest(id, Frame(id, ipc::CancelRequest{{task}})));
   calls_.emplace(id, std::nullopt);
-  absl::Status s = ReadUntil([&] { return calls_.at(id).has_value(); },
-                             LeftUntil(deadline),
-                             absl::StrCat("cancel of task ", task, ": no answer"));
+  absl::Status s =
+      ReadUntil([&] { return calls_.at(id).has_value(); }, LeftUntil(deadline),
+                absl::StrCat("cancel of task ", task, ": no answer"));
   if (s.ok()) s = *calls_.at(id);
   calls_.erase(id);
   return s;

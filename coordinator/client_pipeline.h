@@ -206,9 +206,9 @@ class RemotePipeline {
   std::vector<uint64_t> batch_handles_;
   size_t batch_bytes_ = 0;
   absl::Time batch_since_;
-  std::set<ObjectId> outputs_;      // outputs of arrived results, not released
-  uint64_t session_ = 0;            // the resumable session's id; 0: none
-  uint32_t node_minor_ = 0;         // the welcome's protocol minor
+  std::set<ObjectId> outputs_;  // outputs of arrived results, not released
+  uint64_t session_ = 0;        // the resumable session's id; 0: none
+  uint32_t node_minor_ = 0;     // the welcome's protocol minor
   // Requests sent that the node has not confirmed (resends()), by id.
   std::map<uint64_t, std::string> unconfirmed_;
   uint64_t max_request_bytes_ = 0;  // the welcome's (0: no limit)

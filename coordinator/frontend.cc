@@ -319,8 +319,7 @@ void Frontend::DrainRequests(bool tcp) {
       }
     }
     if (ack_only || duplicate) continue;
-    Dispatch(*s, request_id, std::move(decoded.envelope->body),
-             in.body.size());
+    Dispatch(*s, request_id, std::move(decoded.envelope->body), in.body.size());
   }
 }
 

@@ -19,8 +19,8 @@
 
 #include "absl/time/time.h"
 #include "ipc/messages.h"
-#include "ipc/session_seq.h"
 #include "ipc/object_id.h"
+#include "ipc/session_seq.h"
 
 namespace shoal::coordinator {
 

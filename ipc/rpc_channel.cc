@@ -3,8 +3,8 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -94,9 +94,9 @@ absl::StatusOr<Message> RpcChannel::Exchange(Message request,
   out.ack = session_ != 0 ? seq_.ack() : 0;
   seq_.MarkReported();
   absl::StatusOr<std::string> encoded = Encode(out);
-  absl::Status fits = encoded.ok()
-                          ? CheckRequestSize(encoded->size(), max_request_bytes_)
-                          : encoded.status();
+  absl::Status fits =
+      encoded.ok() ? CheckRequestSize(encoded->size(), max_request_bytes_)
+                   : encoded.status();
   if (!fits.ok()) {
     // The id is spent: an acknowledgement carrying it tells a 1.5 node so,
     // which would otherwise wait for it (a gap in the session's requests).

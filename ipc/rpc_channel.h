@@ -132,7 +132,7 @@ class RpcChannel {
   DecodeLimits limits_;
   uint64_t next_request_ = 1;
   uint64_t session_ = 0;
-  bool resend_ = false;          // the session's node speaks 1.5
+  bool resend_ = false;            // the session's node speaks 1.5
   uint32_t last_reply_minor_ = 0;  // the protocol minor of the last reply
   uint64_t max_request_bytes_ = 0;
   SessionSeq seq_;

@@ -61,8 +61,7 @@ absl::StatusOr<std::unique_ptr<Job>> Init() {
   so.name = absl::StrCat("rank ", job->rank_);
   SHOAL_ASSIGN_OR_RETURN(job->store_, shm::StoreClient::Connect(so));
   // The rank's track on the job's timeline; a rank without one still runs.
-  (void)observe::StartTimeline(job->job_id_,
-                               absl::StrCat("rank ", job->rank_));
+  (void)observe::StartTimeline(job->job_id_, absl::StrCat("rank ", job->rank_));
   return job;
 }
 
