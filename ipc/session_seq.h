@@ -34,13 +34,17 @@ class SessionSeq {
   // connection and will come again).
   bool gap() const { return !above_.empty(); }
   // Number `seq` counts as not arrived again (the node discarded a request
-  // unserved: the client is to send it again).
+  // unserved: the client is to send it again). A number more than
+  // kMaxForgetSpan below the acknowledgement stays arrived: forgetting it
+  // would list every number between (a client whose ids jumped, SkipGap).
+  static constexpr uint64_t kMaxForgetSpan = uint64_t{1} << 17;
   void Forget(uint64_t seq) {
     if (seq == 0) return;
     if (seq > ack_) {
       above_.erase(seq);
       return;
     }
+    if (ack_ - seq > kMaxForgetSpan) return;
     for (uint64_t n = seq + 1; n <= ack_; ++n) above_.insert(n);
     ack_ = seq - 1;
   }

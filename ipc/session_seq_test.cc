@@ -56,5 +56,19 @@ TEST(SessionSeqTest, AGapGivenUpCountsAsArrived) {
   EXPECT_FALSE(s.Accept(2));
 }
 
+TEST(SessionSeqTest, ForgettingFarBelowAJumpIsBounded) {
+  SessionSeq s;
+  EXPECT_TRUE(s.Accept(1));
+  EXPECT_TRUE(s.Accept(2));
+  // A client whose ids jump: the node gives the gap up.
+  const uint64_t far = uint64_t{1} << 62;
+  for (uint64_t n = far; n < far + 8; ++n) EXPECT_TRUE(s.Accept(n));
+  s.SkipGap();
+  EXPECT_EQ(s.ack(), far + 7);
+  s.Forget(2);  // would list 2^62 numbers: stays arrived, at once
+  EXPECT_EQ(s.ack(), far + 7);
+  EXPECT_FALSE(s.Accept(2));
+}
+
 }  // namespace
 }  // namespace shoal::ipc
