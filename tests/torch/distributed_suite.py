@@ -36,11 +36,13 @@ DOC = os.path.join(ROOT, "docs", "torch.md")
 SECTION = "## torch's distributed suite"
 
 
-def listed_exclusions(doc_text, world_size):
+def listed_exclusions(doc_text, world_size, torch_version):
     """{test name: reason} from the exclusion table of SECTION in DOC_TEXT.
 
     A row is "| `test_name` | world sizes | reason |"; its world sizes are
-    "all" or numbers separated by commas. Only rows for WORLD_SIZE count.
+    "all" or numbers separated by commas, optionally followed by
+    "; torch X.Y" for a row that holds only on torch versions starting so.
+    Only rows for WORLD_SIZE and TORCH_VERSION count.
     """
     out = {}
     in_section = False
@@ -54,7 +56,11 @@ def listed_exclusions(doc_text, world_size):
                      line)
         if not m:
             continue
-        sizes = m.group(2).strip()
+        sizes, _, only = m.group(2).partition(";")
+        sizes, only = sizes.strip(), only.strip()
+        if only and not torch_version.startswith(
+                only.removeprefix("torch").strip()):
+            continue
         if sizes != "all" and str(world_size) not in [
                 s.strip() for s in sizes.split(",")]:
             continue
@@ -162,7 +168,8 @@ def main():
         return status or 1
     gloo, shoal = results["gloo"], results["shoal"]
     with open(DOC, encoding="utf-8") as f:
-        listed = listed_exclusions(f.read(), args.world_size)
+        listed = listed_exclusions(f.read(), args.world_size,
+                                   torch.__version__)
     regressed = sorted(t for t, s in gloo.items()
                        if s == "passed" and shoal.get(t) != "passed")
     unlisted = [t for t in regressed if t not in listed]
