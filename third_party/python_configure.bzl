@@ -114,7 +114,12 @@ def _python_configure_impl(ctx):
         fail("%s has no numpy (shoal's extension needs its headers): " % python +
              "pip install numpy into it")
     debian = info["base_executable"].startswith("/usr/bin/")
-    ctx.symlink(info["include"], "python_include")
+    # Its include/ less the numpy link Debian's python3-numpy puts there
+    # (/usr/include/python3.X/numpy): <numpy/...> must be the numpy of the
+    # interpreter the build is for.
+    for entry in ctx.path(info["include"]).readdir():
+        if entry.basename != "numpy":
+            ctx.symlink(entry, "python_include/" + entry.basename)
     ctx.symlink(info["numpy_include"], "numpy_include")
     embed, embed_sanitized = _python_embed(info, debian)
 
