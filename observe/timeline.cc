@@ -27,7 +27,7 @@ uint64_t RingEvents() {
 
 void CopyField(char* to, size_t size, absl::string_view from) {
   const size_t n = std::min(size - 1, from.size());
-  std::memcpy(to, from.data(), n);
+  if (n > 0) std::memcpy(to, from.data(), n);  // data() may be null at 0
   to[n] = '\0';
 }
 

@@ -49,7 +49,7 @@ uint64_t RingBytes(uint64_t capacity) {
 
 void CopyString(char* to, size_t size, absl::string_view from) {
   const size_t n = std::min(size - 1, from.size());
-  std::memcpy(to, from.data(), n);
+  if (n > 0) std::memcpy(to, from.data(), n);  // data() may be null at 0
   std::memset(to + n, 0, size - n);
 }
 
