@@ -73,7 +73,6 @@ absl::StatusOr<Value> ParseArg(absl::string_view a,
 
 // `shoal submit`'s flags and positional arguments.
 struct SubmitFlags {
-  bool wait = true;
   bool json = false;
   absl::Duration timeout;   // zero: none
   absl::Duration wait_for;  // zero: wait forever
@@ -93,11 +92,8 @@ absl::StatusOr<SubmitFlags> ParseSubmitFlags(int argc, char** argv) {
       "Runs a task on a node and prints its outputs. Arguments: 3 (int), 2.5\n"
       "(float), true/false, str:TEXT, bytes:TEXT, f32:1,2,3 (also f64, i32, "
       "i64),\n"
-      "obj:HEX (a store object). Without --wait... it waits by default; "
-      "--no-wait\n"
-      "queues the task through the frontend and prints its id (its result is\n"
-      "kept for 10 minutes).");
-  bool& wait = p.Bool("wait", true, "wait for the result (default)");
+      "obj:HEX (a store object). It waits for the result: a task is the\n"
+      "client's, and ends with its session when the command exits.");
   bool& json = p.Bool("json", false, "print the result as JSON");
   absl::Duration& timeout =
       p.Duration("timeout", absl::ZeroDuration(),
@@ -118,8 +114,8 @@ absl::StatusOr<SubmitFlags> ParseSubmitFlags(int argc, char** argv) {
     return absl::InvalidArgumentError(
         "name the function to run: shoal submit FUNCTION ARGS...");
   }
-  return SubmitFlags{wait, json,    timeout, wait_for, cpus,
-                     gpus, retries, job_id,  endpoint, p.positional()};
+  return SubmitFlags{json, timeout, wait_for, cpus,    gpus,
+                     retries, job_id, endpoint, p.positional()};
 }
 
 // The task the flags and arguments describe (obj: arguments are looked up in
@@ -184,7 +180,6 @@ int SubmitCommand(int argc, char** argv) {
   coordinator::ClientOptions co;
   co.job_id = f->job_id;
   co.endpoint = f->endpoint;
-  co.force_remote = !f->wait;
   auto client = coordinator::Client::Connect(co);
   if (!client.ok()) return Fail(client.status());
   absl::StatusOr<ipc::TaskSpec> spec = TaskSpecFromFlags(*f, **client);
@@ -192,10 +187,6 @@ int SubmitCommand(int argc, char** argv) {
   absl::StatusOr<coordinator::TaskRef> task =
       (*client)->Submit(*std::move(spec));
   if (!task.ok()) return Fail(task.status());
-  if (!f->wait) {
-    std::printf("%llu\n", static_cast<unsigned long long>(task->id));
-    return 0;
-  }
   absl::StatusOr<ipc::TaskResult> r = (*client)->Wait(
       *task, f->wait_for > absl::ZeroDuration() ? f->wait_for
                                                 : absl::InfiniteDuration());

@@ -14,7 +14,8 @@
 // scheduler. The node's processes and the honest client run at the normal
 // priority.
 //
-// About 70 s: SHOAL_SOAK_SECONDS (default 60) sets the storm's length.
+// SHOAL_SOAK_SECONDS (default 60) sets the storm's length: its BUILD runs
+// it for 20 s in CI (soak_test) and 300 s by name (soak_long_test).
 #include <signal.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -79,10 +80,24 @@ int64_t VmRssKb(pid_t pid) {
   return -1;
 }
 
-absl::Duration P99(std::vector<absl::Duration> v) {
+// The q-th percentile of `v`.
+absl::Duration Percentile(std::vector<absl::Duration> v, int q) {
   if (v.empty()) return absl::ZeroDuration();
   std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, v.size() * 99 / 100)];
+  return v[std::min(v.size() - 1, v.size() * q / 100)];
+}
+
+absl::Duration P99(std::vector<absl::Duration> v) {
+  return Percentile(std::move(v), 99);
+}
+
+// SHOAL_SOAK_TASK_P99_FACTOR: the bound on the honest task's p99 during the
+// storm, as a multiple of its quiet figure (0: printed, not checked).
+int TaskP99Factor() {
+  const char* s = std::getenv("SHOAL_SOAK_TASK_P99_FACTOR");
+  int factor = 10;
+  if (s != nullptr && !absl::SimpleAtoi(s, &factor)) factor = 10;
+  return factor;
 }
 
 class Soak : public ::testing::Test {
@@ -252,6 +267,10 @@ TEST_F(Soak, AnHonestClientIsServedThroughAStormOfHostileOnes) {
   const absl::Duration p99_quiet = P99(quiet), p99_storm = P99(storm);
   const absl::Duration p99_quiet_status = P99(quiet_status),
                        p99_storm_status = P99(storm_status);
+  std::cout << "honest p50 of a task: quiet " << Percentile(quiet, 50)
+            << ", storm " << Percentile(storm, 50) << "; p90: quiet "
+            << Percentile(quiet, 90) << ", storm " << Percentile(storm, 90)
+            << "\n";
   std::cout << "honest p99 of a task: quiet " << p99_quiet << ", storm "
             << p99_storm << " (" << storm.size()
             << " calls); of a status request: quiet " << p99_quiet_status
@@ -267,9 +286,19 @@ TEST_F(Soak, AnHonestClientIsServedThroughAStormOfHostileOnes) {
       << "the honest client's p99 of a status request grew more than 10×";
   // A task's latency includes its wait in the node's task queue, which is
   // fair across clients (tasks/task_layout.h: FairQueueing): the honest
-  // client's task waits behind at most one task of each hostile client.
-  EXPECT_LE(p99_storm, 10 * p99_quiet)
-      << "the honest client's p99 of a task grew more than 10×";
+  // client's task waits behind at most one task of each hostile client. Its
+  // requests wait behind one request of each other connection in the
+  // frontend, whatever that request carries (a batch of hundreds of tasks).
+  const int factor = TaskP99Factor();
+  std::cout << "honest p99 of a task, storm/quiet: "
+            << absl::FDivDuration(p99_storm, p99_quiet) << "x (bound: "
+            << (factor > 0 ? absl::StrCat(factor, "x") : "not checked")
+            << ")\n";
+  if (factor > 0) {
+    EXPECT_LE(p99_storm, factor * p99_quiet)
+        << "the honest client's p99 of a task grew more than " << factor
+        << "×";
+  }
   // What the node may hold per client: its reply budget and parked bytes
   // (the store's objects are in shared memory, not the coordinator's RSS),
   // and a few MiB of requests in flight. 63 × 14 MiB ≈ 880 MiB.
