@@ -44,9 +44,7 @@ absl::Status StartTimeline(absl::string_view job_id, absl::string_view label) {
   return absl::OkStatus();
 }
 
-bool TimelineOn() {
-  return g_ring.load(std::memory_order_relaxed) != nullptr;
-}
+bool TimelineOn() { return g_ring.load(std::memory_order_relaxed) != nullptr; }
 
 std::string TimelineSegment() {
   TimelineRing* r = g_ring.load(std::memory_order_acquire);
@@ -81,8 +79,7 @@ void RecordSpan(EventKind kind, int64_t start_ns, absl::string_view name,
   r->Write(e);
 }
 
-void RecordInstant(absl::string_view name, absl::string_view detail,
-                   int code) {
+void RecordInstant(absl::string_view name, absl::string_view detail, int code) {
   TimelineRing* r = g_ring.load(std::memory_order_acquire);
   if (r == nullptr) return;
   TimelineEvent e;

@@ -12,10 +12,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "base/monotonic_clock.h"
 
 namespace shoal::observe {
@@ -143,8 +143,7 @@ absl::StatusOr<std::unique_ptr<TimelineRing>> TimelineRing::Create(
     return absl::InternalError(
         absl::StrCat("timeline: sizing ", path, ": ", strerror(err)));
   }
-  void* base =
-      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (base == MAP_FAILED) {
     const int err = errno;
@@ -152,7 +151,8 @@ absl::StatusOr<std::unique_ptr<TimelineRing>> TimelineRing::Create(
     return absl::InternalError(
         absl::StrCat("timeline: mapping ", path, ": ", strerror(err)));
   }
-  auto ring = std::unique_ptr<TimelineRing>(new TimelineRing(name, base, bytes));
+  auto ring =
+      std::unique_ptr<TimelineRing>(new TimelineRing(name, base, bytes));
   TimelineHeader* h = ring->header_;
   h->layout_version = kTimelineLayoutVersion;
   h->slot_bytes = sizeof(TimelineSlot);
@@ -208,8 +208,8 @@ absl::StatusOr<RingSnapshot> ReadRing(const std::string& segment,
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
       (st.st_mode & 077) != 0) {
     close(fd);
-    return absl::PermissionDeniedError(absl::StrCat(
-        path, " is not a private file of this user: not read"));
+    return absl::PermissionDeniedError(
+        absl::StrCat(path, " is not a private file of this user: not read"));
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size < RingBytes(kTimelineMinEvents) ||
@@ -235,9 +235,8 @@ absl::StatusOr<RingSnapshot> ReadRing(const std::string& segment,
       h->slot_bytes != sizeof(TimelineSlot) || capacity < kTimelineMinEvents ||
       capacity > kTimelineMaxEvents || (capacity & (capacity - 1)) != 0 ||
       RingBytes(capacity) != size) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": not a timeline ring of layout ",
-                     kTimelineLayoutVersion));
+    return absl::DataLossError(absl::StrCat(
+        path, ": not a timeline ring of layout ", kTimelineLayoutVersion));
   }
   RingSnapshot snap;
   snap.segment = segment;

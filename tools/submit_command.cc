@@ -114,8 +114,8 @@ absl::StatusOr<SubmitFlags> ParseSubmitFlags(int argc, char** argv) {
     return absl::InvalidArgumentError(
         "name the function to run: shoal submit FUNCTION ARGS...");
   }
-  return SubmitFlags{json, timeout, wait_for, cpus,    gpus,
-                     retries, job_id, endpoint, p.positional()};
+  return SubmitFlags{json,    timeout, wait_for, cpus,          gpus,
+                     retries, job_id,  endpoint, p.positional()};
 }
 
 // The task the flags and arguments describe (obj: arguments are looked up in

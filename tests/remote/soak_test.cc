@@ -21,8 +21,8 @@
 #include <zmq.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -37,6 +37,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/subprocess.h"
 #include "coordinator/client.h"
 #include "coordinator/discovery.h"
 #include "gtest/gtest.h"
@@ -44,7 +45,6 @@
 #include "ipc/messages.h"
 #include "ipc/protocol.h"
 #include "ipc/socket.h"
-#include "base/subprocess.h"
 #include "tests/remote/remote_node.h"
 #include "tests/testing/test_env.h"
 
@@ -251,7 +251,8 @@ TEST_F(Soak, AnHonestClientIsServedThroughAStormOfHostileOnes) {
     }
   }
   storm_process->CloseStdin();
-  absl::StatusOr<std::string> counts = storm_process->ReadLine(absl::Seconds(90));
+  absl::StatusOr<std::string> counts =
+      storm_process->ReadLine(absl::Seconds(90));
   ASSERT_TRUE(counts.ok()) << counts.status();
   int64_t served = 0, wrong = 0, refused = 0;
   ASSERT_EQ(std::sscanf(counts->c_str(), "served %ld wrong %ld refused %ld",
@@ -296,8 +297,7 @@ TEST_F(Soak, AnHonestClientIsServedThroughAStormOfHostileOnes) {
             << ")\n";
   if (factor > 0) {
     EXPECT_LE(p99_storm, factor * p99_quiet)
-        << "the honest client's p99 of a task grew more than " << factor
-        << "×";
+        << "the honest client's p99 of a task grew more than " << factor << "×";
   }
   // What the node may hold per client: its reply budget and parked bytes
   // (the store's objects are in shared memory, not the coordinator's RSS),
