@@ -32,8 +32,9 @@
 namespace shoal::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x5254534c414f4853ULL;  // "SHOALSTR"
-// 2: CudaLocation::device_uuid; 3: spilled objects, mapped references.
-inline constexpr uint32_t kLayoutVersion = 3;
+// 2: CudaLocation::device_uuid; 3: spilled objects, mapped references;
+// 4: kMaxUndoRecords 40.
+inline constexpr uint32_t kLayoutVersion = 4;
 inline constexpr size_t kPageSize = 4096;
 inline constexpr size_t kDataAlignment = 64;  // one cache line; AVX-512 width
 
@@ -129,7 +130,11 @@ struct UndoRecord {
   uint32_t reserved;
 };
 
-inline constexpr int kMaxUndoRecords = 32;
+// The most distinct fields one step of a locked operation may write (an
+// operation that would write more aborts the process rather than leave a
+// rollback incomplete). Sized with room above the task table's largest step,
+// a submit that makes a resource class and writes its payload in chunks.
+inline constexpr int kMaxUndoRecords = 40;
 
 // The most clients a store can serve; their live-reference counters sit in the
 // header page, so a get touches one page fewer.

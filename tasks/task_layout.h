@@ -24,8 +24,10 @@ namespace shoal::tasks {
 inline constexpr uint64_t kTaskSegmentMagic =
     0x4b5341544c414f48ULL;  // "HOALTASK"
 // 5: TaskEntry::account (was reserved). 6: fair queueing (TaskEntry::tag,
-// TaskSegmentHeader::fair).
-inline constexpr uint32_t kTaskLayoutVersion = 6;
+// TaskSegmentHeader::fair). 7: the free stacks' lengths
+// (TaskSegmentHeader::free_entry_count, free_chunk_count); a journal of
+// shm::kMaxUndoRecords = 40.
+inline constexpr uint32_t kTaskLayoutVersion = 7;
 // Ordinary classes (distinct cpus/gpus requests) and actor classes (one per
 // live actor) together.
 inline constexpr uint32_t kMaxResourceClasses = 80;
@@ -148,6 +150,10 @@ struct TaskSegmentHeader {
   // Guarded by `lock`:
   uint32_t free_entries;  // stack of free entries, index + 1
   uint32_t free_chunks;   // stack of free chunks, index + 1
+  // The stacks' lengths, kept with them (Stats and a batch's room check
+  // read these instead of walking a stack of up to max_tasks links).
+  uint32_t free_entry_count;
+  uint32_t free_chunk_count;
   uint32_t num_classes;
   uint32_t queued;  // tasks in all FIFOs
   uint64_t next_seq;

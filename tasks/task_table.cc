@@ -122,11 +122,13 @@ absl::StatusOr<std::unique_ptr<TaskTable>> TaskTable::Create(
     t->entry(i)->next = i + 1 < o.max_tasks ? i + 2 : 0;
   }
   h->free_entries = 1;
+  h->free_entry_count = o.max_tasks;
   for (uint32_t i = 0; i < o.max_chunks; ++i) {
     reinterpret_cast<ChunkHeader*>(t->chunk(i))->next =
         i + 1 < o.max_chunks ? i + 2 : 0;
   }
   h->free_chunks = 1;
+  h->free_chunk_count = o.max_chunks;
   segment->Publish(kTaskSegmentMagic);
   return t;
 }
@@ -393,10 +395,8 @@ absl::StatusOr<TaskTableStats> TaskTable::Stats() {
   st.queued = op.h()->queued;
   for (const TaskWorkerSlot& w : op.h()->workers)
     st.running += w.in_use && w.current != 0;
-  for (uint32_t k = op.h()->free_entries; k != 0; k = op.e(k - 1)->next)
-    ++st.free_entries;
-  for (uint32_t k = op.h()->free_chunks; k != 0; k = op.c(k - 1)->next)
-    ++st.free_chunks;
+  st.free_entries = op.h()->free_entry_count;
+  st.free_chunks = op.h()->free_chunk_count;
   st.done_untaken =
       op.h()->max_tasks - st.free_entries - st.queued - st.running;
   return st;

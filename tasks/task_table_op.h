@@ -128,6 +128,7 @@ class TaskTable::Op {
     }
     TaskEntry* x = e(top - 1);
     W32(&h()->free_entries, x->next);
+    W32(&h()->free_entry_count, h()->free_entry_count - 1);
     W32(&x->generation, x->generation + 1);
     return top - 1;
   }
@@ -142,6 +143,7 @@ class TaskTable::Op {
     W32(&x->worker, 0);
     W32(&x->next, h()->free_entries);
     W32(&h()->free_entries, i + 1);
+    W32(&h()->free_entry_count, h()->free_entry_count + 1);
   }
 
   // The chunks a payload of `bytes` takes (0: inline), or ResourceExhausted
@@ -160,17 +162,6 @@ class TaskTable::Op {
     return static_cast<uint32_t>(need);
   }
 
-  // Whether the free stack starting at `top` (index + 1, linked through
-  // `next_of`) holds at least `n` items. Reads at most `n` links.
-  template <typename NextOf>
-  static bool HasFree(uint32_t top, uint64_t n, NextOf next_of) {
-    for (uint64_t k = 0; k < n; ++k) {
-      if (top == 0) return false;
-      top = next_of(top - 1);
-    }
-    return true;
-  }
-
   // Stores `data` inline or in a chain of chunks. The chain is the top of the
   // free stack as it lies (already linked), so taking it journals two words
   // whatever its length; a chunk's `bytes` is meaningless while it is free,
@@ -185,8 +176,7 @@ class TaskTable::Op {
       return absl::OkStatus();
     }
     const uint32_t per_chunk = h()->chunk_bytes - sizeof(ChunkHeader);
-    if (!HasFree(h()->free_chunks, need,
-                 [this](uint32_t i) { return c(i)->next; })) {
+    if (h()->free_chunk_count < need) {
       return absl::ResourceExhaustedError(
           absl::StrCat("no free payload chunks (max_chunks = ", h()->max_chunks,
                        ": too many large tasks in flight)"));
@@ -204,6 +194,7 @@ class TaskTable::Op {
       off += len;
     }
     W32(&h()->free_chunks, c(last - 1)->next);
+    W32(&h()->free_chunk_count, h()->free_chunk_count - need);
     W32(&c(last - 1)->next, 0);
     W32(bytes, static_cast<uint32_t>(data.size()));
     W32(chunk_head, head);
@@ -232,9 +223,14 @@ class TaskTable::Op {
   void FreeChain(uint32_t* head) {
     if (*head == 0) return;
     uint32_t last = *head;
-    while (c(last - 1)->next != 0) last = c(last - 1)->next;
+    uint32_t length = 1;
+    while (c(last - 1)->next != 0) {
+      last = c(last - 1)->next;
+      ++length;
+    }
     W32(&c(last - 1)->next, h()->free_chunks);
     W32(&h()->free_chunks, *head);
+    W32(&h()->free_chunk_count, h()->free_chunk_count + length);
     W32(head, 0);
   }
 

@@ -132,16 +132,14 @@ absl::Status TaskTable::CheckBatchFits(Op& op,
         "too many distinct resource requests and actors (", kMaxResourceClasses,
         " at most); nothing of the batch was submitted"));
   }
-  if (!Op::HasFree(op.h()->free_entries, tasks.size(),
-                   [&op](uint32_t i) { return op.e(i)->next; })) {
+  if (op.h()->free_entry_count < tasks.size()) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the task table is full: a batch of ", tasks.size(),
         " tasks does not fit (max_tasks = ", op.h()->max_tasks,
         " tasks queued, running or finished and not yet taken); nothing of "
         "the batch was submitted; wait for results and release them"));
   }
-  if (!Op::HasFree(op.h()->free_chunks, chunks,
-                   [&op](uint32_t i) { return op.c(i)->next; })) {
+  if (op.h()->free_chunk_count < chunks) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "no free payload chunks for the batch's ", chunks,
         " (max_chunks = ", op.h()->max_chunks,
@@ -416,7 +414,8 @@ absl::StatusOr<std::optional<TaskClaim>> TaskTable::ClaimOnto(uint32_t worker,
     const ResourceClass& c = op.h()->classes[k];
     if (c.head == 0 || !Serves(s, c)) continue;
     const TaskEntry* head = op.e(c.head - 1);
-    if (head->tag < best_tag || (head->tag == best_tag && head->seq < best_seq)) {
+    if (head->tag < best_tag ||
+        (head->tag == best_tag && head->seq < best_seq)) {
       best_tag = head->tag;
       best_seq = head->seq;
       best = k;
