@@ -91,10 +91,11 @@ absl::Duration P99(std::vector<absl::Duration> v) {
   return Percentile(std::move(v), 99);
 }
 
-// SHOAL_SOAK_TASK_P99_FACTOR: the bound on the honest task's p99 during the
-// storm, as a multiple of its quiet figure (0: printed, not checked).
-int TaskP99Factor() {
-  const char* s = std::getenv("SHOAL_SOAK_TASK_P99_FACTOR");
+// SHOAL_SOAK_P99_FACTOR: the bound on the honest client's p99 latencies
+// during the storm, as a multiple of their quiet figures (0: printed, not
+// checked).
+int P99Factor() {
+  const char* s = std::getenv("SHOAL_SOAK_P99_FACTOR");
   int factor = 10;
   if (s != nullptr && !absl::SimpleAtoi(s, &factor)) factor = 10;
   return factor;
@@ -283,19 +284,24 @@ TEST_F(Soak, AnHonestClientIsServedThroughAStormOfHostileOnes) {
   EXPECT_EQ(wrong_.load(), 0) << "wrong results";
   EXPECT_GT(refused, 0) << "no client was over its quotas";
   // The frontend's own latency: within 10× of quiet.
-  EXPECT_LE(p99_storm_status, 10 * p99_quiet_status)
-      << "the honest client's p99 of a status request grew more than 10×";
-  // A task's latency includes its wait in the node's task queue, which is
-  // fair across clients (tasks/task_layout.h: FairQueueing): the honest
-  // client's task waits behind at most one task of each hostile client. Its
-  // requests wait behind one request of each other connection in the
-  // frontend, whatever that request carries (a batch of hundreds of tasks).
-  const int factor = TaskP99Factor();
-  std::cout << "honest p99 of a task, storm/quiet: "
-            << absl::FDivDuration(p99_storm, p99_quiet) << "x (bound: "
-            << (factor > 0 ? absl::StrCat(factor, "x") : "not checked")
-            << ")\n";
+  // A status request measures the frontend's own round trip. A task's
+  // latency adds its wait in the node's task queue, which is fair across
+  // clients (tasks/task_layout.h: FairQueueing): the honest client's task
+  // waits behind at most one task of each hostile client. Both wait behind
+  // one request of each other connection in the frontend, whatever that
+  // request carries (a batch of hundreds of tasks), on the coordinator's one
+  // thread.
+  const int factor = P99Factor();
+  const std::string bound =
+      factor > 0 ? absl::StrCat(factor, "x") : "not checked";
+  std::cout << "honest p99, storm/quiet: status "
+            << absl::FDivDuration(p99_storm_status, p99_quiet_status)
+            << "x, task " << absl::FDivDuration(p99_storm, p99_quiet)
+            << "x (bound: " << bound << ")\n";
   if (factor > 0) {
+    EXPECT_LE(p99_storm_status, factor * p99_quiet_status)
+        << "the honest client's p99 of a status request grew more than "
+        << factor << "×";
     EXPECT_LE(p99_storm, factor * p99_quiet)
         << "the honest client's p99 of a task grew more than " << factor << "×";
   }
