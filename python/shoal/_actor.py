@@ -199,10 +199,11 @@ def get_actor(name):
         handle = ActorHandle(client, None, int(m.group(1)), w["id"], None,
                              name)
         # The status lists a killed actor's process until it exited; a
-        # call to an actor that ended fails at submit.
+        # call to an actor that ended fails at submit (ActorDiedError, or
+        # NotFoundError once the node has forgotten it).
         try:
             submit(client, handle._call, (_PING,), None, _CALL_OPTIONS)
-        except _errors.ActorDiedError:
+        except (_errors.ActorDiedError, _errors.NotFoundError):
             continue
         return handle
     raise _errors.NotFoundError(
