@@ -5,7 +5,6 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 
 #include "absl/strings/numbers.h"
@@ -23,12 +22,6 @@ uint64_t RingEvents() {
   uint64_t n = 0;
   if (s != nullptr && absl::SimpleAtoi(s, &n) && n > 0) return n;
   return kDefaultTimelineEvents;
-}
-
-void CopyField(char* to, size_t size, absl::string_view from) {
-  const size_t n = std::min(size - 1, from.size());
-  if (n > 0) std::memcpy(to, from.data(), n);  // data() may be null at 0
-  to[n] = '\0';
 }
 
 }  // namespace
@@ -74,8 +67,8 @@ void RecordSpan(EventKind kind, int64_t start_ns, absl::string_view name,
   e.tid = TimelineThreadId();
   e.kind = static_cast<uint16_t>(kind);
   e.code = static_cast<int16_t>(code);
-  CopyField(e.name, sizeof(e.name), name);
-  CopyField(e.detail, sizeof(e.detail), detail);
+  CopyString(e.name, sizeof(e.name), name);
+  CopyString(e.detail, sizeof(e.detail), detail);
   r->Write(e);
 }
 
@@ -87,8 +80,8 @@ void RecordInstant(absl::string_view name, absl::string_view detail, int code) {
   e.tid = TimelineThreadId();
   e.kind = static_cast<uint16_t>(EventKind::kInstant);
   e.code = static_cast<int16_t>(code);
-  CopyField(e.name, sizeof(e.name), name);
-  CopyField(e.detail, sizeof(e.detail), detail);
+  CopyString(e.name, sizeof(e.name), name);
+  CopyString(e.detail, sizeof(e.detail), detail);
   r->Write(e);
 }
 

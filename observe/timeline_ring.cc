@@ -47,12 +47,6 @@ uint64_t RingBytes(uint64_t capacity) {
   return kTimelineHeaderBytes + capacity * sizeof(TimelineSlot);
 }
 
-void CopyString(char* to, size_t size, absl::string_view from) {
-  const size_t n = std::min(size - 1, from.size());
-  if (n > 0) std::memcpy(to, from.data(), n);  // data() may be null at 0
-  std::memset(to + n, 0, size - n);
-}
-
 // A fixed field as a string: up to its first NUL, never past its end.
 std::string FieldString(const char* field, size_t size) {
   return std::string(field, strnlen(field, size));
@@ -92,6 +86,12 @@ std::string RandomHex() {
 }
 
 }  // namespace
+
+void CopyString(char* to, size_t size, absl::string_view from) {
+  const size_t n = std::min(size - 1, from.size());
+  if (n > 0) std::memcpy(to, from.data(), n);  // data() may be null at 0
+  std::memset(to + n, 0, size - n);
+}
 
 std::string TimelineSegmentName(absl::string_view job_id, int pid,
                                 absl::string_view random_hex) {

@@ -88,7 +88,7 @@ struct TimelineHeader {
   uint32_t reserved;
   int64_t created_ns;  // CLOCK_MONOTONIC
   char job[kTimelineJobBytes];
-  char label[kTimelineLabelBytes];  // "worker 3", "rank 1", "launcher"
+  char label[kTimelineLabelBytes];         // "worker 3", "rank 1", "launcher"
   alignas(64) std::atomic<uint64_t> head;  // the next index
   alignas(64) std::atomic<uint64_t> dropped;
 };
@@ -126,6 +126,11 @@ class TimelineRing {
   TimelineSlot* slots_;
   uint64_t mask_;
 };
+
+// Copies `from` into the fixed field `to` of `size` bytes: at most size - 1
+// bytes of it, the rest zeros (always NUL-terminated).
+// REQUIRES: size > 0.
+void CopyString(char* to, size_t size, absl::string_view from);
 
 // "shoal-<job>-<pid>-<random>-timeline" for the given parts.
 std::string TimelineSegmentName(absl::string_view job_id, int pid,
