@@ -6,6 +6,8 @@ the changed files), and the pytest files to run.
   tools/affected.py [--base REV] files          # the changed files
   tools/affected.py [--base REV] bazel-tests    # labels, one a line
   tools/affected.py [--base REV] pytest         # paths, one a line
+  tools/affected.py [--base REV] plan           # both: "bazel-test LABEL"
+                                                # and "pytest PATH" lines
 
 Run from the repository root (tools/test does). The pytest list is every
 Python test tools/test runs (PYTEST_PATHS) when the package the tests import
@@ -91,21 +93,26 @@ def _existing(files):
     return [f for f in files if os.path.isfile(f) and " " not in f]
 
 
-def affected_targets(files):
-    """Every target that depends on one of FILES (they included)."""
+def affected(files):
+    """(Bazel tests, whether PYTHON_SITE is reached) for a change of FILES:
+    the test targets that depend on one of them, less those tagged manual,
+    from one `bazel query` over their reverse dependencies."""
     existing = _existing(files)
     if not existing:
-        return []
-    return _bazel_query(f"rdeps(//..., set({' '.join(existing)}))")
+        return [], False
+    labels = _bazel_query(
+        f"let r = rdeps(//..., set({' '.join(existing)})) in "
+        f"(kind('.*_test', $r) except attr(tags, 'manual', //...)) + "
+        f"($r ^ {PYTHON_SITE})")
+    return [l for l in labels if l != PYTHON_SITE], PYTHON_SITE in labels
 
 
-def bazel_tests(targets):
-    """The test targets among TARGETS, less those tagged manual."""
-    if not targets:
-        return []
-    return _bazel_query(
-        f"kind('.*_test', set({' '.join(targets)})) "
-        f"except attr(tags, 'manual', //...)")
+def plan(files):
+    """The lines of `plan`: "bazel-test LABEL" for each Bazel test, then
+    "pytest PATH" for each pytest path a change of FILES selects."""
+    tests, site_affected = affected(files)
+    return ([f"bazel-test {t}" for t in tests] +
+            [f"pytest {p}" for p in pytest_selection(files, site_affected)])
 
 
 def main(argv):
@@ -113,7 +120,7 @@ def main(argv):
     parser.add_argument("--base", default="HEAD",
                         help="the commit to compare with (default HEAD)")
     parser.add_argument("what", choices=("files", "bazel-tests", "pytest",
-                                         "pytest-paths"))
+                                         "plan", "pytest-paths"))
     args = parser.parse_args(argv)
     if args.what == "pytest-paths":
         print("\n".join(PYTEST_PATHS))
@@ -121,12 +128,12 @@ def main(argv):
     files = changed_files(args.base)
     if args.what == "files":
         out = files
+    elif args.what == "plan":
+        out = plan(files)
     else:
-        targets = affected_targets(files)
-        if args.what == "bazel-tests":
-            out = bazel_tests(targets)
-        else:
-            out = pytest_selection(files, PYTHON_SITE in targets)
+        tests, site_affected = affected(files)
+        out = (tests if args.what == "bazel-tests" else
+               pytest_selection(files, site_affected))
     if out:
         print("\n".join(out))
     return 0

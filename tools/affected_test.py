@@ -53,19 +53,28 @@ def test_tools_test_runs_the_same_pytest_paths():
 
 def test_a_header_selects_the_tests_that_include_it(monkeypatch):
     monkeypatch.chdir(ROOT)
-    targets = affected.affected_targets(["base/mutex.h"])
-    tests = affected.bazel_tests(targets)
-    assert "//base:mutex" in targets
+    tests, site_affected = affected.affected(["base/mutex.h"])
     assert "//tasks:task_table_test" in tests, tests
     assert "//tests/remote:soak_long_test" not in tests  # manual
-    assert affected.PYTHON_SITE in targets  # the extension links base
+    assert affected.PYTHON_SITE not in tests
+    assert site_affected  # the extension links base
 
 
 def test_a_python_module_selects_the_site_and_no_bazel_test(monkeypatch):
     monkeypatch.chdir(ROOT)
-    targets = affected.affected_targets(["python/shoal/_future.py"])
-    assert affected.PYTHON_SITE in targets
-    assert "//tasks:task_table_test" not in affected.bazel_tests(targets)
+    tests, site_affected = affected.affected(["python/shoal/_future.py"])
+    assert site_affected
+    assert "//tasks:task_table_test" not in tests
+
+
+def test_the_plan_lists_the_tests_then_the_pytest_paths(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    lines = affected.plan(["base/mutex.h"])
+    kinds = [line.split(" ", 1)[0] for line in lines]
+    assert "bazel-test //tasks:task_table_test" in lines
+    assert kinds == sorted(kinds, key=["bazel-test", "pytest"].index)
+    assert [l for l in lines if l.startswith("pytest ")] == [
+        f"pytest {p}" for p in affected.PYTEST_PATHS]
 
 
 def test_the_command_line_prints_the_changed_files(monkeypatch):
