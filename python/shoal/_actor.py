@@ -132,13 +132,18 @@ class ActorHandle:
     """
 
     def __init__(self, client, control, actor_id, worker_id, cls,
-                 name=None):
+                 name=None, methods=None):
         self._client = client  # None: the default client, at the first call
         self._control = control  # None: made at kill
         self.actor_id = actor_id
         self.worker_id = worker_id
         self.name = name
-        self._cls = cls  # None (shoal.get_actor): methods are not checked
+        # What method names are checked against: the class (the creator's
+        # handle and its copies), else the instance's method names, which
+        # shoal.get_actor's ping asks the actor for (a tuple, or the ping's
+        # Future until its answer is read; None: not checked).
+        self._cls = cls
+        self._methods = methods
         self._call = f"{_CALL_FUNCTION}@actor={actor_id}"
 
     def _bound_client(self):
@@ -153,13 +158,35 @@ class ActorHandle:
                 getattr(self._cls, name, None)):
             raise AttributeError(
                 f"actor class {self._cls.__qualname__} has no method {name!r}")
+        methods = self._method_names()
+        if methods is not None and name not in methods:
+            raise AttributeError(
+                f"actor {self.name or self.actor_id!r} has no method "
+                f"{name!r} (its methods: {', '.join(methods) or 'none'})")
         method = ActorMethod(self, name)
         self.__dict__[name] = method  # cached: the next call skips this
         return method
 
+    def _method_names(self):
+        """The actor's method names (a tuple), or None when not known: the
+        ping's answer is read at the first method looked up (it waits for
+        the calls queued before the ping); a ping that failed, or an actor
+        whose worker does not answer with names, leaves calls unchecked
+        (a call to an ended actor fails at .remote())."""
+        methods = self._methods
+        if methods is None or isinstance(methods, tuple):
+            return methods
+        try:
+            names = methods.result()
+        except _errors.Error:
+            names = None
+        self._methods = tuple(names) if isinstance(names, list) else None
+        return self._methods
+
     def __reduce__(self):
+        methods = self._method_names() if self._cls is None else None
         return _handle, (self.actor_id, self.worker_id,
-                         _class_spec(self._cls), self.name)
+                         _class_spec(self._cls), self.name, methods)
 
     def __eq__(self, other):
         return (isinstance(other, ActorHandle) and
@@ -176,17 +203,19 @@ class ActorHandle:
                 f"{self.worker_id}>")
 
 
-def _handle(actor_id, worker_id, cls_spec, name):
+def _handle(actor_id, worker_id, cls_spec, name, methods=None):
     """An ActorHandle unpickled: bound to this process's default client at
     its first call (a worker connects then, as for any nested call)."""
     return ActorHandle(None, None, actor_id, worker_id, _class_of(cls_spec),
-                       name)
+                       name, methods)
 
 
 def get_actor(name):
     """The handle of the live actor named `name` on the default client's
     node (made with A.options(name=name).remote()). Raises NotFoundError
-    when no live actor has that name."""
+    when no live actor has that name. The handle knows the actor's method
+    names (from the answer to a ping queued here, read at its first method
+    looked up): an unknown one raises AttributeError there."""
     client = _context.client()
     named = []
     for w in client.status()["workers"]:
@@ -200,9 +229,11 @@ def get_actor(name):
                              name)
         # The status lists a killed actor's process until it exited; a
         # call to an actor that ended fails at submit (ActorDiedError, or
-        # NotFoundError once the node has forgotten it).
+        # NotFoundError once the node has forgotten it). The ping answers
+        # with the instance's method names.
         try:
-            submit(client, handle._call, (_PING,), None, _CALL_OPTIONS)
+            handle._methods = submit(client, handle._call, (_PING,), None,
+                                     _CALL_OPTIONS)
         except (_errors.ActorDiedError, _errors.NotFoundError):
             continue
         return handle
@@ -346,10 +377,17 @@ def _init(spec):
 
 def _call(method, *args, **kwargs):
     """One method call on this worker's actor instance."""
-    if method == _PING:
-        return None
     if _instance is None:
         # Calls queued behind a failed constructor, before the coordinator
         # ended the actor (it learns of the failure a moment later).
         raise _errors.ActorDiedError(f"actor: {_init_error}")
+    if method == _PING:
+        return _method_names_of(type(_instance))
     return getattr(_instance, method)(*args, **kwargs)
+
+
+def _method_names_of(cls):
+    """The names a handle may call on an instance of `cls`: its public
+    callable attributes, as ActorHandle checks them against a class."""
+    return sorted(n for n in dir(cls)
+                  if not n.startswith("_") and callable(getattr(cls, n, None)))

@@ -75,3 +75,13 @@ def echo(x):
 @shoal.remote
 def call_named(name, x):
     return shoal.get_actor(name).add.remote(x).result(60)
+
+
+@shoal.remote
+def call_named_method(name, method):
+    """What getting `method` of the named actor's handle raises, as text."""
+    try:
+        getattr(shoal.get_actor(name), method)
+    except AttributeError as e:
+        return f"AttributeError: {e}"
+    return "no error"

@@ -67,3 +67,27 @@ def test_named_actors(client):
     assert [c.add.remote(0).result(60) for c in (c1, c2)] == [1, 2]
     shoal.kill(c1)
     shoal.kill(c2)
+
+
+def test_named_handle_knows_the_methods(client):
+    name = unique("methods")
+    a = rayactors.Adder.options(name=name).remote(7)
+    found = shoal.get_actor(name)
+    # An unknown method fails at once, as Ray's handle does, naming the
+    # ones there are; nothing is queued on the actor.
+    with pytest.raises(AttributeError, match=r"no method 'nope'.*add"):
+        found.nope.remote()
+    assert found.add.remote(1).result(60) == 8
+    # A copy of the handle (a task's argument) knows them too.
+    with pytest.raises(AttributeError, match=r"no method 'nope'"):
+        pickle_roundtrip(found).nope
+    assert rayactors.call_named.remote(name, 2).result(60) == 9
+    # A task's own get_actor handle checks as well.
+    err = rayactors.call_named_method.remote(name, "nope").result(60)
+    assert "AttributeError" in err and "no method 'nope'" in err
+    shoal.kill(a)
+
+
+def pickle_roundtrip(x):
+    import pickle
+    return pickle.loads(pickle.dumps(x))
