@@ -134,6 +134,8 @@ struct ReclaimHint {
 // Plain records (see the rule above): a store account read or its limit set.
 using StoreAccountRequest = wire::StoreAccountRequest;
 using StoreAccountReply = wire::StoreAccountReply;
+// Plain record: grow a client's reference table (StoreClient::Transfer).
+using StoreRefRoomRequest = wire::StoreRefRoomRequest;
 
 // Tasks ---------------------------------------------------------------------
 
@@ -358,7 +360,8 @@ using Message = std::variant<
     StoreDisconnectRequest, CreateRequest, CreateReply, SealedNotice,
     AbortRequest, GetRequest, GetReply, ReleaseRequest, DeleteRequest,
     ContainsRequest, ContainsReply, StoreStatsRequest, StoreStats, ReclaimHint,
-    StoreAccountRequest, StoreAccountReply, ClientHello, ClientWelcome,
+    StoreAccountRequest, StoreAccountReply, StoreRefRoomRequest, ClientHello,
+    ClientWelcome,
     SubmitRequest, SubmitReply, WaitRequest, WaitReply, CancelRequest,
     ReleaseTasksRequest, FetchObjectRequest, FetchObjectReply, WorkerHello,
     WorkerHeartbeat, StatusRequest, NodeStatus, StopRequest, KvSetRequest,

@@ -85,6 +85,7 @@ absl::StatusOr<Message> BodyFromWire(const wire::Envelope& w,
     case wire::Envelope::kReclaimHint:
     case wire::Envelope::kStoreAccount:
     case wire::Envelope::kStoreAccountReply:
+    case wire::Envelope::kStoreRefRoom:
       return protocol_internal::StoreBodyFromWire(w, limits);
     case wire::Envelope::kClientHello:
     case wire::Envelope::kClientWelcome:
@@ -275,6 +276,7 @@ absl::string_view MessageName(const Message& m) {
                                                  "reclaim_hint",
                                                  "store_account",
                                                  "store_account_reply",
+                                                 "store_ref_room",
                                                  "client_hello",
                                                  "client_welcome",
                                                  "submit",

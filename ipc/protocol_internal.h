@@ -62,6 +62,7 @@ absl::Status EncodeBody(const StoreStats& m, wire::Envelope* w);
 absl::Status EncodeBody(const ReclaimHint& m, wire::Envelope* w);
 absl::Status EncodeBody(const StoreAccountRequest& m, wire::Envelope* w);
 absl::Status EncodeBody(const StoreAccountReply& m, wire::Envelope* w);
+absl::Status EncodeBody(const StoreRefRoomRequest& m, wire::Envelope* w);
 
 // protocol_tasks.cc
 absl::Status EncodeBody(const ClientHello& m, wire::Envelope* w);

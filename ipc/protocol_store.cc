@@ -127,6 +127,11 @@ absl::Status EncodeBody(const StoreAccountReply& m, wire::Envelope* w) {
   return absl::OkStatus();
 }
 
+absl::Status EncodeBody(const StoreRefRoomRequest& m, wire::Envelope* w) {
+  *w->mutable_store_ref_room() = m;
+  return absl::OkStatus();
+}
+
 // ---- decode -----------------------------------------------------------------
 
 namespace {
@@ -255,6 +260,8 @@ absl::StatusOr<Message> StoreBodyFromWire(const wire::Envelope& w,
       return w.store_account();
     case wire::Envelope::kStoreAccountReply:
       return w.store_account_reply();
+    case wire::Envelope::kStoreRefRoom:
+      return w.store_ref_room();
     default:
       return NotInArea("store", w);
   }
