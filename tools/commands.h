@@ -11,6 +11,7 @@
 
 namespace shoal::cli {
 
+int DashboardCommand(int argc, char** argv);
 int InfoCommand(int argc, char** argv);
 int LaunchCommand(int argc, char** argv);
 int StartCommand(int argc, char** argv);

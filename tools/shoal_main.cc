@@ -29,6 +29,8 @@ constexpr Command kCommands[] = {
      "a node's or job's last seconds as a trace (Perfetto)"},
     {"top", shoal::cli::TopCommand,
      "a live view of a node's workers, tasks and store"},
+    {"dashboard", shoal::cli::DashboardCommand,
+     "a page of a node's workers, task stream and store (browser)"},
     {"store", shoal::cli::StoreCommand,
      "run a node's shared-memory tensor store in the foreground"},
     {"bench", shoal::cli::BenchCommand, "benchmarks: `shoal bench store` (W1)"},
