@@ -235,7 +235,7 @@ absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
                           "max_request_size",
                           "16384",
                           "request_timeout_ms",
-                          "10000",
+                          "5000",
                           "enable_keep_alive",
                           "no",
                           "enable_directory_listing",
