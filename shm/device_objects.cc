@@ -144,8 +144,7 @@ StoreService::Impl::Reply StoreService::Impl::CreateDeviceObject(
   table_->SetMeta(*e, m.meta);
   (*arena)->Describe(*block, &x->cuda);
   device_blocks_[*e] = DeviceBlock{*arena, *block};
-  absl::Status s =
-      table_->AddRef(slot, *e, ObjectTable::RefKind::kMapped, nullptr);
+  absl::Status s = AddRef(slot, *e, ObjectTable::RefKind::kMapped);
   if (!s.ok()) {
     FreeEntry(*e);
     return Error(s);

@@ -4,7 +4,8 @@
 //   [SegmentHeader, 4 KiB]
 //   [ObjectEntry × max_objects]        object table
 //   [uint32 × index_buckets]           open-addressed id → entry index
-//   [ClientSlot × max_clients]         references each client holds
+//   [ClientSlot × max_clients]         references each client holds (a
+//                                      table that may move into the arena)
 //   [arena]                            object data, 64-byte aligned
 //
 // Who writes what (see docs/architecture.md, "Crash-safe shared memory"):
@@ -33,8 +34,9 @@ namespace shoal::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x5254534c414f4853ULL;  // "SHOALSTR"
 // 2: CudaLocation::device_uuid; 3: spilled objects, mapped references;
-// 4: kMaxUndoRecords 40.
-inline constexpr uint32_t kLayoutVersion = 4;
+// 4: kMaxUndoRecords 40; 5: a client's reference table grows into the arena
+// (ClientSlotHeader::refs_offset, refs_buckets).
+inline constexpr uint32_t kLayoutVersion = 5;
 inline constexpr size_t kPageSize = 4096;
 inline constexpr size_t kDataAlignment = 64;  // one cache line; AVX-512 width
 
@@ -114,13 +116,21 @@ struct RefBucket {
 inline constexpr uint32_t kRefMapped = 1u << 31;
 inline constexpr uint32_t kRefCountMask = kRefMapped - 1;
 
+// A client slot: this header, then the client's first reference table
+// (SegmentHeader::refs_per_client buckets). When the client holds more
+// distinct objects than half its table, the service moves its references
+// into a table twice as large in the arena (refs_offset, refs_buckets), up
+// to room for every object of the store; ClearSlot brings it back here.
 struct ClientSlotHeader {
   uint32_t in_use;
   int32_t pid;
   uint64_t session;
-  uint32_t reserved[2];
-  char name[40];
+  uint64_t refs_offset;   // from the segment base; 0: the table in the slot
+  uint32_t refs_buckets;  // a power of two; 0: SegmentHeader::refs_per_client
+  uint32_t reserved;
+  char name[32];
 };
+static_assert(sizeof(ClientSlotHeader) == 64);
 
 // One write to undo if a client dies holding the lock.
 struct UndoRecord {
@@ -181,7 +191,7 @@ struct SegmentHeader {
   uint32_t max_objects;
   uint32_t index_buckets;  // power of two
   uint32_t max_clients;
-  uint32_t refs_per_client;  // power of two
+  uint32_t refs_per_client;  // buckets of a slot's own table; power of two
   uint64_t table_offset;
   uint64_t index_offset;
   uint64_t clients_offset;

@@ -4,10 +4,14 @@
 
 #include <cstring>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 
 namespace shoal::shm {
 namespace {
+
+// Marks AddRef's errors that a larger reference table cures.
+constexpr absl::string_view kRefRoomPayload = "shoal.shm/ref-room";
 
 // Spreads consecutive entry indices over a client's reference table.
 uint32_t RefHome(uint32_t e, uint32_t mask) {
@@ -152,7 +156,7 @@ TensorMeta ObjectTable::GetMeta(uint32_t e) const {
 }
 
 RefBucket* ObjectTable::FindRef(uint32_t s, uint32_t e) const {
-  const uint32_t mask = header_->refs_per_client - 1;
+  const uint32_t mask = RefBuckets(s) - 1;
   RefBucket* b = refs(s);
   uint32_t i = RefHome(e, mask);
   for (uint32_t probe = 0; probe < kMaxRefProbes && probe <= mask;
@@ -182,21 +186,60 @@ void ObjectTable::Stamp(uint32_t e) {
   entry(e)->lru_stamp = __rdtsc();
 }
 
+bool ObjectTable::IsRefRoomError(const absl::Status& s) {
+  return absl::IsResourceExhausted(s) &&
+         s.GetPayload(kRefRoomPayload).has_value();
+}
+
+absl::Status ObjectTable::RefRoomError(uint32_t s) const {
+  const uint32_t buckets = RefBuckets(s);
+  if (buckets >= MaxRefBuckets()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this client already holds ", header_->live_refs[s],
+        " distinct objects, as many as its reference table of ", buckets,
+        " buckets takes; release some first"));
+  }
+  absl::Status room = absl::ResourceExhaustedError(
+      absl::StrCat("this client's reference table (", buckets,
+                   " buckets) has no room for another object"));
+  room.SetPayload(kRefRoomPayload, absl::Cord("grow"));
+  return room;
+}
+
+bool ObjectTable::MoveRefs(uint32_t s, uint64_t offset, uint32_t buckets) {
+  RefBucket* to = reinterpret_cast<RefBucket*>(base_ + offset);
+  std::memset(to, 0, uint64_t{buckets} * sizeof(RefBucket));
+  const uint32_t mask = buckets - 1;
+  const RefBucket* from = refs(s);
+  const uint32_t n = RefBuckets(s);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (from[i].entry_plus1 == 0 || (from[i].count & kRefCountMask) == 0)
+      continue;
+    uint32_t j = RefHome(from[i].entry_plus1 - 1, mask);
+    uint32_t probe = 0;
+    while (to[j].entry_plus1 != 0 && probe < kMaxRefProbes) {
+      j = (j + 1) & mask;
+      ++probe;
+    }
+    if (probe == kMaxRefProbes) return false;
+    to[j] = from[i];
+  }
+  ClientSlotHeader* sh = slot(s);
+  sh->refs_offset = offset;
+  sh->refs_buckets = buckets;
+  return true;
+}
+
 absl::Status ObjectTable::AddRef(uint32_t s, uint32_t e, RefKind kind,
                                  JournaledWriter* journal) {
   uint32_t* live = &header_->live_refs[s];
   RefBucket* b = FindRef(s, e);
   if (b == nullptr || (b->count & kRefCountMask) == 0) {
-    const uint32_t limit = header_->refs_per_client / 2;
-    if (*live >= limit) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("this client already holds ", *live,
-                       " distinct objects (the limit); release some first"));
-    }
+    if (*live >= RefBuckets(s) / 2) return RefRoomError(s);
   }
   if (b == nullptr) {
     // Reuse the first never-used or released bucket within the probe window.
-    const uint32_t mask = header_->refs_per_client - 1;
+    const uint32_t mask = RefBuckets(s) - 1;
     RefBucket* table = refs(s);
     uint32_t i = RefHome(e, mask);
     for (uint32_t probe = 0; probe < kMaxRefProbes && probe <= mask;
@@ -206,10 +249,7 @@ absl::Status ObjectTable::AddRef(uint32_t s, uint32_t e, RefKind kind,
         break;
       }
     }
-    if (b == nullptr) {
-      return absl::ResourceExhaustedError(
-          "this client's reference table is too crowded; release some objects");
-    }
+    if (b == nullptr) return RefRoomError(s);
     Store32(journal, &b->entry_plus1, e + 1);
   }
   // A released bucket keeps no mapped bit (DropRef clears it with the last
@@ -251,6 +291,8 @@ absl::StatusOr<uint32_t> ObjectTable::DropRef(uint32_t s, uint32_t e,
 
 void ObjectTable::ClearSlot(uint32_t s) {
   ClientSlotHeader* sh = slot(s);
+  sh->refs_offset = 0;
+  sh->refs_buckets = 0;
   std::memset(refs(s), 0,
               uint64_t{header_->refs_per_client} * sizeof(RefBucket));
   header_->live_refs[s] = 0;

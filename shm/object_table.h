@@ -9,6 +9,7 @@
 #ifndef SHOAL_SHM_OBJECT_TABLE_H_
 #define SHOAL_SHM_OBJECT_TABLE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 
@@ -46,9 +47,24 @@ class ObjectTable {
     return reinterpret_cast<ClientSlotHeader*>(base_ + header_->clients_offset +
                                                s * header_->client_slot_bytes);
   }
+  // Client `s`'s reference table: in its slot, or where the service moved
+  // it (MoveRefs), of RefBuckets(s) buckets.
   RefBucket* refs(uint32_t s) const {
+    const ClientSlotHeader* sh = slot(s);
+    if (sh->refs_offset != 0)
+      return reinterpret_cast<RefBucket*>(base_ + sh->refs_offset);
     return reinterpret_cast<RefBucket*>(reinterpret_cast<uint8_t*>(slot(s)) +
                                         sizeof(ClientSlotHeader));
+  }
+  uint32_t RefBuckets(uint32_t s) const {
+    const uint32_t n = slot(s)->refs_buckets;
+    return n != 0 ? n : header_->refs_per_client;
+  }
+  // The most buckets a client's table grows to: twice the object table, so
+  // that a client may hold every object of the store.
+  uint32_t MaxRefBuckets() const {
+    return std::max(header_->refs_per_client,
+                    NextPowerOfTwo(2 * header_->max_objects));
   }
 
   // The entry index holding `id`, if any (in any state).
@@ -73,10 +89,21 @@ class ObjectTable {
   enum class RefKind { kMapped, kHeld };
 
   // Takes one reference to entry `e` for client slot `s` and stamps its LRU
-  // time. Errors: ResourceExhausted when the client already holds its limit
-  // of distinct objects (refs_per_client / 2).
+  // time. Errors: ResourceExhausted when the client's table has no room for
+  // another distinct object (it holds half its buckets, or the probe window
+  // is full); IsRefRoomError tells whether a larger table (the service's
+  // MoveRefs) would make room.
   absl::Status AddRef(uint32_t s, uint32_t e, RefKind kind,
                       JournaledWriter* journal);
+  // Whether AddRef's error `s` asks for a larger reference table.
+  static bool IsRefRoomError(const absl::Status& s);
+
+  // Moves client `s`'s references into the table of `buckets` buckets (a
+  // power of two) at `offset` from the segment base, which it zeroes first,
+  // and makes it the client's. Returns false, changing nothing the client
+  // sees, when some reference would land beyond the probe window (a larger
+  // table is needed). Service only.
+  bool MoveRefs(uint32_t s, uint64_t offset, uint32_t buckets);
 
   // Drops one of client `s`'s references to entry `e`. Returns the entry's new
   // reference count. Errors: FailedPrecondition when `s` holds none.
@@ -95,14 +122,16 @@ class ObjectTable {
   template <typename Fn>
   void ForEachRef(uint32_t s, Fn fn) const {
     RefBucket* b = refs(s);
-    for (uint32_t i = 0; i < header_->refs_per_client; ++i) {
+    const uint32_t n = RefBuckets(s);
+    for (uint32_t i = 0; i < n; ++i) {
       const uint32_t count = b[i].count & kRefCountMask;
       if (b[i].entry_plus1 != 0 && count > 0)
         fn(b[i].entry_plus1 - 1, count, (b[i].count & kRefMapped) != 0);
     }
   }
 
-  // Empties client slot `s` (its references must already be accounted for).
+  // Empties client slot `s` (its references must already be accounted for)
+  // and gives it back its own table (the service frees a moved one).
   // Service only.
   void ClearSlot(uint32_t s);
 
@@ -112,6 +141,8 @@ class ObjectTable {
   }
   // The bucket of client `s` keyed by `e`, or nullptr.
   RefBucket* FindRef(uint32_t s, uint32_t e) const;
+  // AddRef's error when client `s`'s table has no room.
+  absl::Status RefRoomError(uint32_t s) const;
   void Stamp(uint32_t e);
 
   uint8_t* base_;

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <random>
 #include <set>
 
@@ -110,6 +111,65 @@ TEST_F(ObjectTableTest, ReferencesPerClientAndLimit) {
   EXPECT_EQ(table_->LiveRefs(1), 8u);
   table_->ClearSlot(1);
   EXPECT_EQ(table_->HeldBy(1, 3), 0u);
+}
+
+TEST_F(ObjectTableTest, FullReferenceTablesAskToGrowAndMoveIntact) {
+  using Kind = ObjectTable::RefKind;
+  for (uint32_t e = 0; e < 40; ++e) table_->Insert(ObjectId::Random(), e);
+  for (uint32_t e = 0; e < 8; ++e) {
+    ASSERT_TRUE(table_->AddRef(1, e, Kind::kHeld, nullptr).ok());
+  }
+  ASSERT_TRUE(table_->AddRef(1, 2, Kind::kMapped, nullptr).ok());
+  absl::Status full = table_->AddRef(1, 8, Kind::kHeld, nullptr);
+  EXPECT_TRUE(ObjectTable::IsRefRoomError(full)) << full;
+  EXPECT_EQ(table_->RefBuckets(1), 16u);
+  // 64 objects: tables grow to 128 buckets at most.
+  EXPECT_EQ(table_->MaxRefBuckets(), 128u);
+  // Moved into "arena" memory holding garbage: zeroed, references intact.
+  const uint64_t at = layout_.arena_offset;
+  std::memset(mem_ + at, 0xab, 224 * sizeof(RefBucket));
+  ASSERT_TRUE(table_->MoveRefs(1, at, 32));
+  EXPECT_EQ(table_->RefBuckets(1), 32u);
+  EXPECT_EQ(reinterpret_cast<uint8_t*>(table_->refs(1)), mem_ + at);
+  EXPECT_EQ(table_->HeldBy(1, 2), 2u);
+  EXPECT_TRUE(table_->MappedBy(1, 2));
+  EXPECT_FALSE(table_->MappedBy(1, 3));
+  EXPECT_EQ(table_->LiveRefs(1), 8u);
+  for (uint32_t e = 8; e < 16; ++e) {
+    ASSERT_TRUE(table_->AddRef(1, e, Kind::kHeld, nullptr).ok()) << e;
+  }
+  EXPECT_TRUE(ObjectTable::IsRefRoomError(
+      table_->AddRef(1, 16, Kind::kHeld, nullptr)));
+  ASSERT_TRUE(table_->MoveRefs(1, at + 32 * sizeof(RefBucket), 64));
+  ASSERT_TRUE(table_->MoveRefs(1, at + 96 * sizeof(RefBucket), 128));
+  for (uint32_t e = 16; e < 40; ++e) {
+    ASSERT_TRUE(table_->AddRef(1, e, Kind::kHeld, nullptr).ok()) << e;
+  }
+  uint32_t total = 0;
+  table_->ForEachRef(1, [&](uint32_t, uint32_t count, bool) { total += count; });
+  EXPECT_EQ(total, 41u);
+  // Other clients keep their own tables.
+  ASSERT_TRUE(table_->AddRef(2, 5, Kind::kHeld, nullptr).ok());
+  EXPECT_EQ(table_->RefBuckets(2), 16u);
+  EXPECT_EQ(table_->entry(5)->refcount, 2u);
+  // Cleared, the slot has its own (empty) table again.
+  table_->ClearSlot(1);
+  EXPECT_EQ(table_->RefBuckets(1), 16u);
+  EXPECT_EQ(table_->HeldBy(1, 2), 0u);
+  EXPECT_EQ(table_->LiveRefs(1), 0u);
+}
+
+TEST_F(ObjectTableTest, AtTheLargestTableAClientHoldsEveryObject) {
+  // 128 buckets for 64 objects: one client holds them all, and the table
+  // asks for no more room.
+  ASSERT_TRUE(table_->MoveRefs(1, layout_.arena_offset, 128));
+  for (uint32_t e = 0; e < 64; ++e) {
+    table_->Insert(ObjectId::Random(), e);
+    ASSERT_TRUE(
+        table_->AddRef(1, e, ObjectTable::RefKind::kHeld, nullptr).ok())
+        << e;
+  }
+  EXPECT_EQ(table_->LiveRefs(1), 64u);
 }
 
 TEST_F(ObjectTableTest, MappedReferencesAreCountedPerClient) {

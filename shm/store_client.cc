@@ -79,7 +79,7 @@ absl::StatusOr<LockGuard> StoreClient::Impl::Lock() {
 
 absl::StatusOr<ObjectBuffer> StoreClient::Impl::GetLocal(const ObjectId& id,
                                                          uint32_t* entry,
-                                                         bool* spilled) {
+                                                         bool* ask_service) {
   SHOAL_ASSIGN_OR_RETURN(LockGuard lock, Lock());
   std::optional<uint32_t> e = table_->Find(id);
   if (!e)
@@ -91,7 +91,7 @@ absl::StatusOr<ObjectBuffer> StoreClient::Impl::GetLocal(const ObjectId& id,
         absl::StrCat("object ", id.ToHex(), " is being deleted"));
   }
   if (x->state == static_cast<uint32_t>(ObjectState::kSpilled)) {
-    *spilled = true;  // the service reads it back
+    *ask_service = true;  // the service reads it back
     return absl::NotFoundError(
         absl::StrCat("object ", id.ToHex(), " is spilled"));
   }
@@ -101,8 +101,13 @@ absl::StatusOr<ObjectBuffer> StoreClient::Impl::GetLocal(const ObjectId& id,
   }
   {
     JournaledWriter journal(segment_->base(), &table_->header()->lock.journal);
-    SHOAL_RETURN_IF_ERROR(
-        table_->AddRef(slot_, *e, ObjectTable::RefKind::kMapped, &journal));
+    absl::Status s =
+        table_->AddRef(slot_, *e, ObjectTable::RefKind::kMapped, &journal);
+    if (ObjectTable::IsRefRoomError(s)) {
+      *ask_service = true;  // the service grows the table and takes it
+      return absl::NotFoundError(s.message());
+    }
+    SHOAL_RETURN_IF_ERROR(s);
   }
   *entry = *e;
   ObjectBuffer view;
@@ -135,18 +140,19 @@ std::vector<absl::StatusOr<ObjectBuffer>> StoreClient::Impl::GetMany(
   std::vector<absl::StatusOr<ObjectBuffer>> out;
   out.reserve(ids.size());
   // Fast path: everything sealed already is taken locally. What is spilled
-  // the service reads back, whatever the timeout.
+  // the service reads back, whatever the timeout; it also takes what finds
+  // this client's reference table full, growing the table.
   std::vector<ObjectId> remote;
   for (const ObjectId& id : ids) {
     uint32_t e = 0;
-    bool spilled = false;
-    out.push_back(GetLocal(id, &e, &spilled));
+    bool ask_service = false;
+    out.push_back(GetLocal(id, &e, &ask_service));
     if (out.back().ok() && !out.back()->meta.device.is_cpu()) {
       absl::Status s = FinishDeviceView(e, cuda_stream, &*out.back());
       if (!s.ok()) out.back() = s;
     }
     if (!out.back().ok() && absl::IsNotFound(out.back().status()) &&
-        (spilled || timeout != absl::ZeroDuration())) {
+        (ask_service || timeout != absl::ZeroDuration())) {
       remote.push_back(id);
     }
   }
@@ -350,9 +356,28 @@ absl::Status StoreClient::CopyToHost(const ObjectId& id, void* dst,
 
 absl::Status StoreClient::Transfer(const ObjectId& id,
                                    uint32_t to_client_slot) {
+  // A receiver whose reference table is full has the service grow it
+  // (other transfers may fill it again meanwhile: a few tries).
+  constexpr int kTries = 8;
+  for (int tries = 1;; ++tries) {
+    uint32_t full_buckets = 0;
+    absl::Status s = impl_->TransferOnce(id, to_client_slot, &full_buckets);
+    if (full_buckets == 0 || tries == kTries) return s;
+    ipc::StoreRefRoomRequest room;
+    room.set_client_slot(to_client_slot);
+    room.set_buckets(full_buckets);
+    SHOAL_RETURN_IF_ERROR(
+        impl_->Call<ipc::OkReply>(std::move(room), impl_->options_.rpc_timeout)
+            .status());
+  }
+}
+
+absl::Status StoreClient::Impl::TransferOnce(const ObjectId& id,
+                                             uint32_t to_client_slot,
+                                             uint32_t* full_buckets) {
   {
-    SHOAL_ASSIGN_OR_RETURN(LockGuard lock, impl_->Lock());
-    ObjectTable& table = *impl_->table_;
+    SHOAL_ASSIGN_OR_RETURN(LockGuard lock, Lock());
+    ObjectTable& table = *table_;
     if (to_client_slot >= table.header()->max_clients ||
         !table.slot(to_client_slot)->in_use) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -360,28 +385,31 @@ absl::Status StoreClient::Transfer(const ObjectId& id,
     }
     std::optional<uint32_t> e = table.Find(id);
     if (!e) return absl::NotFoundError(absl::StrCat("no object ", id.ToHex()));
-    if (table.HeldBy(impl_->slot_, *e) == 0) {
+    if (table.HeldBy(slot_, *e) == 0) {
       return absl::FailedPreconditionError(
           "this client holds no reference to the object");
     }
-    JournaledWriter journal(impl_->segment_->base(),
-                            &table.header()->lock.journal);
+    JournaledWriter journal(segment_->base(), &table.header()->lock.journal);
     // The receiver holds the object without mapping it (until its own Get):
     // a held object no process maps may be spilled.
-    SHOAL_RETURN_IF_ERROR(table.AddRef(to_client_slot, *e,
-                                       ObjectTable::RefKind::kHeld, &journal));
-    SHOAL_ASSIGN_OR_RETURN(uint32_t left,
-                           table.DropRef(impl_->slot_, *e, &journal));
+    absl::Status s = table.AddRef(to_client_slot, *e,
+                                  ObjectTable::RefKind::kHeld, &journal);
+    if (ObjectTable::IsRefRoomError(s)) {
+      *full_buckets = table.RefBuckets(to_client_slot);
+      return s;
+    }
+    SHOAL_RETURN_IF_ERROR(s);
+    SHOAL_ASSIGN_OR_RETURN(uint32_t left, table.DropRef(slot_, *e, &journal));
     (void)left;
     // The creator of a sealed object hands creatorship on with its
     // reference (a worker's new task output becomes the submitting
     // client's); anyone else's reference is only a reference.
     ObjectEntry* x = table.entry(*e);
-    if (x->creator_plus1 == impl_->slot_ + 1 && IsSealed(x->state)) {
+    if (x->creator_plus1 == slot_ + 1 && IsSealed(x->state)) {
       journal.Write32(&x->creator_plus1, to_client_slot + 1);
     }
   }
-  if (impl_->HoldsDevice(id)) impl_->TransferredDevice(id);
+  if (HoldsDevice(id)) TransferredDevice(id);
   return absl::OkStatus();
 }
 

@@ -139,7 +139,10 @@ class StoreClient {
   // Waits up to `timeout` for an object not yet sealed (or not yet created).
   // Errors: NotFound (absent and timeout 0, or being deleted),
   // DeadlineExceeded (not sealed in time), ResourceExhausted (this client
-  // holds too many distinct objects), Unavailable (the store is gone).
+  // holds as many distinct objects as the store's object table takes, or
+  // its reference table cannot grow: the arena is full), Unavailable (the
+  // store is gone). A client's reference table grows as it needs (the
+  // service moves it into the arena, twice as large each time).
   absl::StatusOr<ObjectBuffer> Get(
       const ObjectId& id, absl::Duration timeout = absl::ZeroDuration());
   // For a device object: also makes `cuda_stream` (nullptr: the legacy
@@ -176,7 +179,9 @@ class StoreClient {
   // the object's creator from then on (Created). A reference this client got
   // by Get goes as a reference only. Errors: NotFound, FailedPrecondition
   // (none held, or the target slot is not connected), ResourceExhausted (the
-  // target holds its limit of objects).
+  // target holds as many objects as it may, or its reference table cannot
+  // grow). A target whose reference table is full has the service grow it
+  // (one request), then the transfer is tried again.
   absl::Status Transfer(const ObjectId& id, uint32_t to_client_slot);
 
   // Whether this client is the object's recorded creator: it created it, or

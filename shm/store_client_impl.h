@@ -39,10 +39,16 @@ class StoreClient::Impl {
 
   absl::StatusOr<LockGuard> Lock();
   // Takes a reference on a sealed object locally. NotFound if it is absent,
-  // unsealed, being deleted or spilled (then `*spilled` is set: only the
-  // service can read it back). Sets `*entry` to its table index.
+  // unsealed, being deleted or spilled, or this client's reference table is
+  // full (for the last two `*ask_service` is set: only the service reads an
+  // object back or grows the table). Sets `*entry` to its table index.
   absl::StatusOr<ObjectBuffer> GetLocal(const ObjectId& id, uint32_t* entry,
-                                        bool* spilled);
+                                        bool* ask_service);
+  // StoreClient::Transfer's one try. When the receiver's reference table
+  // has no room, sets `*full_buckets` to its size (for the service to grow
+  // it) and returns the room error.
+  absl::Status TransferOnce(const ObjectId& id, uint32_t to_client_slot,
+                            uint32_t* full_buckets);
   absl::StatusOr<ObjectBuffer> ViewOf(const ipc::ObjectInfo& info);
   // Local fast path, then one request to the service for the rest, waiting
   // up to `timeout`; device objects are mapped with `cuda_stream`.

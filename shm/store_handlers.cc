@@ -73,7 +73,7 @@ StoreService::Impl::Reply StoreService::Impl::OnConnect(
   for (uint32_t s = 0; s < h->max_clients; ++s) {
     ClientSlotHeader* sh = table_->slot(s);
     if (sh->in_use != 0 || clients_.count(s) != 0) continue;
-    table_->ClearSlot(s);
+    ResetSlot(s);
     sh->pid = m.pid;
     sh->session = next_session_++;
     snprintf(sh->name, sizeof(sh->name), "%s", m.name.c_str());
@@ -128,7 +128,7 @@ void StoreService::Impl::ReleaseClient(uint32_t slot, absl::string_view why) {
       FreeEntry(e);
     }
   });
-  table_->ClearSlot(slot);
+  ResetSlot(slot);
   SHOAL_LOG(DEBUG,
             "store: released client %s (pid %d) because %s: %d references, %d "
             "unsealed objects aborted",
@@ -182,8 +182,7 @@ StoreService::Impl::Reply StoreService::Impl::OnCreate(
   x->alloc_bytes = allocator_->RoundUp(m.nbytes);
   x->creator_plus1 = slot + 1;
   table_->SetMeta(*e, m.meta);
-  absl::Status s =
-      table_->AddRef(slot, *e, ObjectTable::RefKind::kMapped, nullptr);
+  absl::Status s = AddRef(slot, *e, ObjectTable::RefKind::kMapped);
   if (!s.ok()) {
     FreeEntry(*e);
     return Error(s);
@@ -225,11 +224,17 @@ StoreService::Impl::Reply StoreService::Impl::OnAbort(
 
 absl::Status StoreService::Impl::Reference(uint32_t slot, uint32_t e,
                                            ipc::ObjectInfo* info) {
+  // The reference first: its table may grow (allocating, maybe spilling),
+  // and a mapped reference keeps the object from being spilled again once
+  // it is read back.
+  SHOAL_RETURN_IF_ERROR(AddRef(slot, e, ObjectTable::RefKind::kMapped));
   if (table_->entry(e)->state == static_cast<uint32_t>(ObjectState::kSpilled)) {
-    SHOAL_RETURN_IF_ERROR(Restore(e));
+    absl::Status s = Restore(e);
+    if (!s.ok()) {
+      (void)table_->DropRef(slot, e, nullptr);
+      return s;
+    }
   }
-  SHOAL_RETURN_IF_ERROR(
-      table_->AddRef(slot, e, ObjectTable::RefKind::kMapped, nullptr));
   const ObjectEntry* x = table_->entry(e);
   info->status = absl::OkStatus();
   info->offset = x->offset;

@@ -48,12 +48,13 @@ absl::StatusOr<Layout> ResolveLayout(StoreOptions* options) {
   options->store_bytes = AlignUp(options->store_bytes, kPageSize);
   if (options->max_objects == 0)
     options->max_objects = DefaultMaxObjects(options->store_bytes);
-  if (options->max_refs_per_client == 0 || options->max_clients == 0) {
+  if (options->initial_refs_per_client == 0 || options->max_clients == 0) {
     return absl::InvalidArgumentError(
-        "max_clients and max_refs_per_client must be positive");
+        "max_clients and initial_refs_per_client must be positive");
   }
   LayoutParams params{options->store_bytes, options->max_objects,
-                      options->max_clients, 2 * options->max_refs_per_client};
+                      options->max_clients,
+                      2 * options->initial_refs_per_client};
   return ComputeLayout(params);
 }
 
@@ -242,6 +243,7 @@ StoreService::Impl::Reply StoreService::Impl::Dispatch(
           [&](const ipc::ContainsRequest& m) { return OnContains(m); },
           [&](const ipc::StoreStatsRequest&) { return OnStats(); },
           [&](const ipc::StoreAccountRequest& m) { return OnAccount(m); },
+          [&](const ipc::StoreRefRoomRequest& m) { return OnRefRoom(m); },
           [&](const ipc::ReclaimHint& m) -> Reply {
             OnReclaimHint(m);
             return std::nullopt;

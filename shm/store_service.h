@@ -48,8 +48,11 @@ struct StoreOptions {
   uint32_t max_objects = 0;
   // Most concurrently connected clients. Default 256.
   uint32_t max_clients = 256;
-  // Most distinct objects one client may hold at once. Default 4096.
-  uint32_t max_refs_per_client = 4096;
+  // Distinct objects a client's reference table in its slot takes (each
+  // slot reserves twice as many 8-byte buckets in the segment); a client
+  // holding more gets a larger table from the arena, up to room for every
+  // object of the store. Default 1024.
+  uint32_t initial_refs_per_client = 1024;
   // Arena bytes kept allocated ahead of the allocation frontier by the
   // background prefaulter. Default 512 MiB; 0 disables it.
   uint64_t prefault_ahead_bytes = uint64_t{512} << 20;

@@ -157,6 +157,22 @@ class StoreService::Impl {
   // Fills `info` for sealed entry `e` and takes a reference for `slot`.
   absl::Status Reference(uint32_t slot, uint32_t e, ipc::ObjectInfo* info);
 
+  // Client reference tables (ref_tables.cc); REQUIRE the segment lock.
+  // Takes a reference to `e` for `slot`, growing its table when it has no
+  // room (ObjectTable::AddRef's errors otherwise).
+  absl::Status AddRef(uint32_t slot, uint32_t e, ObjectTable::RefKind kind);
+  // Moves client `slot`'s references into a table at least twice as large,
+  // allocated in the arena (evicting or spilling for it), unless the table
+  // has more than `seen` buckets already. Errors: ResourceExhausted (the
+  // table is as large as it gets, or the arena has no room).
+  absl::Status GrowRefs(uint32_t slot, uint32_t seen);
+  // Empties `slot` (ObjectTable::ClearSlot) and frees its table's arena
+  // block, if it moved there.
+  void ResetSlot(uint32_t slot);
+  // A client found another's table full (StoreClient::Transfer). Errors:
+  // FailedPrecondition (no such client), GrowRefs's.
+  Reply OnRefRoom(const ipc::StoreRefRoomRequest& m);
+
   // Clients and waiters.
   void ReleaseClient(uint32_t slot, absl::string_view why);
   void WakeWaiters(const ObjectId& id, uint32_t e);
@@ -190,6 +206,8 @@ class StoreService::Impl {
   uint64_t last_reclaim_hint_ = 0;
   // Each account's limit and charged bytes, and each charged entry's account.
   StoreAccounts accounts_;
+  // Client reference tables moved into the arena: slot → (offset, bytes).
+  absl::flat_hash_map<uint32_t, std::pair<uint64_t, uint64_t>> ref_tables_;
 
   // Spilled objects' files (null: spilling off), the last failure to spill
   // (named in a full store's error), the entry being restored (never
