@@ -19,12 +19,14 @@
 #include "coordinator/client.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/discovery.h"
+#include "observe/dashboard_server.h"
 #include "observe/metrics.h"
 #include "python/ext/builtin.h"
 #include "tools/bench/bench_util.h"
 #include "tools/cli/args.h"
 #include "tools/cli/json.h"
 #include "tools/commands.h"
+#include "tools/dashboard_command.h"
 #include "worker/python_runner.h"
 #include "worker/worker_main.h"
 
@@ -37,9 +39,11 @@ void OnSignal(int) {
   if (g_coordinator != nullptr) g_coordinator->Stop();
 }
 
-// What `shoal start` does besides the node: --metrics-port, --metrics-address.
+// What `shoal start` does besides the node: --metrics-port, --metrics-address,
+// --dashboard.
 struct NodeExtras {
   std::optional<observe::MetricsServerOptions> metrics;
+  std::optional<observe::DashboardServerOptions> dashboard;
 };
 
 // The figures of a scrape: the node's status, asked of its own ipc://
@@ -95,6 +99,16 @@ int RunNode(coordinator::CoordinatorOptions options, const NodeExtras& extras,
     if (!m.ok()) return fail_start(m.status());
     metrics = *std::move(m);
   }
+  std::unique_ptr<observe::DashboardServer> dashboard;
+  if (extras.dashboard.has_value()) {
+    absl::StatusOr<std::unique_ptr<observe::DashboardServer>> d =
+        observe::DashboardServer::Start(
+            *extras.dashboard,
+            NodeDashboardSources((*node)->job_id(),
+                                 (*node)->frontend_endpoint()));
+    if (!d.ok()) return fail_start(d.status());
+    dashboard = *std::move(d);
+  }
   g_coordinator = node->get();
   struct sigaction sa = {};
   sa.sa_handler = OnSignal;
@@ -108,6 +122,9 @@ int RunNode(coordinator::CoordinatorOptions options, const NodeExtras& extras,
     absl::StrAppend(&ready, ", metrics http://", metrics->address(),
                     "/metrics");
   }
+  if (dashboard != nullptr) {
+    absl::StrAppend(&ready, ", dashboard ", dashboard->url());
+  }
   if (ready_fd >= 0) {
     const std::string line = ready + "\n";
     ssize_t unused = write(ready_fd, line.data(), line.size());
@@ -119,7 +136,8 @@ int RunNode(coordinator::CoordinatorOptions options, const NodeExtras& extras,
   }
   absl::Status s = (*node)->Run();
   g_coordinator = nullptr;
-  metrics.reset();  // its threads end before the node they ask
+  dashboard.reset();  // its threads end before the node they ask
+  metrics.reset();
   node->reset();
   if (!s.ok()) return Fail(s);
   return 0;
@@ -229,6 +247,16 @@ absl::StatusOr<coordinator::CoordinatorOptions> ParseStartFlags(
       p.String("metrics-address", "127.0.0.1",
                "the address --metrics-port listens on (the endpoint has no "
                "authentication: see docs/security.md before widening it)");
+  bool& dashboard =
+      p.Bool("dashboard", false,
+             "serve `shoal dashboard`'s page beside the node (its URL, which "
+             "carries a token, ends the ready line)");
+  int64_t& dashboard_port =
+      p.Int("dashboard-port", 0, "--dashboard's port (0: any free one)");
+  std::string& dashboard_address =
+      p.String("dashboard-address", "127.0.0.1",
+               "the address --dashboard listens on (see docs/security.md "
+               "before widening it)");
   p.Alias('n', "workers");
   if (absl::Status s = p.Parse(argc, argv); !s.ok()) return s;
   if (metrics_port >= 0) {
@@ -242,6 +270,19 @@ absl::StatusOr<coordinator::CoordinatorOptions> ParseStartFlags(
     extras->metrics = m;
   } else if (p.seen("metrics-address")) {
     return absl::InvalidArgumentError("--metrics-address needs --metrics-port");
+  }
+  if (dashboard) {
+    if (dashboard_port < 0 || dashboard_port > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--dashboard-port ", dashboard_port, " is outside 0..65535"));
+    }
+    observe::DashboardServerOptions d;
+    d.port = static_cast<int>(dashboard_port);
+    d.address = dashboard_address;
+    extras->dashboard = d;
+  } else if (p.seen("dashboard-port") || p.seen("dashboard-address")) {
+    return absl::InvalidArgumentError(
+        "--dashboard-port and --dashboard-address need --dashboard");
   }
   coordinator::CoordinatorOptions o;
   o.job_id = job_id.empty() ? NewJobId() : job_id;

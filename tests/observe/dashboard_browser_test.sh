@@ -96,7 +96,16 @@ load_until() {
   fail "the page never showed all of: $* (its DOM: failed_dom.html)"
 }
 
-"$SHOAL" start -n 2 --job-id "$JOB" --store-bytes 64M --daemon > /dev/null
+"$SHOAL" start -n 2 --job-id "$JOB" --store-bytes 64M --daemon --dashboard \
+  > "$WORK/start.out"
+# `shoal start --dashboard`: the same page beside the node, its URL (with
+# its own token) at the end of the ready line.
+NODE_URL="$(grep -o 'dashboard http://[^ ]*token=[0-9a-f]*' "$WORK/start.out" | cut -d' ' -f2)"
+[ -n "$NODE_URL" ] || fail "no dashboard in: $(cat "$WORK/start.out")"
+NODE_HP="${NODE_URL#http://}"
+NODE_HP="${NODE_HP%%/*}"
+[ "$(http_status "$NODE_HP" "/${NODE_URL##*/}")" = 200 ] || fail "GET $NODE_URL"
+[ "$(http_status "$NODE_HP" /api/status)" = 403 ] || fail "no token, not 403"
 for i in 1 2 3 4; do "$SHOAL" submit --job-id "$JOB" noop > /dev/null; done
 "$SHOAL" submit --job-id "$JOB" sleep 0.2 > /dev/null
 # A worker busy for the rest of the test (its client waits in the background).
