@@ -126,11 +126,13 @@ int SuppressLog(const mg_connection*, const char*) { return 1; }
 }  // namespace
 
 struct DashboardServer::State {
-  DashboardSources sources;
   std::string address;  // as given
   std::string token;
   Mutex status_mu;    // one status call at a time
   Mutex timeline_mu;  // one timeline call at a time
+  std::function<std::string()> status ABSL_GUARDED_BY(status_mu);
+  std::function<std::string(absl::Duration)> timeline
+      ABSL_GUARDED_BY(timeline_mu);
   mg_context* ctx = nullptr;
 
   // Serves every request (civetweb's begin_request: nothing of civetweb's
@@ -173,7 +175,7 @@ int DashboardServer::State::Route(mg_connection* conn,
     std::string body;
     {
       MutexLock lock(&status_mu);
-      body = sources.status();
+      body = status();
     }
     return Reply(conn, head, 200, "application/json", body);
   }
@@ -191,7 +193,7 @@ int DashboardServer::State::Route(mg_connection* conn,
     std::string body;
     {
       MutexLock lock(&timeline_mu);
-      body = sources.timeline(absl::Seconds(seconds));
+      body = timeline(absl::Seconds(seconds));
     }
     return Reply(conn, head, 200, "application/json", body);
   }
@@ -223,7 +225,12 @@ absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
   auto server = std::unique_ptr<DashboardServer>(new DashboardServer());
   server->state_ = std::make_unique<State>();
   State& st = *server->state_;
-  st.sources = std::move(sources);
+  {
+    MutexLock a(&st.status_mu);
+    MutexLock b(&st.timeline_mu);
+    st.status = std::move(sources.status);
+    st.timeline = std::move(sources.timeline);
+  }
   st.address = options.address;
   st.token = token;
   const std::string listen = absl::StrCat(host, ":", options.port);
