@@ -139,6 +139,7 @@ struct DashboardServer::State {
   // own handling runs after it).
   int Handle(mg_connection* conn);
   int Route(mg_connection* conn, const mg_request_info* ri, bool head);
+  absl::StatusOr<int> Listen(const std::string& listen);
 };
 
 int DashboardServer::State::Handle(mg_connection* conn) {
@@ -200,6 +201,49 @@ int DashboardServer::State::Route(mg_connection* conn,
   return ReplyText(conn, head, 404, "not found");
 }
 
+// Starts civetweb on `listen` (HOST:PORT) with every request going to
+// Handle; returns the port it listens on. Errors: Unavailable.
+absl::StatusOr<int> DashboardServer::State::Listen(const std::string& listen) {
+  // No document root: civetweb serves no file and lists no folder; CORS off.
+  const char* config[] = {"listening_ports",
+                          listen.c_str(),
+                          "num_threads",
+                          "4",
+                          "max_request_size",
+                          "16384",
+                          "request_timeout_ms",
+                          "5000",
+                          "enable_keep_alive",
+                          "no",
+                          "enable_directory_listing",
+                          "no",
+                          "access_control_allow_origin",
+                          "",
+                          nullptr};
+  mg_callbacks callbacks = {};
+  callbacks.begin_request = [](mg_connection* conn) {
+    return static_cast<State*>(mg_get_request_info(conn)->user_data)
+        ->Handle(conn);
+  };
+  callbacks.log_message = SuppressLog;
+  char error[256] = {};
+  unsigned code = 0;
+  mg_error_data err = {&code, error, sizeof(error)};
+  mg_init_data init = {&callbacks, this, config};
+  ctx = mg_start2(&init, &err);
+  if (ctx == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve the dashboard on ", listen, ": ", error));
+  }
+  mg_server_port ports[4] = {};
+  const int n = mg_get_server_ports(ctx, 4, ports);
+  if (n < 1 || ports[0].port <= 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve the dashboard on ", listen, ": no port"));
+  }
+  return ports[0].port;
+}
+
 absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
     const DashboardServerOptions& options, DashboardSources sources) {
   if (options.port < 0 || options.port > 65535) {
@@ -234,44 +278,9 @@ absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
   st.address = options.address;
   st.token = token;
   const std::string listen = absl::StrCat(host, ":", options.port);
-  // No document root: civetweb serves no file and lists no folder; CORS off.
-  const char* config[] = {"listening_ports",
-                          listen.c_str(),
-                          "num_threads",
-                          "4",
-                          "max_request_size",
-                          "16384",
-                          "request_timeout_ms",
-                          "5000",
-                          "enable_keep_alive",
-                          "no",
-                          "enable_directory_listing",
-                          "no",
-                          "access_control_allow_origin",
-                          "",
-                          nullptr};
-  mg_callbacks callbacks = {};
-  callbacks.begin_request = [](mg_connection* conn) {
-    return static_cast<State*>(mg_get_request_info(conn)->user_data)
-        ->Handle(conn);
-  };
-  callbacks.log_message = SuppressLog;
-  char error[256] = {};
-  unsigned code = 0;
-  mg_error_data err = {&code, error, sizeof(error)};
-  mg_init_data init = {&callbacks, &st, config};
-  st.ctx = mg_start2(&init, &err);
-  if (st.ctx == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve the dashboard on ", listen, ": ", error));
-  }
-  mg_server_port ports[4] = {};
-  const int n = mg_get_server_ports(st.ctx, 4, ports);
-  if (n < 1 || ports[0].port <= 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve the dashboard on ", listen, ": no port"));
-  }
-  server->port_ = ports[0].port;
+  absl::StatusOr<int> port = st.Listen(listen);
+  if (!port.ok()) return port.status();
+  server->port_ = *port;
   server->host_ = host;
   server->token_ = std::move(token);
   return server;
