@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -42,6 +44,53 @@ std::string Field(const char* f, size_t size) {
 
 double MillisBefore(int64_t ns, int64_t until_ns) {
   return static_cast<double>(ns - until_ns) / 1e6;
+}
+
+// One bar of the page: an event, or successive short ones merged.
+struct Span {
+  const TimelineEvent* first;
+  int64_t start_ns;
+  int64_t end_ns;
+  uint64_t bytes;
+  int64_t busy_ns;  // the events' own durations, added
+  uint32_t count;
+  bool short_tail;  // its last event was shorter than the threshold
+};
+
+bool Mergeable(EventKind k) {
+  return k == EventKind::kTask || k == EventKind::kActorCall ||
+         k == EventKind::kCollective || k == EventKind::kSpan;
+}
+
+// `events` (ordered by end) as spans, successive short ok events of one
+// thread, kind and name within `merge_ns` of each other merged.
+std::vector<Span> Spans(const std::vector<TimelineEvent>& events,
+                        int64_t merge_ns) {
+  std::vector<Span> out;
+  out.reserve(events.size());
+  // The open span of each (thread, kind): where the next event may join.
+  std::map<std::pair<uint32_t, uint16_t>, size_t> open;
+  for (const TimelineEvent& e : events) {
+    const bool is_short = e.code == 0 && e.end_ns - e.start_ns < merge_ns &&
+                          Mergeable(static_cast<EventKind>(e.kind));
+    auto it = open.find({e.tid, e.kind});
+    if (is_short && it != open.end()) {
+      Span& s = out[it->second];
+      if (s.short_tail && e.start_ns >= s.start_ns &&
+          e.start_ns - s.end_ns < merge_ns &&
+          std::strncmp(s.first->name, e.name, sizeof(e.name)) == 0) {
+        s.end_ns = std::max(s.end_ns, e.end_ns);
+        s.bytes += e.bytes;
+        s.busy_ns += e.end_ns - e.start_ns;
+        ++s.count;
+        continue;
+      }
+    }
+    out.push_back(Span{&e, e.start_ns, e.end_ns, e.bytes, e.end_ns - e.start_ns,
+                       1, is_short});
+    open[{e.tid, e.kind}] = out.size() - 1;
+  }
+  return out;
 }
 
 }  // namespace
@@ -127,27 +176,35 @@ std::string DashboardTimelineJson(const Timeline& t, size_t max_events) {
   std::string out = absl::StrFormat(
       "{\"ok\":true,\"job_id\":%s,\"window_ms\":%.0f,\"processes\":[",
       JsonString(t.job_id), static_cast<double>(t.until_ns - t.since_ns) / 1e6);
+  const int64_t merge_ns = (t.until_ns - t.since_ns) / kDashboardMergeSlices;
   bool first_process = true;
   for (const ProcessTimeline& p : t.processes) {
     if (!first_process) out.push_back(',');
     first_process = false;
+    const std::vector<Span> spans = Spans(p.events, merge_ns);
     const size_t omitted =
-        p.events.size() > max_events ? p.events.size() - max_events : 0;
+        spans.size() > max_events ? spans.size() - max_events : 0;
     absl::StrAppendFormat(
         &out,
         "{\"pid\":%d,\"label\":%s,\"omitted\":%u,\"dropped\":%u,\"events\":[",
         p.pid, JsonString(p.label), omitted, p.dropped);
-    for (size_t i = omitted; i < p.events.size(); ++i) {
-      const TimelineEvent& e = p.events[i];
+    for (size_t i = omitted; i < spans.size(); ++i) {
+      const Span& s = spans[i];
+      const TimelineEvent& e = *s.first;
       if (i > omitted) out.push_back(',');
       absl::StrAppendFormat(
           &out,
           "{\"k\":\"%s\",\"n\":%s,\"d\":%s,\"s\":%.3f,\"e\":%.3f,\"c\":%d,"
-          "\"id\":%u,\"b\":%u}",
+          "\"id\":%u,\"b\":%u",
           EventKindName(e.kind), JsonString(Field(e.name, sizeof(e.name))),
           JsonString(Field(e.detail, sizeof(e.detail))),
-          MillisBefore(e.start_ns, t.until_ns),
-          MillisBefore(e.end_ns, t.until_ns), e.code, e.id, e.bytes);
+          MillisBefore(s.start_ns, t.until_ns),
+          MillisBefore(s.end_ns, t.until_ns), e.code, e.id, s.bytes);
+      if (s.count > 1) {
+        absl::StrAppendFormat(&out, ",\"m\":%u,\"u\":%.3f", s.count,
+                              static_cast<double>(s.busy_ns) / 1e6);
+      }
+      out.push_back('}');
     }
     out += "]}";
   }

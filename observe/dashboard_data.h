@@ -16,10 +16,19 @@
 //   {"ok":true,"job_id":"...","window_ms":60000,
 //    "processes":[{"pid":N,"label":"worker 0","omitted":N,"dropped":N,
 //      "events":[{"k":"task","n":"name","d":"detail","s":-1234.5,
-//                 "e":-1200.25,"c":0,"id":N,"b":N}]}]}
+//                 "e":-1200.25,"c":0,"id":N,"b":N,"m":N,"u":1.5}]}]}
 //   Times are milliseconds before the gathering (so 0 is now, -60000 a
-//   minute ago); "c" is the outcome's absl::StatusCode (0: ok); "omitted"
-//   counts the process's older events left out past kMaxDashboardEvents.
+//   minute ago); "c" is the outcome's absl::StatusCode (0: ok); "m" (only
+//   above 1) counts the short events merged into one span (below) and "u"
+//   adds their own durations in milliseconds;
+//   "omitted" counts the process's older spans left out past
+//   kMaxDashboardEvents.
+//
+//   A span narrower than a pixel of a page-wide chart shows nothing of its
+//   own, and a worker running thousands of tiny tasks a second would send
+//   megabytes a poll: successive events of one thread with the same kind
+//   and name, each ok and shorter than the window / kDashboardMergeSlices,
+//   less than that apart, become one span counting them.
 //   Or {"ok":false,"error":"..."}: no ring of the job on this machine.
 #ifndef SHOAL_OBSERVE_DASHBOARD_DATA_H_
 #define SHOAL_OBSERVE_DASHBOARD_DATA_H_
@@ -38,6 +47,8 @@ namespace shoal::observe {
 // Events per process /api/timeline sends at most (the newest): a Gantt row
 // a page wide shows no more, and a busy worker's minute stays one response.
 inline constexpr size_t kMaxDashboardEvents = 4000;
+// The window divided by this is the shortest event sent on its own.
+inline constexpr int64_t kDashboardMergeSlices = 4000;
 
 // The CPU each worker used since the previous sample, in percent of one
 // core, from /proc/<pid>/stat (so only for a node on this machine, as `shoal

@@ -69,6 +69,61 @@ TEST(DashboardJsonTest, TimelineTimesBeforeNowAndTheNewestEvents) {
   EXPECT_TRUE(absl::StrContains(two, "all_reduce"));
 }
 
+TEST(DashboardJsonTest, ShortEventsOfAThreadMergeIntoOneSpan) {
+  Timeline t;
+  t.job_id = "j";
+  t.since_ns = 0;
+  t.until_ns = 60'000'000'000;  // a minute: events under 15 ms are short
+  ProcessTimeline p;
+  p.pid = 1;
+  p.label = "worker 0";
+  const int64_t ms = 1'000'000;
+  for (int i = 0; i < 10; ++i) {  // 10 tasks of 1 ms, 1 ms apart
+    p.events.push_back(
+        Event(EventKind::kTask, "tiny", (10 + 2 * i) * ms, (11 + 2 * i) * ms));
+  }
+  TimelineEvent failed = Event(EventKind::kTask, "tiny", 31 * ms, 32 * ms);
+  failed.code = 2;
+  p.events.push_back(failed);  // its own span: not ok
+  p.events.push_back(Event(EventKind::kTask, "tiny", 33 * ms, 34 * ms));
+  p.events.push_back(Event(EventKind::kTask, "other", 35 * ms, 36 * ms));
+  TimelineEvent elsewhere = Event(EventKind::kTask, "other", 37 * ms, 38 * ms);
+  elsewhere.tid = 9;  // another thread: its own span
+  p.events.push_back(elsewhere);
+  p.events.push_back(Event(EventKind::kTask, "other", 39 * ms, 40 * ms));
+  p.events.push_back(Event(EventKind::kTask, "other", 100 * ms, 101 * ms));
+  p.events.push_back(Event(EventKind::kTask, "long", 102 * ms, 200 * ms));
+  p.events.push_back(Event(EventKind::kTask, "long", 201 * ms, 300 * ms));
+  t.processes.push_back(p);
+  const std::string json = DashboardTimelineJson(t);
+  // 10 tiny ones: one span from the first start to the last end.
+  EXPECT_TRUE(absl::StrContains(
+      json,
+      "\"n\":\"tiny\",\"d\":\"\",\"s\":-59990.000,\"e\":-59971.000,"
+      "\"c\":0,\"id\":0,\"b\":0,\"m\":10,\"u\":10.000}"))
+      << json;
+  EXPECT_TRUE(
+      absl::StrContains(json, "\"s\":-59969.000,\"e\":-59968.000,\"c\":2"));
+  EXPECT_TRUE(absl::StrContains(json,
+                                "\"s\":-59967.000,\"e\":-59966.000,\"c\":0,"
+                                "\"id\":0,\"b\":0}"));
+  // "other": 35-36 and 39-40 merge around another thread's; 100 ms is far.
+  EXPECT_TRUE(absl::StrContains(json,
+                                "\"s\":-59965.000,\"e\":-59960.000,\"c\":0,"
+                                "\"id\":0,\"b\":0,\"m\":2,\"u\":2.000}"));
+  EXPECT_TRUE(absl::StrContains(json, "\"s\":-59963.000,\"e\":-59962.000,"));
+  EXPECT_TRUE(absl::StrContains(json, "\"s\":-59900.000,\"e\":-59899.000,"));
+  // Long ones stay apart.
+  EXPECT_TRUE(absl::StrContains(json, "\"s\":-59898.000,\"e\":-59800.000,"));
+  EXPECT_TRUE(absl::StrContains(json, "\"s\":-59799.000,\"e\":-59700.000,"));
+  size_t spans = 0;
+  for (size_t at = json.find("{\"k\""); at != std::string::npos;
+       at = json.find("{\"k\"", at + 1)) {
+    ++spans;
+  }
+  EXPECT_EQ(spans, 8u) << json;
+}
+
 TEST(DashboardJsonTest, StatusWorkersAndCpu) {
   ipc::NodeStatus st;
   st.set_job_id("job");
