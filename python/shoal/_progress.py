@@ -1,25 +1,25 @@
 """progress=True of shoal.map and shoal.as_completed: a tqdm bar on stderr
-(Debian's python3-tqdm). Without tqdm, a warning once per process and no
-bar; the results are the same either way."""
+(Debian's python3-tqdm). Without tqdm, a one-line note on stderr once per
+process and no bar; the results are the same either way."""
 
+import sys
 import threading
-import warnings
 
 _warned = False
 
 
 def bar(total, desc):
-    """A tqdm bar of `total` items, or None (tqdm missing: warns once)."""
+    """A tqdm bar of `total` items, or None (tqdm missing: notes it once)."""
     global _warned
     try:
         from tqdm import tqdm
     except ImportError:
         if not _warned:
             _warned = True
-            warnings.warn(
-                "progress=True needs tqdm (apt install python3-tqdm, or pip "
-                "install tqdm): running without a progress bar",
-                RuntimeWarning, stacklevel=3)
+            sys.stderr.write(
+                "shoal: progress=True shows no bar: tqdm is not installed "
+                "(apt install python3-tqdm, or pip install tqdm)\n")
+            sys.stderr.flush()
         return None
     return tqdm(total=total, desc=desc, unit="task")
 
