@@ -59,6 +59,14 @@ inline bool IsSealed(uint32_t state) {
 
 // ObjectEntry::flags
 inline constexpr uint32_t kFlagDeletePending = 1u << 0;
+// The entry's bytes are moving between the arena and the spill folder,
+// written and read by the service's spill thread without the lock. A
+// kSealed entry is being written out: its bytes stay in the arena and
+// readable, and a client that maps it meanwhile keeps it there (the service
+// then drops the file). A kSpilled one is being read back into a block only
+// the service knows of until it is done: Gets of it wait at the service.
+// Set and cleared by the service, under the lock.
+inline constexpr uint32_t kFlagMoving = 1u << 1;
 
 // Where a CUDA object's memory lives (filled by the GPU store, later).
 // Written by the store service at Create, before the creator hears of the

@@ -194,10 +194,10 @@ bool ObjectTable::IsRefRoomError(const absl::Status& s) {
 absl::Status ObjectTable::RefRoomError(uint32_t s) const {
   const uint32_t buckets = RefBuckets(s);
   if (buckets >= MaxRefBuckets()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "this client already holds ", header_->live_refs[s],
-        " distinct objects, as many as its reference table of ", buckets,
-        " buckets takes; release some first"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this client already holds ", header_->live_refs[s],
+                     " distinct objects, as many as its reference table of ",
+                     buckets, " buckets takes; release some first"));
   }
   absl::Status room = absl::ResourceExhaustedError(
       absl::StrCat("this client's reference table (", buckets,

@@ -138,15 +138,16 @@ TEST_F(ObjectTableTest, FullReferenceTablesAskToGrowAndMoveIntact) {
   for (uint32_t e = 8; e < 16; ++e) {
     ASSERT_TRUE(table_->AddRef(1, e, Kind::kHeld, nullptr).ok()) << e;
   }
-  EXPECT_TRUE(ObjectTable::IsRefRoomError(
-      table_->AddRef(1, 16, Kind::kHeld, nullptr)));
+  EXPECT_TRUE(
+      ObjectTable::IsRefRoomError(table_->AddRef(1, 16, Kind::kHeld, nullptr)));
   ASSERT_TRUE(table_->MoveRefs(1, at + 32 * sizeof(RefBucket), 64));
   ASSERT_TRUE(table_->MoveRefs(1, at + 96 * sizeof(RefBucket), 128));
   for (uint32_t e = 16; e < 40; ++e) {
     ASSERT_TRUE(table_->AddRef(1, e, Kind::kHeld, nullptr).ok()) << e;
   }
   uint32_t total = 0;
-  table_->ForEachRef(1, [&](uint32_t, uint32_t count, bool) { total += count; });
+  table_->ForEachRef(1,
+                     [&](uint32_t, uint32_t count, bool) { total += count; });
   EXPECT_EQ(total, 41u);
   // Other clients keep their own tables.
   ASSERT_TRUE(table_->AddRef(2, 5, Kind::kHeld, nullptr).ok());
@@ -165,8 +166,7 @@ TEST_F(ObjectTableTest, AtTheLargestTableAClientHoldsEveryObject) {
   ASSERT_TRUE(table_->MoveRefs(1, layout_.arena_offset, 128));
   for (uint32_t e = 0; e < 64; ++e) {
     table_->Insert(ObjectId::Random(), e);
-    ASSERT_TRUE(
-        table_->AddRef(1, e, ObjectTable::RefKind::kHeld, nullptr).ok())
+    ASSERT_TRUE(table_->AddRef(1, e, ObjectTable::RefKind::kHeld, nullptr).ok())
         << e;
   }
   EXPECT_EQ(table_->LiveRefs(1), 64u);

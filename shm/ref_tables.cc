@@ -27,11 +27,11 @@ absl::Status StoreService::Impl::GrowRefs(uint32_t slot, uint32_t seen) {
   for (uint32_t buckets = 2 * now; buckets <= most && buckets > now;
        buckets *= 2) {
     const uint64_t bytes = uint64_t{buckets} * sizeof(RefBucket);
-    absl::StatusOr<uint64_t> offset = AllocateWithEviction(bytes);
+    absl::StatusOr<uint64_t> offset = AllocateNow(bytes);
     if (!offset.ok()) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "a client's reference table (", now,
-          " buckets) cannot grow: ", offset.status().message()));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("a client's reference table (", now,
+                       " buckets) cannot grow: ", offset.status().message()));
     }
     if (!table_->MoveRefs(slot, *offset, buckets)) {
       allocator_->Free(*offset, bytes);
@@ -42,14 +42,14 @@ absl::Status StoreService::Impl::GrowRefs(uint32_t slot, uint32_t seen) {
     }
     ref_tables_[slot] = {*offset, bytes};
     prefaulter_->Advance(allocator_->frontier());
-    SHOAL_LOG(DEBUG, "store: client slot %d's reference table grew to %d",
-              slot, buckets);
+    SHOAL_LOG(DEBUG, "store: client slot %d's reference table grew to %d", slot,
+              buckets);
     return absl::OkStatus();
   }
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "this client already holds ", table_->LiveRefs(slot),
-      " distinct objects; its reference table of ", now,
-      " buckets is as large as it gets (--max-objects)"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("this client already holds ", table_->LiveRefs(slot),
+                   " distinct objects; its reference table of ", now,
+                   " buckets is as large as it gets (--max-objects)"));
 }
 
 void StoreService::Impl::ResetSlot(uint32_t slot) {
@@ -63,9 +63,9 @@ void StoreService::Impl::ResetSlot(uint32_t slot) {
 StoreService::Impl::Reply StoreService::Impl::OnRefRoom(
     const ipc::StoreRefRoomRequest& m) {
   if (clients_.count(m.client_slot()) == 0) {
-    return ipc::Message(ipc::ErrorReply{absl::FailedPreconditionError(
-        absl::StrCat("store client slot ", m.client_slot(),
-                     " is not connected"))});
+    return ipc::Message(
+        ipc::ErrorReply{absl::FailedPreconditionError(absl::StrCat(
+            "store client slot ", m.client_slot(), " is not connected"))});
   }
   auto lock = Lock();
   if (!lock.ok()) return ipc::Message(ipc::ErrorReply{lock.status()});

@@ -45,8 +45,7 @@ class RefTablesTest : public ::testing::Test {
   void ExpectReadsBack(uint64_t n) {
     auto view = holder_->Get(TestObjectId(n));
     ASSERT_TRUE(view.ok()) << n << ": " << view.status();
-    EXPECT_TRUE(HasTestPattern(view->data, view->nbytes, n, kObjectBytes))
-        << n;
+    EXPECT_TRUE(HasTestPattern(view->data, view->nbytes, n, kObjectBytes)) << n;
     ASSERT_TRUE(holder_->Release(TestObjectId(n)).ok());
   }
 
@@ -100,8 +99,7 @@ TEST_F(RefTablesTest, GetsPastTheFirstTableGoThroughTheService) {
     views.push_back(*view);
   }
   for (uint64_t i = 0; i < kN; ++i) {
-    EXPECT_TRUE(HasTestPattern(views[i].data, views[i].nbytes, i,
-                               kObjectBytes))
+    EXPECT_TRUE(HasTestPattern(views[i].data, views[i].nbytes, i, kObjectBytes))
         << i;
   }
   for (uint64_t i = 0; i < kN; ++i) {
@@ -122,11 +120,11 @@ TEST_F(RefTablesTest, RacingSendersGrowOneHolderCorrectly) {
     ASSERT_NE(senders.back(), nullptr);
   }
   for (int t = 0; t < kSenders; ++t) {
-    ASSERT_TRUE(senders[t]
-                    ->Send(absl::StrCat("put ", t * kEach, " ", kEach, " ",
-                                        kObjectBytes, " ",
-                                        holder_->client_slot()))
-                    .ok());
+    ASSERT_TRUE(
+        senders[t]
+            ->Send(absl::StrCat("put ", t * kEach, " ", kEach, " ",
+                                kObjectBytes, " ", holder_->client_slot()))
+            .ok());
   }
   for (int t = 0; t < kSenders; ++t) {
     auto done = senders[t]->Finish();

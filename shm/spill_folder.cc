@@ -184,11 +184,28 @@ SpillFolder::~SpillFolder() {
 
 absl::Status SpillFolder::Write(const ObjectId& id, const uint8_t* data,
                                 uint64_t nbytes) {
+  SHOAL_RETURN_IF_ERROR(Reserve(nbytes));
+  absl::Status s = WriteFile(id, data, nbytes);
+  if (!s.ok()) {
+    used_bytes_ -= nbytes;
+    --files_;
+  }
+  return s;
+}
+
+absl::Status SpillFolder::Reserve(uint64_t nbytes) {
   if (!Fits(nbytes)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the spill folder ", path_, " holds ", used_bytes_, " bytes of its ",
         quota_bytes_, " (--spill-bytes); ", nbytes, " more do not fit"));
   }
+  used_bytes_ += nbytes;
+  ++files_;
+  return absl::OkStatus();
+}
+
+absl::Status SpillFolder::WriteFile(const ObjectId& id, const uint8_t* data,
+                                    uint64_t nbytes) const {
   const std::string name = id.ToHex();
   const int fd =
       openat(dir_fd_, name.c_str(),
@@ -212,8 +229,6 @@ absl::Status SpillFolder::Write(const ObjectId& id, const uint8_t* data,
     done += static_cast<uint64_t>(n);
   }
   close(fd);
-  used_bytes_ += nbytes;
-  ++files_;
   return absl::OkStatus();
 }
 

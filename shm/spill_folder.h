@@ -12,7 +12,9 @@
 // starts with the same parent removes the folders of dead owners. The
 // destructor removes every file and the folder.
 //
-// Not thread-safe: the store service uses it from its one thread.
+// Not thread-safe, but for WriteFile and Read, which touch only files: the
+// store service calls the rest from its thread, and those from its spill
+// thread (SpillIo).
 #ifndef SHOAL_SHM_SPILL_FOLDER_H_
 #define SHOAL_SHM_SPILL_FOLDER_H_
 
@@ -64,11 +66,19 @@ class SpillFolder {
   // back, others may be written out for its room before its own file goes.
   void Lend(uint64_t bytes) { lent_bytes_ = bytes; }
 
-  // Writes `nbytes` from `data` as the file of `id` (created new, 0600).
+  // Writes `nbytes` from `data` as the file of `id` (created new, 0600):
+  // Reserve, then WriteFile (Remove undoes the reservation on failure).
   // Nothing is left behind on failure.
   // Errors: ResourceExhausted (over the quota), AlreadyExists (a file of that
   // id), errno codes of open/write (ENOSPC: ResourceExhausted).
   absl::Status Write(const ObjectId& id, const uint8_t* data, uint64_t nbytes);
+  // Counts a file of `nbytes` on the quota before it is written (Remove
+  // takes it off again). Errors: ResourceExhausted (over the quota).
+  absl::Status Reserve(uint64_t nbytes);
+  // The file I/O of Write, and nothing else: safe on another thread than
+  // the folder's other calls (the store's spill thread), as Read is.
+  absl::Status WriteFile(const ObjectId& id, const uint8_t* data,
+                         uint64_t nbytes) const;
 
   // Reads the file of `id`, which must hold exactly `nbytes`, into `dst`.
   // Errors: NotFound, DataLoss (a different size, a short read), errno codes.

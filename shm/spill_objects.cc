@@ -1,9 +1,11 @@
 // The store service's spilling: sealed objects that clients hold but no
 // process maps leave the arena for files in the spill folder when an
 // allocation does not fit, least recently used first, and come back at their
-// next Get. Everything here runs on the service thread with the segment lock
-// held, so no client sees an object half moved: a client that finds an entry
-// kSpilled asks the service, whose requests run one at a time.
+// next Get. The service decides and finishes each move on its thread with
+// the segment lock held; the file I/O runs on the spill thread (SpillIo)
+// without it. An object being written out stays readable in the arena; one
+// being read back is kSpilled until it is done, so a client that finds it
+// asks the service, which answers once it is back.
 
 #include <algorithm>
 
@@ -45,6 +47,7 @@ absl::Status StoreService::Impl::MakeSpillFolder() {
                              : options_.spill_bytes;
   SHOAL_ASSIGN_OR_RETURN(spill_,
                          SpillFolder::Create(parent, options_.job_id, quota));
+  SHOAL_ASSIGN_OR_RETURN(spill_io_, SpillIo::Start(spill_.get()));
   if (spill_->on_tmpfs()) {
     SHOAL_LOG(WARNING,
               "store: the spill folder %s is on a tmpfs: spilled objects "
@@ -68,79 +71,168 @@ std::string StoreService::Impl::SpillSummary() const {
   return s;
 }
 
-uint64_t StoreService::Impl::Spill(uint64_t bytes) {
+uint64_t StoreService::Impl::StartSpill(uint64_t bytes) {
   std::vector<Candidate> candidates;
   for (uint32_t e = 0; e < table_->header()->max_objects; ++e) {
     const ObjectEntry* x = table_->entry(e);
     if (x->state == static_cast<uint32_t>(ObjectState::kSealed) &&
         x->refcount > 0 && x->mappers == 0 &&
-        !(x->flags & kFlagDeletePending) && x->nbytes > 0 &&
+        !(x->flags & (kFlagDeletePending | kFlagMoving)) && x->nbytes > 0 &&
         device_blocks_.count(e) == 0) {
       candidates.push_back({x->lru_stamp, e});
     }
   }
   SortByAge(&candidates);
-  const uint64_t need = allocator_->RoundUp(bytes);
-  const uint64_t batch = std::min(kSpillBatch, allocator_->capacity() / 16);
-  uint64_t spilled = 0;
+  const uint64_t target = allocator_->RoundUp(bytes) +
+                          std::min(kSpillBatch, allocator_->capacity() / 16);
+  uint64_t started = 0;
   last_spill_error_ = absl::OkStatus();
   for (const Candidate& c : candidates) {
-    if (allocator_->largest_free_block() >= need && spilled >= batch) break;
-    const ObjectEntry* x = table_->entry(c.e);
+    if (spilling_bytes_ >= target) break;
+    ObjectEntry* x = table_->entry(c.e);
     if (!spill_->Fits(x->nbytes)) DropSpilled(x->nbytes, false);
-    const uint64_t freed = x->alloc_bytes;
-    absl::Status s = SpillOne(c.e);
+    absl::Status s = spill_->Reserve(x->nbytes);
     if (!s.ok()) {
       last_spill_error_ = s;
       break;
     }
-    spilled += freed;
+    x->flags |= kFlagMoving;
+    SpillMove m;
+    m.kind = SpillMove::Kind::kOut;
+    m.entry = c.e;
+    m.id = x->id;
+    m.data = segment_->base() + x->offset;
+    m.offset = x->offset;
+    m.alloc_bytes = x->alloc_bytes;
+    m.nbytes = x->nbytes;
+    const uint64_t seq = spill_io_->Submit(std::move(m));
+    in_flight_[seq] = c.e;
+    moving_[c.e] = seq;
+    spilling_bytes_ += x->alloc_bytes;
+    started += x->alloc_bytes;
   }
-  return spilled;
+  return started;
 }
 
-absl::Status StoreService::Impl::SpillOne(uint32_t e) {
+absl::Status StoreService::Impl::StartRestore(uint32_t e, bool retry,
+                                              bool front) {
   ObjectEntry* x = table_->entry(e);
-  SHOAL_RETURN_IF_ERROR(
-      spill_->Write(x->id, segment_->base() + x->offset, x->nbytes));
-  allocator_->Free(x->offset, x->alloc_bytes);
-  x->offset = 0;
-  x->state = static_cast<uint32_t>(ObjectState::kSpilled);
-  ++spills_;
-  spilled_bytes_ += x->nbytes;
-  return absl::OkStatus();
-}
-
-absl::Status StoreService::Impl::Restore(uint32_t e) {
-  ObjectEntry* x = table_->entry(e);
+  if (x->flags & kFlagMoving) return absl::OkStatus();  // being read back
+  // A read-back already waiting for room is retried from its RoomWaiter.
+  if (!retry && restoring_.count(e) != 0) return SpillWait();
+  restoring_.insert(e);
   // Others may be spilled for its room even when the quota is full: its own
   // file goes once it is back, so the quota holds again afterwards.
-  restoring_ = e;
   spill_->Lend(x->nbytes);
   absl::StatusOr<uint64_t> offset = AllocateWithEviction(x->nbytes);
   spill_->Lend(0);
-  restoring_ = ~uint32_t{0};
+  if (IsSpillWait(offset.status())) {
+    RoomWaiter w;
+    w.entry = e;
+    w.generation = x->generation;
+    w.id = x->id;
+    if (front) {
+      room_waiters_.push_front(std::move(w));
+    } else {
+      room_waiters_.push_back(std::move(w));
+    }
+    return offset.status();
+  }
   if (!offset.ok()) {
+    restoring_.erase(e);
     return absl::ResourceExhaustedError(
         absl::StrCat("object ", x->id.ToHex(),
                      " is spilled and there is no room to read it back: ",
                      offset.status().message()));
   }
-  absl::Status s = spill_->Read(x->id, segment_->base() + *offset, x->nbytes);
-  if (!s.ok()) {
-    allocator_->Free(*offset, x->alloc_bytes);
-    return absl::Status(s.code(), absl::StrCat("object ", x->id.ToHex(),
-                                               " is spilled and reading it "
-                                               "back failed: ",
-                                               s.message()));
+  x->flags |= kFlagMoving;
+  SpillMove m;
+  m.kind = SpillMove::Kind::kIn;
+  m.entry = e;
+  m.id = x->id;
+  m.data = segment_->base() + *offset;
+  m.offset = *offset;
+  m.alloc_bytes = x->alloc_bytes;
+  m.nbytes = x->nbytes;
+  const uint64_t seq = spill_io_->Submit(std::move(m));
+  in_flight_[seq] = e;
+  moving_[e] = seq;
+  return absl::OkStatus();
+}
+
+void StoreService::Impl::FinishMoves() {
+  if (spill_io_ == nullptr) return;
+  std::vector<SpillMove> done = spill_io_->TakeDone();
+  if (!done.empty()) moves_finished_ = true;
+  for (const SpillMove& m : done) {
+    auto f = in_flight_.find(m.seq);
+    const bool orphan = f == in_flight_.end() || f->second == kOrphan;
+    if (f != in_flight_.end()) in_flight_.erase(f);
+    if (m.kind == SpillMove::Kind::kOut) {
+      spilling_bytes_ -= std::min(spilling_bytes_, m.alloc_bytes);
+      FinishOut(m, orphan);
+    } else {
+      FinishIn(m, orphan);
+    }
   }
-  spill_->Remove(x->id, x->nbytes);
-  x->offset = *offset;
+}
+
+void StoreService::Impl::FinishOut(const SpillMove& m, bool orphan) {
+  if (orphan) {  // freed meanwhile: its block and its file are the move's
+    allocator_->Free(m.offset, m.alloc_bytes);
+    spill_->Remove(m.id, m.nbytes);
+    return;
+  }
+  moving_.erase(m.entry);
+  ObjectEntry* x = table_->entry(m.entry);
+  x->flags &= ~kFlagMoving;
+  if (!m.status.ok()) {
+    spill_->Remove(m.id, m.nbytes);
+    last_spill_error_ = m.status;
+    SHOAL_LOG(WARNING, "store: spilling %s failed: %s", m.id.ToHex(),
+              m.status.ToString());
+    return;
+  }
+  if (x->mappers == 0 && x->refcount > 0 && !(x->flags & kFlagDeletePending)) {
+    allocator_->Free(x->offset, x->alloc_bytes);
+    x->offset = 0;
+    x->state = static_cast<uint32_t>(ObjectState::kSpilled);
+    ++spills_;
+    spilled_bytes_ += x->nbytes;
+    return;
+  }
+  // Mapped (or let go, or deleted) while it was written: it stays.
+  spill_->Remove(m.id, m.nbytes);
+  if (x->refcount == 0 && (x->flags & kFlagDeletePending)) FreeEntry(m.entry);
+}
+
+void StoreService::Impl::FinishIn(const SpillMove& m, bool orphan) {
+  if (orphan) {
+    allocator_->Free(m.offset, m.alloc_bytes);
+    spill_->Remove(m.id, m.nbytes);
+    return;
+  }
+  moving_.erase(m.entry);
+  restoring_.erase(m.entry);
+  ObjectEntry* x = table_->entry(m.entry);
+  x->flags &= ~kFlagMoving;
+  if (!m.status.ok()) {
+    allocator_->Free(m.offset, m.alloc_bytes);
+    restore_failed_.emplace_back(
+        m.id, absl::Status(m.status.code(),
+                           absl::StrCat("object ", m.id.ToHex(),
+                                        " is spilled and reading it back "
+                                        "failed: ",
+                                        m.status.message())));
+    return;
+  }
+  spill_->Remove(m.id, m.nbytes);
+  x->offset = m.offset;
   x->state = static_cast<uint32_t>(ObjectState::kSealed);
   ++restores_;
   restored_bytes_ += x->nbytes;
   prefaulter_->Advance(allocator_->frontier());
-  return absl::OkStatus();
+  restored_.emplace_back(m.id, m.entry);
 }
 
 size_t StoreService::Impl::DropSpilled(uint64_t bytes, bool need_entry) {
@@ -149,7 +241,8 @@ size_t StoreService::Impl::DropSpilled(uint64_t bytes, bool need_entry) {
   for (uint32_t e = 0; e < table_->header()->max_objects; ++e) {
     const ObjectEntry* x = table_->entry(e);
     if (x->state == static_cast<uint32_t>(ObjectState::kSpilled) &&
-        x->refcount == 0 && e != restoring_) {
+        x->refcount == 0 && !(x->flags & kFlagMoving) &&
+        restoring_.count(e) == 0) {
       candidates.push_back({x->lru_stamp, e});
     }
   }

@@ -392,8 +392,8 @@ absl::Status StoreClient::Impl::TransferOnce(const ObjectId& id,
     JournaledWriter journal(segment_->base(), &table.header()->lock.journal);
     // The receiver holds the object without mapping it (until its own Get):
     // a held object no process maps may be spilled.
-    absl::Status s = table.AddRef(to_client_slot, *e,
-                                  ObjectTable::RefKind::kHeld, &journal);
+    absl::Status s =
+        table.AddRef(to_client_slot, *e, ObjectTable::RefKind::kHeld, &journal);
     if (ObjectTable::IsRefRoomError(s)) {
       *full_buckets = table.RefBuckets(to_client_slot);
       return s;

@@ -138,60 +138,6 @@ void StoreService::Impl::ReleaseClient(uint32_t slot, absl::string_view why) {
 // ---- create / seal / abort
 // -------------------------------------------------------
 
-StoreService::Impl::Reply StoreService::Impl::OnCreate(
-    uint32_t slot, const ipc::CreateRequest& m) {
-  if (m.id.IsNil())
-    return Error(absl::InvalidArgumentError("the nil object id"));
-  if (static_cast<int64_t>(m.nbytes) != m.meta.NumBytes()) {
-    return Error(absl::InvalidArgumentError(
-        absl::StrCat("nbytes ", m.nbytes, " does not match ", m.meta.ToString(),
-                     " (", m.meta.NumBytes(), " bytes)")));
-  }
-  if (!m.meta.device.is_cpu()) return CreateDeviceObject(slot, m);
-  if (m.nbytes > allocator_->capacity()) {
-    return Error(absl::ResourceExhaustedError(absl::StrCat(
-        "requested ", m.nbytes, " bytes but the store's arena holds only ",
-        allocator_->capacity())));
-  }
-  // The account is checked before anything is allocated or evicted: a
-  // create it refuses changes nothing.
-  const uint64_t reserved = allocator_->RoundUp(m.nbytes);
-  if (m.account != 0) {
-    absl::Status s = CheckAccount(m.account, reserved);
-    if (!s.ok()) return Error(s);
-  }
-  auto lock = Lock();
-  if (!lock.ok()) return Error(lock.status());
-  if (auto e = table_->Find(m.id)) {
-    const bool deleting = table_->entry(*e)->flags & kFlagDeletePending;
-    return Error(absl::AlreadyExistsError(
-        absl::StrCat("object ", Hex(m.id),
-                     deleting ? " exists (being deleted)" : " exists")));
-  }
-  absl::StatusOr<uint64_t> offset = AllocateWithEviction(m.nbytes);
-  if (!offset.ok()) return Error(offset.status());
-  absl::StatusOr<uint32_t> e = TakeFreeEntry();
-  if (!e.ok()) {
-    allocator_->Free(*offset, m.nbytes);
-    return Error(e.status());
-  }
-  table_->Insert(m.id, *e);
-  ObjectEntry* x = table_->entry(*e);
-  x->offset = *offset;
-  x->nbytes = m.nbytes;
-  x->alloc_bytes = allocator_->RoundUp(m.nbytes);
-  x->creator_plus1 = slot + 1;
-  table_->SetMeta(*e, m.meta);
-  absl::Status s = AddRef(slot, *e, ObjectTable::RefKind::kMapped);
-  if (!s.ok()) {
-    FreeEntry(*e);
-    return Error(s);
-  }
-  accounts_.Charge(m.account, *e, x->alloc_bytes);
-  prefaulter_->Advance(allocator_->frontier());
-  return ipc::CreateReply{*offset, *e, x->generation};
-}
-
 void StoreService::Impl::OnSealed(const ipc::SealedNotice& m) {
   auto lock = Lock();
   if (!lock.ok()) return;  // the sweep wakes the waiters later
@@ -224,16 +170,20 @@ StoreService::Impl::Reply StoreService::Impl::OnAbort(
 
 absl::Status StoreService::Impl::Reference(uint32_t slot, uint32_t e,
                                            ipc::ObjectInfo* info) {
-  // The reference first: its table may grow (allocating, maybe spilling),
-  // and a mapped reference keeps the object from being spilled again once
-  // it is read back.
+  auto spilled = [&] {
+    return table_->entry(e)->state ==
+           static_cast<uint32_t>(ObjectState::kSpilled);
+  };
+  if (spilled()) {
+    absl::Status s = StartRestore(e);
+    return s.ok() || IsSpillWait(s) ? RestoreWait() : s;
+  }
+  // A reference to an object being written out keeps it in the arena.
   SHOAL_RETURN_IF_ERROR(AddRef(slot, e, ObjectTable::RefKind::kMapped));
-  if (table_->entry(e)->state == static_cast<uint32_t>(ObjectState::kSpilled)) {
-    absl::Status s = Restore(e);
-    if (!s.ok()) {
-      (void)table_->DropRef(slot, e, nullptr);
-      return s;
-    }
+  if (spilled()) {
+    // Its write finished while the reference table grew (AllocateNow).
+    (void)table_->DropRef(slot, e, nullptr);
+    return Reference(slot, e, info);
   }
   const ObjectEntry* x = table_->entry(e);
   info->status = absl::OkStatus();
@@ -266,7 +216,13 @@ StoreService::Impl::Reply StoreService::Impl::OnGet(
           absl::StrCat("object ", Hex(m.ids[i]), " is being deleted"));
     } else if (x != nullptr && IsSealed(x->state)) {
       absl::Status s = Reference(slot, *e, &info);
-      if (!s.ok()) info.status = s;
+      if (IsRestoreWait(s)) {
+        info.status = RestorePending(m.ids[i]);
+        waiting.push_back(m.ids[i]);
+        ++pending.restores;
+      } else if (!s.ok()) {
+        info.status = s;
+      }
     } else if (m.timeout_ms == 0) {
       info.status = absl::NotFoundError(
           absl::StrCat("object ", Hex(m.ids[i]),
@@ -293,29 +249,47 @@ void StoreService::Impl::WakeWaiters(const ObjectId& id, uint32_t e) {
   if (it == waiting_.end()) return;
   std::vector<uint64_t> keys = std::move(it->second);
   waiting_.erase(it);
+  std::vector<uint64_t> still;  // waiting for it to be read back
   for (uint64_t key : keys) {
     auto p = pending_.find(key);
     if (p == pending_.end()) continue;
     PendingGet& pg = p->second;
+    bool waits = false;
     for (ipc::ObjectInfo& info : pg.results) {
+      const bool restore = IsRestorePending(info.status);
       if (info.id != id || info.status.ok() ||
-          info.status.code() != absl::StatusCode::kDeadlineExceeded) {
+          (!restore &&
+           info.status.code() != absl::StatusCode::kDeadlineExceeded)) {
         continue;
       }
       absl::Status s = Reference(pg.slot, e, &info);
+      if (IsRestoreWait(s)) {
+        if (!restore) ++pg.restores;
+        info.status = RestorePending(id);
+        waits = true;
+        continue;
+      }
       if (!s.ok()) info.status = s;
+      if (restore) --pg.restores;
       --pg.missing;
     }
+    if (waits) still.push_back(key);
     if (pg.missing == 0) {
       Send(pg.routing_id, pg.request_id, ipc::GetReply{std::move(pg.results)});
       pending_.erase(p);
     }
   }
+  if (!still.empty()) {
+    std::vector<uint64_t>& w = waiting_[id];
+    w.insert(w.end(), still.begin(), still.end());
+  }
 }
 
 void StoreService::Impl::ExpireWaiters(absl::Time now) {
   for (auto p = pending_.begin(); p != pending_.end();) {
-    if (p->second.deadline && *p->second.deadline <= now) {
+    // Objects being read back are answered whatever the deadline.
+    if (p->second.deadline && *p->second.deadline <= now &&
+        p->second.restores == 0) {
       Send(p->second.routing_id, p->second.request_id,
            ipc::GetReply{std::move(p->second.results)});
       p = pending_.erase(p);
@@ -492,9 +466,11 @@ absl::StatusOr<uint64_t> StoreService::Impl::AllocateWithEviction(
   Evict(bytes);
   offset = allocator_->Allocate(bytes);
   if (offset.ok()) return offset;
-  if (spill_ != nullptr && Spill(bytes) > 0) {
+  if (spill_ != nullptr) {
+    FinishMoves();  // spills done since the loop last looked
     offset = allocator_->Allocate(bytes);
     if (offset.ok()) return offset;
+    if (StartSpill(bytes) > 0 || spilling_bytes_ > 0) return SpillWait();
   }
   return absl::ResourceExhaustedError(absl::StrCat(
       "store full: requested ", bytes, " bytes, ", allocator_->free_bytes(),
@@ -516,7 +492,8 @@ size_t StoreService::Impl::Evict(uint64_t bytes) {
     const ObjectEntry* x = table_->entry(e);
     // Device objects hold no arena bytes: evicting them frees no room here.
     if (static_cast<ObjectState>(x->state) == ObjectState::kSealed &&
-        x->refcount == 0 && device_blocks_.count(e) == 0) {
+        x->refcount == 0 && !(x->flags & kFlagMoving) &&
+        device_blocks_.count(e) == 0) {
       candidates.push_back({x->lru_stamp, e});
     }
   }
@@ -539,7 +516,13 @@ size_t StoreService::Impl::Evict(uint64_t bytes) {
 
 void StoreService::Impl::FreeEntry(uint32_t e) {
   ObjectEntry* x = table_->entry(e);
-  if (x->state == static_cast<uint32_t>(ObjectState::kSpilled)) {
+  restoring_.erase(e);
+  if (x->flags & kFlagMoving) {
+    // Its bytes are moving: the move's finisher frees its block and file.
+    auto m = moving_.find(e);
+    in_flight_[m->second] = kOrphan;
+    moving_.erase(m);
+  } else if (x->state == static_cast<uint32_t>(ObjectState::kSpilled)) {
     spill_->Remove(x->id, x->nbytes);
   } else if (auto d = device_blocks_.find(e); d != device_blocks_.end()) {
     d->second.arena->Free(d->second.block);

@@ -140,7 +140,8 @@ StoreService::Impl::~Impl() {
               "store: spilled %d objects (%d bytes), read back %d (%d bytes)",
               spills_, spilled_bytes_, restores_, restored_bytes_);
   }
-  spill_.reset();  // removes the spill folder and every file in it
+  spill_io_.reset();  // finishes the file it is writing or reading
+  spill_.reset();     // removes the spill folder and every file in it
   for (auto& [slot, c] : clients_) {
     if (c.pidfd >= 0) close(c.pidfd);
   }
@@ -163,6 +164,10 @@ absl::Status StoreService::Impl::Run() {
     item_client.clear();
     items.push_back({socket_.raw(), 0, ZMQ_POLLIN, 0});
     items.push_back({nullptr, stop_.fd(), ZMQ_POLLIN, 0});
+    if (spill_io_ != nullptr) {
+      items.push_back({nullptr, spill_io_->fd(), ZMQ_POLLIN, 0});
+    }
+    const size_t first_client = items.size();
     for (const auto& [slot, c] : clients_) {
       if (c.pidfd < 0) continue;
       items.push_back({nullptr, c.pidfd, ZMQ_POLLIN, 0});
@@ -181,9 +186,14 @@ absl::Status StoreService::Impl::Run() {
     }
     if (items[1].revents & ZMQ_POLLIN) return absl::OkStatus();
     if (items[0].revents & ZMQ_POLLIN) DrainSocket();
-    for (size_t i = 2; i < items.size(); ++i) {
+    // Spill files written or read (or moves a handler finished itself).
+    if ((first_client > 2 && (items[2].revents & ZMQ_POLLIN)) ||
+        moves_finished_) {
+      OnMovesDone();
+    }
+    for (size_t i = first_client; i < items.size(); ++i) {
       if (!(items[i].revents & ZMQ_POLLIN)) continue;
-      const auto [slot, session] = item_client[i - 2];
+      const auto [slot, session] = item_client[i - first_client];
       auto c = clients_.find(slot);
       if (c != clients_.end() && c->second.session == session) {
         ReleaseClient(slot, "its process exited");
@@ -229,7 +239,9 @@ StoreService::Impl::Reply StoreService::Impl::Dispatch(
           [&](const ipc::StoreDisconnectRequest&) {
             return OnDisconnect(slot);
           },
-          [&](const ipc::CreateRequest& m) { return OnCreate(slot, m); },
+          [&](const ipc::CreateRequest& m) {
+            return OnCreate(routing_id, request_id, slot, m);
+          },
           [&](const ipc::SealedNotice& m) -> Reply {
             OnSealed(m);
             return std::nullopt;

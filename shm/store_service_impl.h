@@ -7,6 +7,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "base/event_fd.h"
 #include "ipc/messages.h"
@@ -26,6 +28,7 @@
 #include "shm/robust_lock.h"
 #include "shm/segment.h"
 #include "shm/spill_folder.h"
+#include "shm/spill_io.h"
 #include "shm/store_accounts.h"
 #include "shm/store_service.h"
 
@@ -57,10 +60,28 @@ class StoreService::Impl {
     uint32_t slot = 0;
     std::vector<ipc::ObjectInfo> results;  // in request order
     size_t missing = 0;
+    // Of the missing, objects being read back from disk: the reply waits
+    // for them whatever the deadline.
+    size_t restores = 0;
     std::optional<absl::Time> deadline;  // none: wait forever
   };
-  // What a handler sends back: a reply, or nothing (a Get that waits, hints).
+  // What a handler sends back: a reply, or nothing (a Get that waits, a
+  // Create that waits for room, hints).
   using Reply = std::optional<ipc::Message>;
+  // A request waiting for spilled objects' files to be written out (their
+  // arena blocks are freed then): a Create, or a read-back (of `entry`,
+  // while it has `generation`).
+  struct RoomWaiter {
+    bool create = false;
+    std::string routing_id;
+    uint64_t request_id = 0;
+    uint32_t slot = 0;
+    uint64_t session = 0;
+    ipc::CreateRequest request;
+    uint32_t entry = 0;
+    uint32_t generation = 0;
+    ObjectId id;
+  };
 
   explicit Impl(StoreOptions options) : options_(std::move(options)) {}
 
@@ -90,7 +111,12 @@ class StoreService::Impl {
   Reply OnConnect(const std::string& routing_id, const ipc::RequestPeer& peer,
                   const ipc::StoreConnectRequest& m);
   Reply OnDisconnect(uint32_t slot);
-  Reply OnCreate(uint32_t slot, const ipc::CreateRequest& m);
+  // Creates the object, or, when the arena has room only once spills in
+  // flight are done, parks the request (at the front of the waiters with
+  // `front`) and returns nothing (store_moves.cc).
+  Reply OnCreate(const std::string& routing_id, uint64_t request_id,
+                 uint32_t slot, const ipc::CreateRequest& m,
+                 bool front = false);
   void OnSealed(const ipc::SealedNotice& m);
   Reply OnAbort(uint32_t slot, const ipc::AbortRequest& m);
   Reply OnGet(const std::string& routing_id, uint64_t request_id, uint32_t slot,
@@ -118,23 +144,43 @@ class StoreService::Impl {
   // The entry of object `id`. Errors: NotFound ("no object <hex>").
   absl::StatusOr<uint32_t> FindEntry(const ObjectId& id);
   absl::StatusOr<uint32_t> TakeFreeEntry();
+  // Allocates `bytes` in the arena, evicting, then starting spills when it
+  // is full. Errors: SpillWait (IsSpillWait: room comes once spills in
+  // flight are done), ResourceExhausted (none will come).
   absl::StatusOr<uint64_t> AllocateWithEviction(uint64_t bytes);
+  // AllocateWithEviction that waits for the spills it needs, with the lock
+  // held: only for the rare growth of a reference table.
+  absl::StatusOr<uint64_t> AllocateNow(uint64_t bytes);
   // Evicts sealed, unreferenced objects in LRU order until `bytes` fit (and
   // an entry is free). Returns how many were evicted.
   size_t Evict(uint64_t bytes);
   void FreeEntry(uint32_t e);
   void ReclaimDeletePending();
-  // Spilling (spill_objects.cc); REQUIRE the segment lock.
-  // Spills sealed objects that are held but mapped by no process, least
-  // recently used first, until `bytes` fit in the arena and a batch
-  // (kSpillBatch) went. Returns the bytes spilled.
-  uint64_t Spill(uint64_t bytes);
-  // Writes entry `e`'s bytes to its file and frees its arena block.
-  absl::Status SpillOne(uint32_t e);
-  // Reads spilled entry `e` back into the arena (kSealed again, at a new
-  // offset), spilling or evicting others to make room. Errors:
-  // ResourceExhausted (no room), DataLoss and errno codes (its file).
-  absl::Status Restore(uint32_t e);
+  // Spilling (spill_objects.cc); REQUIRE the segment lock. The file I/O
+  // runs on spill_io_'s thread, without the lock: entries in flight carry
+  // kFlagMoving, FinishMoves completes them.
+  // Starts writing out sealed objects that are held but mapped by no
+  // process, least recently used first, until the bytes in flight cover
+  // `bytes` and a batch (kSpillBatch). Returns the bytes started.
+  uint64_t StartSpill(uint64_t bytes);
+  // Starts reading spilled entry `e` back into a new arena block (evicting,
+  // or, when it must wait for spills, parking a RoomWaiter: at the front
+  // with `front`). OK when the read is in flight (or already was). Errors:
+  // SpillWait, ResourceExhausted (no room), the quota's.
+  absl::Status StartRestore(uint32_t e, bool retry = false, bool front = false);
+  // Finishes the moves whose I/O is done: written-out objects leave the
+  // arena (unless a process mapped them meanwhile: then the file goes),
+  // read-back ones are sealed at their new offset (restored_) or failed
+  // (restore_failed_); blocks of entries freed meanwhile are freed.
+  void FinishMoves();
+  void FinishOut(const SpillMove& m, bool orphan);
+  void FinishIn(const SpillMove& m, bool orphan);
+  // After moves are done (lock NOT held): finishes them, answers the Gets
+  // of restored objects, retries the RoomWaiters (store_moves.cc).
+  void OnMovesDone();
+  void RetryRoomWaiters();
+  // Fails every Get waiting for `id` to be read back.
+  void FailRestoreWaiters(const ObjectId& id, const absl::Status& why);
   // Frees spilled objects nobody references, least recently used first,
   // until `bytes` more fit in the spill quota and, with `need_entry`, an
   // entry is free. Returns how many were freed.
@@ -155,6 +201,8 @@ class StoreService::Impl {
   bool EvictOneDevice(const DeviceArena* arena);
 
   // Fills `info` for sealed entry `e` and takes a reference for `slot`.
+  // Errors: RestoreWait (IsRestoreWait: `e` is spilled; its read-back is
+  // started, WakeWaiters answers), StartRestore's, AddRef's.
   absl::Status Reference(uint32_t slot, uint32_t e, ipc::ObjectInfo* info);
 
   // Client reference tables (ref_tables.cc); REQUIRE the segment lock.
@@ -175,6 +223,15 @@ class StoreService::Impl {
 
   // Clients and waiters.
   void ReleaseClient(uint32_t slot, absl::string_view why);
+  // Statuses of waiting: AllocateWithEviction's SpillWait, Reference's
+  // RestoreWait, and the result a Get shows meanwhile for an object being
+  // read back (RestorePending).
+  static absl::Status SpillWait();
+  static bool IsSpillWait(const absl::Status& s);
+  static absl::Status RestoreWait();
+  static bool IsRestoreWait(const absl::Status& s);
+  static absl::Status RestorePending(const ObjectId& id);
+  static bool IsRestorePending(const absl::Status& s);
   void WakeWaiters(const ObjectId& id, uint32_t e);
   void ExpireWaiters(absl::Time now);
   void Sweep();
@@ -210,11 +267,26 @@ class StoreService::Impl {
   absl::flat_hash_map<uint32_t, std::pair<uint64_t, uint64_t>> ref_tables_;
 
   // Spilled objects' files (null: spilling off), the last failure to spill
-  // (named in a full store's error), the entry being restored (never
-  // dropped meanwhile), and counters for the log.
+  // (named in a full store's error), the entries being read back or
+  // waiting to be (never dropped meanwhile), and counters for the log.
   std::unique_ptr<SpillFolder> spill_;
   absl::Status last_spill_error_;
-  uint32_t restoring_ = ~uint32_t{0};
+  absl::flat_hash_set<uint32_t> restoring_;
+  // The spill thread; moves in flight (sequence → entry, kOrphan once the
+  // entry was freed: the finisher frees the block and the file), each
+  // moving entry's sequence, and the arena bytes being written out.
+  static constexpr uint32_t kOrphan = ~uint32_t{0};
+  std::unique_ptr<SpillIo> spill_io_;
+  absl::flat_hash_map<uint64_t, uint32_t> in_flight_;
+  absl::flat_hash_map<uint32_t, uint64_t> moving_;
+  uint64_t spilling_bytes_ = 0;
+  std::deque<RoomWaiter> room_waiters_;
+  // Finished moves whose Gets are still to be answered (OnMovesDone).
+  std::vector<std::pair<ObjectId, uint32_t>> restored_;
+  std::vector<std::pair<ObjectId, absl::Status>> restore_failed_;
+  // Moves finished since OnMovesDone last ran (a handler's FinishMoves
+  // takes them too): the loop runs it, so waiters are retried.
+  bool moves_finished_ = false;
   uint64_t spills_ = 0;
   uint64_t spilled_bytes_ = 0;
   uint64_t restores_ = 0;

@@ -67,8 +67,8 @@ absl::Status Put(StoreClient& c, uint64_t number, uint64_t bytes,
                  int64_t to_slot) {
   std::vector<uint8_t> data = TestPattern(number, bytes);
   const ObjectId id = TestObjectId(number);
-  absl::Status s = c.Put(id, TensorMeta::Bytes(static_cast<int64_t>(bytes)),
-                         data.data());
+  absl::Status s =
+      c.Put(id, TensorMeta::Bytes(static_cast<int64_t>(bytes)), data.data());
   if (s.ok() && to_slot >= 0) {
     s = c.Transfer(id, static_cast<uint32_t>(to_slot));
   }

@@ -32,8 +32,9 @@ class HelperProcess {
     std::string path =
         srcdir != nullptr && ws != nullptr
             ? absl::StrCat(srcdir, "/", ws, "/shm/store_test_helper")
-            : absl::StrCat(SelfExePath(), ".runfiles/shoal/shm/"
-                                          "store_test_helper");
+            : absl::StrCat(SelfExePath(),
+                           ".runfiles/shoal/shm/"
+                           "store_test_helper");
     args.insert(args.begin(), path);
     SubprocessOptions o;
     o.pipe_stdin = true;
