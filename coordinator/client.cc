@@ -173,10 +173,7 @@ absl::Status Client::Impl::SpillLargeArgs(ipc::TaskSpec& task,
 void Client::Impl::ReleaseSpilled(uint64_t task) {
   auto it = spilled_.find(task);
   if (it == spilled_.end()) return;
-  for (const ObjectId& id : it->second) {
-    (void)store_->Release(id);
-    (void)store_->Delete(id);
-  }
+  for (const ObjectId& id : it->second) (void)store_->ReleaseAndDelete(id);
   spilled_.erase(it);
 }
 
@@ -508,10 +505,8 @@ void Client::ReleaseOutputs(const ipc::TaskResult& result) {
     return;
   }
   for (const Value& v : result.outputs) {
-    if (const auto* o = std::get_if<ObjectValue>(&v)) {
-      (void)impl_->store_->Release(o->id);
-      (void)impl_->store_->Delete(o->id);
-    }
+    if (const auto* o = std::get_if<ObjectValue>(&v))
+      (void)impl_->store_->ReleaseAndDelete(o->id);
   }
 }
 

@@ -74,8 +74,8 @@ void Frontend::ReleaseOutputs(const Principal& p,
     if (o == nullptr) continue;
     auto made = produced_by_.find(o->id);
     if (made != produced_by_.end() && made->second == p.key) {
-      (void)store_->Release(o->id);
-      (void)store_->Delete(o->id);
+      // Without waiting for the store service (a round trip per object).
+      (void)store_->ReleaseAndDelete(o->id);
       produced_by_.erase(made);
     } else if (p.owner) {
       (void)store_->Delete(o->id);
