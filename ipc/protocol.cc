@@ -2,6 +2,8 @@
 // and decoded by the file of its area (see protocol_internal.h).
 #include "ipc/protocol.h"
 
+#include <cstdint>
+#include <optional>
 #include <variant>
 
 #include "absl/strings/cord.h"
@@ -152,7 +154,150 @@ uint64_t LeadingRequestId(absl::string_view frame) {
   return 0;
 }
 
+// A reader of protobuf's wire format (varints, tags, length-delimited
+// values) over a frame, for PeekEnvelope.
+class WireScan {
+ public:
+  explicit WireScan(absl::string_view data) : data_(data) {}
+  bool done() const { return at_ >= data_.size(); }
+
+  bool Varint(uint64_t* out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64 && at_ < data_.size(); shift += 7) {
+      const uint8_t b = static_cast<uint8_t>(data_[at_++]);
+      v |= uint64_t{b & 0x7fu} << shift;
+      if ((b & 0x80) == 0) {
+        *out = v;
+        return true;
+      }
+    }
+    return false;
+  }
+  bool Tag(uint32_t* field, uint32_t* type) {
+    uint64_t tag = 0;
+    if (!Varint(&tag) || (tag >> 3) == 0 || (tag >> 3) > UINT32_MAX)
+      return false;
+    *field = static_cast<uint32_t>(tag >> 3);
+    *type = static_cast<uint32_t>(tag & 7);
+    return true;
+  }
+  bool Bytes(absl::string_view* out) {
+    uint64_t n = 0;
+    if (!Varint(&n) || n > data_.size() - at_) return false;
+    *out = data_.substr(at_, n);
+    at_ += n;
+    return true;
+  }
+  // Skips a value of wire type `type` (groups are not used by shoal.proto).
+  bool Skip(uint32_t type) {
+    uint64_t v = 0;
+    absl::string_view b;
+    switch (type) {
+      case 0:
+        return Varint(&v);
+      case 1:
+        return Advance(8);
+      case 2:
+        return Bytes(&b);
+      case 5:
+        return Advance(4);
+      default:
+        return false;
+    }
+  }
+
+ private:
+  bool Advance(size_t n) {
+    if (n > data_.size() - at_) return false;
+    at_ += n;
+    return true;
+  }
+  absl::string_view data_;
+  size_t at_ = 0;
+};
+
+// The items a body lists (PeekEnvelope): its field 1's entries, packed or
+// not. nullopt when the body does not scan.
+std::optional<uint64_t> CountItems(absl::string_view body, bool packed_ints) {
+  WireScan scan(body);
+  uint64_t items = 0;
+  while (!scan.done()) {
+    uint32_t field = 0, type = 0;
+    if (!scan.Tag(&field, &type)) return std::nullopt;
+    if (field == 1 && packed_ints && type == 2) {
+      absl::string_view packed;
+      if (!scan.Bytes(&packed)) return std::nullopt;
+      for (char c : packed) items += (static_cast<uint8_t>(c) & 0x80) == 0;
+      continue;
+    }
+    if (field == 1) ++items;
+    if (!scan.Skip(type)) return std::nullopt;
+  }
+  return items;
+}
+
 }  // namespace
+
+std::optional<EnvelopeHead> PeekEnvelope(absl::string_view frame) {
+  using W = wire::Envelope;
+  constexpr uint32_t kSubmit = W::kSubmitFieldNumber,
+                     kWait = W::kWaitFieldNumber,
+                     kCancel = W::kCancelFieldNumber,
+                     kReleaseTasks = W::kReleaseTasksFieldNumber,
+                     kFirstBody = W::kErrorFieldNumber;
+  static_assert(kSessionAckField == W::kSessionAckFieldNumber);
+  static_assert(W::kMajorFieldNumber == 1 && W::kMinorFieldNumber == 2 &&
+                W::kRequestIdFieldNumber == 3 && W::kSessionFieldNumber == 4 &&
+                W::kAckFieldNumber == 5 && W::kSeqFieldNumber == 6);
+  EnvelopeHead head;
+  WireScan scan(frame);
+  while (!scan.done()) {
+    uint32_t field = 0, type = 0;
+    if (!scan.Tag(&field, &type)) return std::nullopt;
+    if (field < kFirstBody) {
+      uint64_t v = 0;
+      if (type != 0) {
+        if (!scan.Skip(type)) return std::nullopt;
+        continue;
+      }
+      if (!scan.Varint(&v)) return std::nullopt;
+      switch (field) {
+        case 1:
+          head.major = static_cast<uint32_t>(v);
+          break;
+        case 2:
+          head.minor = static_cast<uint32_t>(v);
+          break;
+        case 3:
+          head.request_id = v;
+          break;
+        case 4:
+          head.session = v;
+          break;
+        case 5:
+          head.ack = v;
+          break;
+        case 6:
+          head.seq = v;
+          break;
+        default:
+          break;
+      }
+      continue;
+    }
+    absl::string_view body;
+    if (type != 2 || head.body_field != 0 || !scan.Bytes(&body))
+      return std::nullopt;
+    head.body_field = field;
+    if (field == kSubmit || field == kWait || field == kCancel ||
+        field == kReleaseTasks) {
+      std::optional<uint64_t> items = CountItems(body, field != kSubmit);
+      if (!items) return std::nullopt;
+      head.items = *items;
+    }
+  }
+  return head;
+}
 
 bool IsSessionReset(const absl::Status& s) {
   return s.GetPayload(kSessionResetPayload).has_value();

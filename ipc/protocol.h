@@ -4,6 +4,7 @@
 #define SHOAL_IPC_PROTOCOL_H_
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -56,6 +57,30 @@ struct DecodeResult {
 // status code); FailedPrecondition (another protocol major version).
 DecodeResult Decode(absl::string_view frame,
                     const DecodeLimits& limits = DecodeLimits());
+
+// What an Envelope's frame says before its body is decoded: the header
+// fields, which body it carries (its field number in shoal.proto's
+// Envelope: 62 for submit, ...), and how many items that body lists (tasks
+// of a submit; task ids of a wait, cancel or release_tasks; 0 for others).
+// The frontend weighs and orders requests by it, and decodes a request's
+// body when it serves it.
+struct EnvelopeHead {
+  uint32_t major = 0;
+  uint32_t minor = 0;
+  uint64_t request_id = 0;
+  uint64_t session = 0;
+  uint64_t ack = 0;
+  uint64_t seq = 0;
+  uint32_t body_field = 0;  // 0: no body
+  uint64_t items = 0;
+};
+inline constexpr uint32_t kSessionAckField = 73;
+
+// Reads the head of a frame without decoding its body (a scan of the wire
+// format). nullopt when the frame is not well-formed protobuf as far as the
+// scan reads, or repeats its body: Decode then says what is wrong with it.
+// A frame whose head reads may still fail Decode.
+std::optional<EnvelopeHead> PeekEnvelope(absl::string_view frame);
 
 // The body's case name ("create", "get_reply", ...) for logs and errors.
 absl::string_view MessageName(const Message& m);

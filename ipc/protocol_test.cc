@@ -2,8 +2,10 @@
 // and the store's messages (ipc/protocol_store.cc).
 #include "ipc/protocol.h"
 
+#include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "proto/shoal.pb.h"
@@ -184,6 +186,96 @@ TEST(ProtocolTest, RandomBytesNeverCrash) {
       EXPECT_TRUE(Encode(*r.envelope).ok() ||
                   std::holds_alternative<CreateRequest>(r.envelope->body));
     }
+  }
+}
+
+// PeekEnvelope reads what Decode would: the header fields, the body's
+// field, and how many tasks or ids it lists (packed or not).
+TEST(ProtocolTest, PeekReadsTheHeadWithoutTheBody) {
+  SubmitRequest submit;
+  submit.tasks.resize(3);
+  for (TaskSpec& t : submit.tasks) t.function = "noop";
+  Envelope e{41, submit};
+  e.session = 7;
+  e.ack = 5;
+  e.seq = 6;
+  absl::StatusOr<std::string> frame = Encode(e);
+  ASSERT_TRUE(frame.ok());
+  std::optional<EnvelopeHead> head = PeekEnvelope(*frame);
+  ASSERT_TRUE(head.has_value());
+  EXPECT_EQ(head->major, kProtocolMajor);
+  EXPECT_EQ(head->minor, kProtocolMinor);
+  EXPECT_EQ(head->request_id, 41u);
+  EXPECT_EQ(head->session, 7u);
+  EXPECT_EQ(head->ack, 5u);
+  EXPECT_EQ(head->seq, 6u);
+  EXPECT_EQ(head->body_field, wire::Envelope::kSubmitFieldNumber);
+  EXPECT_EQ(head->items, 3u);
+
+  WaitRequest wait;
+  wait.task_ids = {1, 300, uint64_t{1} << 40, 4};
+  head = PeekEnvelope(*Encode(2, wait));
+  ASSERT_TRUE(head.has_value());
+  EXPECT_EQ(head->body_field, wire::Envelope::kWaitFieldNumber);
+  EXPECT_EQ(head->items, 4u);
+  // Unpacked ids count the same.
+  wire::Envelope w;
+  w.set_major(kProtocolMajor);
+  w.set_request_id(3);
+  std::string unpacked = w.SerializeAsString();
+  std::string body;
+  for (uint64_t id : {9, 10}) {
+    body += '\x08';  // field 1, varint
+    body += static_cast<char>(id);
+  }
+  unpacked +=
+      static_cast<char>((wire::Envelope::kCancelFieldNumber << 3 | 2) | 0x80);
+  unpacked += static_cast<char>(wire::Envelope::kCancelFieldNumber >> 4);
+  unpacked += static_cast<char>(body.size());
+  unpacked += body;
+  head = PeekEnvelope(unpacked);
+  ASSERT_TRUE(head.has_value());
+  EXPECT_EQ(head->body_field, wire::Envelope::kCancelFieldNumber);
+  EXPECT_EQ(head->items, 2u);
+  CancelRequest cancel =
+      std::get<CancelRequest>(Decode(unpacked).envelope->body);
+  EXPECT_EQ(cancel.task_ids, (std::vector<uint64_t>{9, 10}));
+
+  head = PeekEnvelope(*Encode(Envelope{8, SessionAck{}}));
+  ASSERT_TRUE(head.has_value());
+  EXPECT_EQ(head->body_field, kSessionAckField);
+  EXPECT_EQ(head->items, 0u);
+  // What does not scan.
+  EXPECT_FALSE(PeekEnvelope("\xff\xff\xff\xff garbage").has_value());
+  std::string cut = *Encode(e);
+  cut.resize(cut.size() - 1);
+  EXPECT_FALSE(PeekEnvelope(cut).has_value());
+}
+
+// Whatever decodes, PeekEnvelope reads alike; nothing makes it crash.
+TEST(ProtocolTest, PeekAgreesWithDecodeOnRandomFrames) {
+  std::mt19937_64 rng(2);
+  std::vector<std::string> frames;
+  for (int n : {0, 1, 7, 200}) {
+    SubmitRequest s;
+    s.tasks.resize(n);
+    frames.push_back(*Encode(uint64_t(n) + 1, s));
+  }
+  for (int i = 0; i < 20000; ++i) {
+    std::string frame = frames[rng() % frames.size()];
+    // Flip a few bytes, or cut it short.
+    for (int k = rng() % 3; k > 0 && !frame.empty(); --k)
+      frame[rng() % frame.size()] = static_cast<char>(rng());
+    if (rng() % 4 == 0 && !frame.empty()) frame.resize(rng() % frame.size());
+    std::optional<EnvelopeHead> head = PeekEnvelope(frame);
+    DecodeResult r = Decode(frame);
+    if (!r.envelope.ok() || !head.has_value()) continue;
+    EXPECT_EQ(head->request_id, r.envelope->request_id);
+    EXPECT_EQ(head->session, r.envelope->session);
+    EXPECT_EQ(head->ack, r.envelope->ack);
+    EXPECT_EQ(head->minor, r.envelope->minor);
+    if (const auto* s = std::get_if<SubmitRequest>(&r.envelope->body))
+      EXPECT_EQ(head->items, s->tasks.size());
   }
 }
 
