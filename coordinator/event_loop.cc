@@ -157,6 +157,7 @@ int Coordinator::Impl::Poll(PollSet* ps, long timeout_ms) {
 void Coordinator::Impl::ServeReady(const PollSet& ps, bool completed,
                                    absl::Time* next_tick) {
   const auto& items = ps.items;
+  frontend_->BeginTurn(absl::Now());
   // Closed connections before requests (coordinator/frontend.cc).
   if (items[kEventsItem].revents & ZMQ_POLLIN)
     frontend_->DrainEvents(/*tcp=*/false);

@@ -261,10 +261,9 @@ static void SendRaw(void* socket, const std::string& routing_id,
 void Frontend::DrainRequests(bool tcp) {
   ipc::Socket& socket = tcp ? tcp_ : ipc_;
   touched_ |= tcp ? kTouchedTcp : kTouchedIpc;
-  ipc::DecodeLimits limits;
-  limits.max_frame_bytes = options_.max_request_bytes;
   Incoming in;
   for (int i = 0; i < kRequestsPerDrain; ++i) {
+    if (i >= kMinReadsPerTurn && TurnSpent()) return;
     if (!Receive(socket.raw(), &in)) return;
     // Disconnects queued before this request was: the descriptor it came on
     // may be a closed connection's, reused.
@@ -286,23 +285,20 @@ void Frontend::DrainRequests(bool tcp) {
                                       in.frames - 1))));
       continue;
     }
-    ipc::DecodeResult decoded = ipc::Decode(in.body, limits);
-    if (!decoded.envelope.ok()) {
-      SendRaw(socket.raw(), in.routing_id,
-              ipc::EncodeError(decoded.request_id, decoded.envelope.status()));
-      continue;
-    }
+    std::optional<ipc::Message> decoded;
+    std::optional<ipc::EnvelopeHead> head =
+        ReadHead(socket.raw(), in.routing_id, in.body, &decoded);
+    if (!head) continue;
     const std::string key = owner                 ? std::string("owner")
                             : !in.user_id.empty() ? "k:" + in.user_id
                                                   : "a:" + in.address;
     Principal& p = sessions_.PrincipalOf(key, owner);
     bool moved = false;
-    Session* s = SessionFor(route, p, *decoded.envelope, &moved);
+    Session* s = SessionFor(route, p, *head, &moved);
     if (s == nullptr) continue;
-    s->minor = decoded.envelope->minor;
-    const uint64_t request_id = decoded.envelope->request_id;
-    const bool ack_only =
-        std::holds_alternative<ipc::SessionAck>(decoded.envelope->body);
+    s->minor = head->minor;
+    const uint64_t request_id = head->request_id;
+    const bool ack_only = head->body_field == ipc::kSessionAckField;
     // A 1.5 client sends again what a cut connection may have lost: a
     // request id that arrived before is served once. (An acknowledgement
     // with an id fills that id: a request the client could not send.)
@@ -312,15 +308,50 @@ void Frontend::DrainRequests(bool tcp) {
       if (s->requests.above() > kMaxRequestGap) s->requests.SkipGap();
     }
     if (s->resumable()) {
-      Acknowledge(*s, decoded.envelope->ack);
+      Acknowledge(*s, head->ack);
       if (moved) {
         Resend(*s);
         if (s->minor >= 5) SendRequestAck(*s);
       }
     }
     if (ack_only || duplicate) continue;
-    Dispatch(*s, request_id, std::move(decoded.envelope->body), in.body.size());
+    Request r{request_id, std::move(in.body), std::move(decoded), 0};
+    r.cost = RequestCost(head->items, r.bytes());
+    Dispatch(*s, std::move(r));
   }
+}
+
+std::optional<ipc::EnvelopeHead> Frontend::ReadHead(
+    void* socket, const std::string& routing_id, const std::string& frame,
+    std::optional<ipc::Message>* decoded) {
+  std::optional<ipc::EnvelopeHead> head;
+  if (frame.size() <= options_.max_request_bytes)
+    head = ipc::PeekEnvelope(frame);
+  if (head && head->major == ipc::kProtocolMajor && head->body_field != 0)
+    return head;
+  // Not a frame the scan reads as a request: Decode says what is wrong
+  // with it, or (a body given twice, which protobuf merges) decodes it.
+  ipc::DecodeLimits limits;
+  limits.max_frame_bytes = options_.max_request_bytes;
+  ipc::DecodeResult d = ipc::Decode(frame, limits);
+  if (!d.envelope.ok()) {
+    SendRaw(socket, routing_id,
+            ipc::EncodeError(d.request_id, d.envelope.status()));
+    return std::nullopt;
+  }
+  ipc::EnvelopeHead h;
+  h.major = ipc::kProtocolMajor;
+  h.minor = d.envelope->minor;
+  h.request_id = d.envelope->request_id;
+  h.session = d.envelope->session;
+  h.ack = d.envelope->ack;
+  h.seq = d.envelope->seq;
+  h.body_field = std::holds_alternative<ipc::SessionAck>(d.envelope->body)
+                     ? ipc::kSessionAckField
+                     : ~0u;
+  h.items = ItemsOf(d.envelope->body);
+  *decoded = std::move(d.envelope->body);
+  return h;
 }
 
 void Frontend::SendRequestAck(Session& s) {
@@ -332,7 +363,7 @@ void Frontend::SendRequestAck(Session& s) {
 }
 
 Session* Frontend::SessionFor(const Route& route, Principal& p,
-                              const ipc::Envelope& e, bool* moved) {
+                              const ipc::EnvelopeHead& e, bool* moved) {
   void* socket = (route.tcp ? tcp_ : ipc_).raw();
   if (e.session != 0) {
     Session* s = sessions_.Resumable(p, e.session);
@@ -373,19 +404,6 @@ Session* Frontend::SessionFor(const Route& route, Principal& p,
   if (s.route.fd != route.fd) sessions_.Reroute(s, route);
   s.attached = true;
   return &s;
-}
-
-void Frontend::Dispatch(Session& s, uint64_t request_id, ipc::Message body,
-                        uint64_t bytes) {
-  if (!s.parked.empty() || OverBudget(s)) {
-    Park(s, request_id, std::move(body), bytes);
-    return;
-  }
-  const uint64_t serial = s.serial;
-  std::optional<ipc::Message> reply = Handle(s, request_id, body);
-  Session* still = sessions_.BySerial(serial);
-  if (still == nullptr) return;
-  if (reply) Reply(*still, request_id, *std::move(reply));
 }
 
 void Frontend::CloseConnection(const Route& route, const std::string& why) {
@@ -434,9 +452,9 @@ void Frontend::EndSession(Session& s, const std::string& why) {
     p.held_bytes -= std::min(p.held_bytes, held.first);
   }
   s.outputs.clear();
-  for (const ParkedRequest& r : s.parked) {
+  for (const Request& r : s.parked) {
     --p.parked;
-    p.parked_bytes -= r.bytes;
+    p.parked_bytes -= r.bytes();
   }
   s.parked.clear();
   host_->EndActorsOfSession(s.serial);
@@ -457,6 +475,7 @@ void Frontend::Tick(absl::Time now) {
     next_sweep_ = now + kSweepPeriod;
     Sweep(now);
   }
+  EndExpiring();
   while (!orphaned_waits_.empty()) {
     std::vector<uint64_t> serials;
     serials.swap(orphaned_waits_);
@@ -468,12 +487,15 @@ void Frontend::Sweep(absl::Time now) {
   if (completions_missed_) FindMissedCompletions();
   ExpireResults(now);
   guard_.Tick(now);
-  std::vector<Session*> expired, idle;
+  // Sessions past their grace end a few per turn (EndExpiring): ending one
+  // frees its tasks, outputs and waits.
+  const bool collect = expiring_.empty();
+  std::vector<Session*> idle;
   for (auto& [serial, s] : sessions_.all()) {
-    if (s->resumable() && !s->attached &&
-        (now - s->detached_at > options_.resume_grace ||
-         LocalClientExitedBy(*s))) {
-      expired.push_back(s.get());
+    if (s->resumable() && !s->attached) {
+      if (collect && (now - s->detached_at > options_.resume_grace ||
+                      LocalClientExitedBy(*s)))
+        expiring_.push_back(serial);
     } else if (!s->resumable() && s->tasks.empty() && s->outputs.empty() &&
                s->waits.empty() && s->parked.empty() && s->out.empty() &&
                s->held_ids.empty() && s->ready.empty() && s->actors == 0 &&
@@ -481,11 +503,19 @@ void Frontend::Sweep(absl::Time now) {
       idle.push_back(s.get());
     }
   }
-  for (Session* s : expired) {
+  for (Session* s : idle) RemoveSession(*s);
+}
+
+void Frontend::EndExpiring() {
+  for (bool first = true; !expiring_.empty() && (first || !TurnSpent());) {
+    const uint64_t serial = expiring_.back();
+    expiring_.pop_back();
+    Session* s = sessions_.BySerial(serial);
+    if (s == nullptr || s->attached) continue;  // gone, or its client is back
+    first = false;
     EndSession(*s, absl::StrCat("its connection stayed closed longer than ",
                                 absl::FormatDuration(options_.resume_grace)));
   }
-  for (Session* s : idle) RemoveSession(*s);
 }
 
 absl::Time Frontend::NextWake(absl::Time now) const {
@@ -497,6 +527,7 @@ absl::Time Frontend::NextWake(absl::Time now) const {
     wake = std::min(wake, now + absl::Milliseconds(10));
   if (unsent_sessions_ > 0 && stalled_)
     wake = std::min(wake, now + absl::Milliseconds(1));
+  if (parked_waiting_ || !expiring_.empty()) wake = now;
   return wake;
 }
 
@@ -515,7 +546,7 @@ void Frontend::Pump(absl::Time now, bool writable) {
   for (uint64_t serial : std::set<uint64_t>(waiting_budget_)) {
     if (Session* s = sessions_.BySerial(serial)) PushReady(*s);
   }
-  if (!parked_.empty()) ServeParked();
+  ServeParked();
   while (!orphaned_waits_.empty()) {
     std::vector<uint64_t> serials;
     serials.swap(orphaned_waits_);

@@ -125,8 +125,11 @@ class Frontend {
   const std::string& server_public_key() const { return server_public_key_; }
   const std::string& owner_key_file() const { return owner_key_file_; }
 
-  // Reads and serves requests from one socket (at most a few hundred per
-  // call, so that one client cannot hold the loop).
+  // Starts a turn of the event loop (frontend_admission.cc): requests may
+  // take kTurnBudget from `now`.
+  void BeginTurn(absl::Time now);
+  // Reads requests from one socket and serves or parks them, until none is
+  // left, kRequestsPerDrain were read, or the turn's time is spent.
   void DrainRequests(bool tcp);
   // Reads one socket's monitor events (connections opened and closed).
   void DrainEvents(bool tcp);
@@ -196,7 +199,13 @@ class Frontend {
   // Finds or makes the request's session; nullptr when it is answered
   // already (a reset session, a refused one).
   Session* SessionFor(const Route& route, Principal& who,
-                      const ipc::Envelope& e, bool* moved);
+                      const ipc::EnvelopeHead& e, bool* moved);
+  // The head of a request read, or nullopt when it is answered already
+  // with what is wrong with it; `decoded` is set when reading the head took
+  // decoding the whole frame.
+  std::optional<ipc::EnvelopeHead> ReadHead(
+      void* socket, const std::string& routing_id, const std::string& frame,
+      std::optional<ipc::Message>* decoded);
   // Tells a 1.5 client whose session moved connection which of its requests
   // arrived (an unnumbered SessionAck whose ack is the request id below
   // which all did): it sends the rest again.
@@ -204,9 +213,40 @@ class Frontend {
   // Request ids arrived above a gap a session's client never fills before
   // the frontend gives the gap up (ipc::SessionSeq::SkipGap).
   static constexpr size_t kMaxRequestGap = 4096;
-  // Serves, parks or refuses one request of `s`.
-  void Dispatch(Session& s, uint64_t request_id, ipc::Message body,
-                uint64_t bytes);
+  // ---- admission (frontend_admission.cc)
+  // Serves one request of `s` now, or parks it behind others (its session
+  // is over its reply budget, or it is heavy and others wait).
+  void Dispatch(Session& s, Request r);
+  // Serves one request (decoding its body if it is not yet) and queues its
+  // reply.
+  void Serve(Session& s, Request& r);
+  // What a request weighs in admission: a unit per task it submits, waits
+  // for, releases or cancels (`items`, at least 1), and one per
+  // kBytesPerCost of its frame.
+  static uint64_t RequestCost(uint64_t items, uint64_t bytes);
+  // The items of a decoded body, as ipc::EnvelopeHead counts them.
+  static uint64_t ItemsOf(const ipc::Message& body);
+  // Whether the turn's time for requests (kTurnBudget) is spent.
+  bool TurnSpent() const;
+  // Whether `p` may park one more request of `bytes`.
+  bool FitsParked(const Principal& p, uint64_t bytes) const;
+  // Serves all of `s`'s parked requests, in order.
+  void ServeAllParked(Session& s);
+  // Serves `s`'s parked requests while its credit covers them, until
+  // `until`; whether the time is spent.
+  bool ServeSessionParked(Session& s, absl::Time until);
+  // Requests weighing at most this are served when read, unless their
+  // session has requests parked.
+  static constexpr uint64_t kLightCost = 8;
+  // Credit a session with parked requests earns per round.
+  static constexpr uint64_t kQuantum = 64;
+  static constexpr uint64_t kBytesPerCost = 64 << 10;
+  // Of each turn of the event loop: the time reading and serving requests
+  // may take, and the time parked requests get after that at least.
+  static constexpr absl::Duration kTurnBudget = absl::Microseconds(500);
+  static constexpr absl::Duration kParkedSlice = kTurnBudget;
+  // Requests read in a turn even when its time is spent.
+  static constexpr int kMinReadsPerTurn = 64;
   // Serves one request; nullopt when its answer comes later (pushes, waits).
   std::optional<ipc::Message> Handle(Session& s, uint64_t request_id,
                                      const ipc::Message& body);
@@ -300,8 +340,11 @@ class Frontend {
   }
   // Parks a request of `s`; false (and the connection closed) when its
   // principal is over its parked limits.
-  bool Park(Session& s, uint64_t request_id, ipc::Message body, uint64_t bytes);
-  // Serves parked requests of sessions back under budget.
+  bool Park(Session& s, Request r);
+  // Takes `s`'s first parked request.
+  Request Unpark(Session& s);
+  // Serves parked requests, round robin over their sessions (those not over
+  // their reply budget), for the rest of the turn or kParkedSlice.
   void ServeParked();
 
   // ---- session ends (frontend.cc)
@@ -313,10 +356,13 @@ class Frontend {
   // LocalClientExited for a session with a local pid (Sweep).
   static bool LocalClientExitedBy(Session& s);
   // Every kSweepPeriod (Tick): expires results, closes silent connections,
-  // ends sessions past their grace or of exited local clients, and forgets
-  // idle connection sessions.
+  // finds sessions past their grace or of exited local clients (ended by
+  // EndExpiring), and forgets idle connection sessions.
   void Sweep(absl::Time now);
   static constexpr absl::Duration kSweepPeriod = absl::Milliseconds(100);
+  // Ends sessions Sweep found past their grace, one at least and more while
+  // the turn has time.
+  void EndExpiring();
   // Ends a session: its waits, tasks, outputs and actors are freed.
   void EndSession(Session& s, const std::string& why);
 
@@ -373,6 +419,12 @@ class Frontend {
   size_t unsent_sessions_ = 0;
   std::set<uint64_t> waiting_budget_;
   std::set<uint64_t> parked_;
+  std::vector<uint64_t> expiring_;  // sessions to end (EndExpiring)
+  uint64_t next_parked_ = 0;        // ServeParked goes on after this serial
+  // Parked requests wait for a turn only (not for their clients to read):
+  // the loop does not sleep.
+  bool parked_waiting_ = false;
+  absl::Time turn_end_ = absl::InfinitePast();  // BeginTurn
   // A POLLOUT that moved nothing: ROUTER is writable when any peer is, so
   // until a flush moves something, kept replies are retried each 1 ms.
   bool stalled_ = false;

@@ -9,10 +9,8 @@
 // with a connection goes again when the session resumes.
 //
 // A session over max_reply_bytes_per_client (Session::outstanding) has its
-// requests parked and its results left in the table (PushReady) until its
-// client reads. Parked requests are bounded per principal in number and
-// bytes; a principal over them breaks the protocol, and the connection the
-// request came on is closed.
+// requests parked (frontend_admission.cc) and its results left in the table
+// (PushReady) until its client reads.
 #include <zmq.h>
 
 #include <cerrno>
@@ -117,53 +115,6 @@ void Frontend::Acknowledge(Session& s, uint64_t ack) {
 void Frontend::Resend(Session& s) {
   s.unsent = 0;
   Flush(s);
-}
-
-bool Frontend::Park(Session& s, uint64_t request_id, ipc::Message body,
-                    uint64_t bytes) {
-  Principal& p = *s.principal;
-  if (p.parked + 1 > options_.max_parked_requests_per_client ||
-      p.parked_bytes + bytes > options_.max_parked_bytes_per_client) {
-    const std::string why = absl::StrCat(
-        "it sent ", p.parked + 1, " requests (", p.parked_bytes + bytes,
-        " bytes) without reading its replies: over max_parked_requests_per_"
-        "client = ",
-        options_.max_parked_requests_per_client,
-        " or max_parked_bytes_per_client = ",
-        options_.max_parked_bytes_per_client);
-    // Discarded unserved: a resumable session's client sends them again.
-    if (s.resumable() && s.minor >= 5) s.requests.Forget(request_id);
-    for (const ParkedRequest& r : s.parked) {
-      --p.parked;
-      p.parked_bytes -= r.bytes;
-      if (s.resumable() && s.minor >= 5) s.requests.Forget(r.request_id);
-    }
-    s.parked.clear();
-    parked_.erase(s.serial);
-    CloseConnection(s.route, why);
-    return false;
-  }
-  ++p.parked;
-  p.parked_bytes += bytes;
-  s.parked.push_back(ParkedRequest{request_id, std::move(body), bytes});
-  parked_.insert(s.serial);
-  return true;
-}
-
-void Frontend::ServeParked() {
-  for (uint64_t serial : std::set<uint64_t>(parked_)) {
-    Session* s = sessions_.BySerial(serial);
-    while (s != nullptr && !s->parked.empty() && !OverBudget(*s)) {
-      ParkedRequest r = std::move(s->parked.front());
-      s->parked.pop_front();
-      --s->principal->parked;
-      s->principal->parked_bytes -= r.bytes;
-      std::optional<ipc::Message> reply = Handle(*s, r.request_id, r.body);
-      s = sessions_.BySerial(serial);
-      if (s != nullptr && reply) Reply(*s, r.request_id, *std::move(reply));
-    }
-    if (s == nullptr || s->parked.empty()) parked_.erase(serial);
-  }
 }
 
 }  // namespace shoal::coordinator

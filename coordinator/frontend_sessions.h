@@ -61,11 +61,16 @@ struct ZmqBytes {
   std::atomic<int64_t> queued{0};
 };
 
-// A request parked while its session is over its reply budget.
-struct ParkedRequest {
-  uint64_t request_id = 0;
-  ipc::Message body;
-  uint64_t bytes = 0;
+// A request read from a client and not served yet: parked while its
+// session is over its reply budget, or waiting for its turn
+// (coordinator/frontend_admission.cc). Its body is decoded when it is
+// served.
+struct Request {
+  uint64_t id = 0;                   // the request id
+  std::string frame;                 // as it came
+  std::optional<ipc::Message> body;  // decoded already (else from frame)
+  uint64_t cost = 0;                 // Frontend::RequestCost
+  uint64_t bytes() const { return frame.size(); }
 };
 
 struct Session {
@@ -85,7 +90,10 @@ struct Session {
   // held for it until it releases them, remote_result_ttl, or its end.
   std::map<ObjectId, std::pair<uint64_t, absl::Time>> outputs;
   std::set<uint64_t> waits;  // serials of its pending waits
-  std::deque<ParkedRequest> parked;
+  std::deque<Request> parked;
+  // Its deficit in the round robin over parked requests: the cost it may
+  // still be served this round (frontend_admission.cc).
+  uint64_t credit = 0;
   // Replies: `out` holds, in order, what libzmq has not taken yet (from
   // `unsent` on) and, for a resumable session, what the client has not
   // acknowledged (before `unsent`). out_bytes counts `out`.
