@@ -122,6 +122,8 @@ struct RefBucket {
 };
 
 inline constexpr uint32_t kRefMapped = 1u << 31;
+// SegmentHeader::live_refs: the client's reference table moved.
+inline constexpr uint32_t kLiveRefsMoved = 1u << 31;
 inline constexpr uint32_t kRefCountMask = kRefMapped - 1;
 
 // A client slot: this header, then the client's first reference table
@@ -133,8 +135,10 @@ struct ClientSlotHeader {
   uint32_t in_use;
   int32_t pid;
   uint64_t session;
-  uint64_t refs_offset;   // from the segment base; 0: the table in the slot
-  uint32_t refs_buckets;  // a power of two; 0: SegmentHeader::refs_per_client
+  // Where the table moved (read only with kLiveRefsMoved set in live_refs):
+  // from the segment base, and its buckets (a power of two).
+  uint64_t refs_offset;
+  uint32_t refs_buckets;
   uint32_t reserved;
   char name[32];
 };
@@ -213,7 +217,10 @@ struct SegmentHeader {
   // Bumped by a client that drops the last reference of a delete-pending
   // object, so the service's sweep knows there is something to reclaim.
   std::atomic<uint64_t> reclaim_hint;
-  // Per client slot: buckets of its reference table with count > 0.
+  // Per client slot: buckets of its reference table with count > 0, and
+  // kLiveRefsMoved when the table moved into the arena (its place is in the
+  // ClientSlotHeader then): a get reads only this page to find a table that
+  // did not move.
   uint32_t live_refs[kMaxClientsLimit];
 };
 

@@ -195,7 +195,7 @@ absl::Status ObjectTable::RefRoomError(uint32_t s) const {
   const uint32_t buckets = RefBuckets(s);
   if (buckets >= MaxRefBuckets()) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("this client already holds ", header_->live_refs[s],
+        absl::StrCat("this client already holds ", LiveRefs(s),
                      " distinct objects, as many as its reference table of ",
                      buckets, " buckets takes; release some first"));
   }
@@ -227,6 +227,7 @@ bool ObjectTable::MoveRefs(uint32_t s, uint64_t offset, uint32_t buckets) {
   ClientSlotHeader* sh = slot(s);
   sh->refs_offset = offset;
   sh->refs_buckets = buckets;
+  header_->live_refs[s] |= kLiveRefsMoved;
   return true;
 }
 
@@ -235,7 +236,7 @@ absl::Status ObjectTable::AddRef(uint32_t s, uint32_t e, RefKind kind,
   uint32_t* live = &header_->live_refs[s];
   RefBucket* b = FindRef(s, e);
   if (b == nullptr || (b->count & kRefCountMask) == 0) {
-    if (*live >= RefBuckets(s) / 2) return RefRoomError(s);
+    if (LiveRefs(s) >= RefBuckets(s) / 2) return RefRoomError(s);
   }
   if (b == nullptr) {
     // Reuse the first never-used or released bucket within the probe window.
@@ -291,11 +292,11 @@ absl::StatusOr<uint32_t> ObjectTable::DropRef(uint32_t s, uint32_t e,
 
 void ObjectTable::ClearSlot(uint32_t s) {
   ClientSlotHeader* sh = slot(s);
+  header_->live_refs[s] = 0;  // the slot's own table again
   sh->refs_offset = 0;
   sh->refs_buckets = 0;
   std::memset(refs(s), 0,
               uint64_t{header_->refs_per_client} * sizeof(RefBucket));
-  header_->live_refs[s] = 0;
   sh->pid = 0;
   sh->session = 0;
   sh->name[0] = '\0';

@@ -50,15 +50,14 @@ class ObjectTable {
   // Client `s`'s reference table: in its slot, or where the service moved
   // it (MoveRefs), of RefBuckets(s) buckets.
   RefBucket* refs(uint32_t s) const {
-    const ClientSlotHeader* sh = slot(s);
-    if (sh->refs_offset != 0)
-      return reinterpret_cast<RefBucket*>(base_ + sh->refs_offset);
+    if (header_->live_refs[s] & kLiveRefsMoved)
+      return reinterpret_cast<RefBucket*>(base_ + slot(s)->refs_offset);
     return reinterpret_cast<RefBucket*>(reinterpret_cast<uint8_t*>(slot(s)) +
                                         sizeof(ClientSlotHeader));
   }
   uint32_t RefBuckets(uint32_t s) const {
-    const uint32_t n = slot(s)->refs_buckets;
-    return n != 0 ? n : header_->refs_per_client;
+    return (header_->live_refs[s] & kLiveRefsMoved) ? slot(s)->refs_buckets
+                                                    : header_->refs_per_client;
   }
   // The most buckets a client's table grows to: twice the object table, so
   // that a client may hold every object of the store.
@@ -116,7 +115,9 @@ class ObjectTable {
   bool MappedBy(uint32_t s, uint32_t e) const;
 
   // Distinct entries client `s` holds.
-  uint32_t LiveRefs(uint32_t s) const { return header_->live_refs[s]; }
+  uint32_t LiveRefs(uint32_t s) const {
+    return header_->live_refs[s] & ~kLiveRefsMoved;
+  }
 
   // Calls fn(entry, count, mapped) for every entry client `s` holds.
   template <typename Fn>

@@ -207,9 +207,13 @@ void StoreService::Impl::FinishOut(const SpillMove& m, bool orphan) {
 }
 
 void StoreService::Impl::FinishIn(const SpillMove& m, bool orphan) {
-  if (orphan) {
+  if (orphan) {  // deleted while it was read back: its Gets hear so
     allocator_->Free(m.offset, m.alloc_bytes);
     spill_->Remove(m.id, m.nbytes);
+    restore_failed_.emplace_back(
+        m.id, absl::NotFoundError(absl::StrCat("object ", m.id.ToHex(),
+                                               " was deleted while it was read "
+                                               "back from disk")));
     return;
   }
   moving_.erase(m.entry);
