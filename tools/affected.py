@@ -6,13 +6,15 @@ the changed files), and the pytest files to run.
   tools/affected.py [--base REV] files          # the changed files
   tools/affected.py [--base REV] bazel-tests    # labels, one a line
   tools/affected.py [--base REV] pytest         # paths, one a line
-  tools/affected.py [--base REV] plan           # both: "bazel-test LABEL"
-                                                # and "pytest PATH" lines
+  tools/affected.py [--base REV] plan           # all: "bazel-test LABEL",
+                                                # "pytest PATH" lines and
+                                                # "mypy" (type check)
 
 Run from the repository root (tools/test does). The pytest list is every
 Python test tools/test runs (PYTEST_PATHS) when the package the tests import
 changed (anything //python:site is built from: its Python files, the
 extension's C++ and all it links), else the changed test files among them.
+The type check (mypy) runs when a file it reads changed (TYPED_PATHS).
 """
 
 import argparse
@@ -33,6 +35,10 @@ PYTEST_PATHS = (
     "tools/affected_test.py",
     "torch_backend/tests",
 )
+
+# What the type check reads: the package's sources and stubs, and its
+# configuration (pyproject.toml's [tool.mypy]).
+TYPED_PATHS = ("python/shoal/", "pyproject.toml")
 
 # The target every pytest file imports the package from.
 PYTHON_SITE = "//python:site"
@@ -77,6 +83,13 @@ def pytest_selection(files, site_affected):
     return selected
 
 
+def needs_type_check(files):
+    """Whether a change of FILES reaches what mypy reads (TYPED_PATHS)."""
+    return any(f == p or (p.endswith("/") and f.startswith(p) and
+                          f.endswith((".py", ".pyi", "py.typed")))
+               for f in files for p in TYPED_PATHS)
+
+
 def _bazel_query(expression):
     """The labels `bazel query EXPRESSION` prints (--keep_going: a file in
     no package, or deleted, is skipped)."""
@@ -109,10 +122,12 @@ def affected(files):
 
 def plan(files):
     """The lines of `plan`: "bazel-test LABEL" for each Bazel test, then
-    "pytest PATH" for each pytest path a change of FILES selects."""
+    "pytest PATH" for each pytest path a change of FILES selects, then
+    "mypy" when it needs the type check."""
     tests, site_affected = affected(files)
     return ([f"bazel-test {t}" for t in tests] +
-            [f"pytest {p}" for p in pytest_selection(files, site_affected)])
+            [f"pytest {p}" for p in pytest_selection(files, site_affected)] +
+            (["mypy"] if needs_type_check(files) else []))
 
 
 def main(argv):

@@ -77,6 +77,23 @@ def test_the_plan_lists_the_tests_then_the_pytest_paths(monkeypatch):
         f"pytest {p}" for p in affected.PYTEST_PATHS]
 
 
+def test_the_type_check_follows_the_package_and_its_config():
+    assert affected.needs_type_check(["python/shoal/_future.py"])
+    assert affected.needs_type_check(["python/shoal/_shoal.pyi"])
+    assert affected.needs_type_check(["python/shoal/data/_loader.py"])
+    assert affected.needs_type_check(["pyproject.toml"])
+    assert not affected.needs_type_check(["python/tests/test_map.py",
+                                          "python/ext/client.cc",
+                                          "base/mutex.h"])
+
+
+def test_the_plan_ends_with_the_type_check_when_python_changed(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    lines = affected.plan(["python/shoal/_naming.py"])
+    assert lines[-1] == "mypy"
+    assert "mypy" not in affected.plan(["base/mutex.h"])
+
+
 def test_the_command_line_prints_the_changed_files(monkeypatch):
     monkeypatch.chdir(ROOT)
     p = subprocess.run([sys.executable, "tools/affected.py", "--base",

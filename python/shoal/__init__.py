@@ -24,7 +24,8 @@ function to dodge a cycle); the arrows name its imports besides _errors:
     _collectives   Communicator, all_reduce, ...        → _context, _ext
     _remote        @shoal.remote: RemoteFunction (retry_exceptions,
                    num_returns, generators)
-                   → _actor, _context, _ext, _future, _retry, _stream
+                   → _actor, _context, _ext, _future, _naming, _retry,
+                     _stream
     _stream        generator tasks: StreamingFutures (caller), produce
                    (worker)                               → _future
     _retry         retry_exceptions, run in the worker   (no shoal imports)

@@ -277,7 +277,7 @@ def submit(client, fn, args, kwargs, options):
     return client.submit(fn, *args, **options)
 
 
-_CONTROLS = {}  # job id → ActorControl: one per node this process uses
+_CONTROLS: dict = {}  # job id → ActorControl: one per node this process uses
 
 
 def _control_for(client):

@@ -31,7 +31,7 @@ def recurse(depth):
 
 # Ray's remote functions, made where they are used (the driver and each Ray
 # worker import this module by name and wrap the plain functions once).
-_RAY_FUNCTIONS = {}
+_RAY_FUNCTIONS: dict = {}
 
 
 def _ray_functions():

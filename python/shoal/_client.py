@@ -116,7 +116,7 @@ def _help_while_waiting(helper, report, method, client, futures, timeout,
                *args)
 
 
-_CLIENTS = weakref.WeakSet()  # every Client of this process (Node.stop)
+_CLIENTS: "weakref.WeakSet[Client]" = weakref.WeakSet()  # every Client of this process (Node.stop)
 
 
 class Client(Collector):
@@ -669,7 +669,7 @@ def _results_in_order(futures, timeout, chunked, counter=None, sizes=()):
             counter.close()
 
 
-_NO_KWARGS = {}  # pickled, never changed
+_NO_KWARGS: dict = {}  # pickled, never changed
 
 
 def _small_call(fn_bytes, args):

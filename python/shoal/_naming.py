@@ -2,7 +2,9 @@
 function by ("py:module:qualname" when a worker can import it, else None:
 the client sends it by value), the folders of sys.path a worker needs to
 import the client's modules, and the fingerprint that tells when a
-function sent by value was rebound. Used by _client.Client."""
+function sent by value was rebound. The one place the rule for a Python
+task name lives (python_name, MAX_NAME_BYTES): used by _client.Client and
+_remote.RemoteFunction."""
 
 import ast
 import os
@@ -69,7 +71,8 @@ def client_search_path():
     return out
 
 
-_NAMES = weakref.WeakKeyDictionary()
+_NAMES: "weakref.WeakKeyDictionary[object, str]" = \
+    weakref.WeakKeyDictionary()
 
 
 def task_name(fn, by_value_ok=False):
@@ -98,19 +101,31 @@ def task_name(fn, by_value_ok=False):
         f"{fn!r} cannot be imported by a worker by name")
 
 
-def _importable_name(fn):
-    """"py:module:qualname" if a worker importing that name gets `fn`."""
-    if not isinstance(fn, (types.FunctionType, types.BuiltinFunctionType)):
-        return None
-    module = getattr(fn, "__module__", None)
-    qualname = getattr(fn, "__qualname__", None)
+# The longest task name, in bytes: the task table's name field
+# (tasks/task_layout.h kFunctionNameBytes) less its NUL.
+MAX_NAME_BYTES = 95
+
+
+def python_name(module, qualname, is_target, main_by_name):
+    """The task rule for Python names: "py:module:qualname" when a worker
+    that imports `module` and follows `qualname` finds an object
+    `is_target` accepts, and the name fits MAX_NAME_BYTES; else None (the
+    caller sends the function by value).
+
+    `main_by_name` is for the driver's script (module "__main__"): True
+    names it by the script's module name when `qualname` is bound on
+    import (a plain function: the worker imports the script); False sends
+    anything of __main__ by value (a @shoal.remote function, whose
+    decorated name the worker would otherwise have to import the script
+    for)."""
     if not module or not qualname or "<" in qualname:
         return None
-    owner = sys.modules.get(module)
-    obj = owner
+    if module == "__main__" and not main_by_name:
+        return None
+    obj = sys.modules.get(module)
     for part in qualname.split("."):
         obj = getattr(obj, part, None)
-    if obj is not fn:
+    if not is_target(obj):
         return None  # shadowed, decorated or rebound: by value
     if module == "__main__":
         try:
@@ -121,7 +136,16 @@ def _importable_name(fn):
         if names is not None and qualname.split(".")[0] not in names:
             return None  # bound only when run as a script: by value
     name = f"py:{module}:{qualname}"
-    return name if len(name.encode()) <= 95 else None
+    return name if len(name.encode()) <= MAX_NAME_BYTES else None
+
+
+def _importable_name(fn):
+    """"py:module:qualname" if a worker importing that name gets `fn`."""
+    if not isinstance(fn, (types.FunctionType, types.BuiltinFunctionType)):
+        return None
+    return python_name(getattr(fn, "__module__", None),
+                       getattr(fn, "__qualname__", None),
+                       lambda obj: obj is fn, main_by_name=True)
 
 
 _MAIN_NAMES = {}  # (path, mtime) → frozenset of names, or None

@@ -104,7 +104,7 @@ def start_node(workers=2, *, job_id=None, store_bytes="512M",
 
 # Nodes start_node started (not detached) and nothing stopped yet: stopped
 # when this process exits.
-_STARTED = set()
+_STARTED: set = set()
 
 
 @atexit.register

@@ -16,11 +16,11 @@ becomes an actor class (shoal._actor). shoal.submit(f, ...) keeps working.
 
 import functools
 import inspect
-import sys
 import warnings
 import weakref
+from typing import Any
 
-from . import _actor, _context, _ext, _future, _retry, _stream
+from . import _actor, _context, _ext, _future, _naming, _retry, _stream
 
 # Ray's option names → Client.submit's.
 _FUNCTION_OPTIONS = {"num_cpus": "cpus", "num_gpus": "gpus",
@@ -91,7 +91,7 @@ class RemoteFunction:
                 RuntimeWarning, stacklevel=2)
         return self._fn(*args, **kwargs)
 
-    _warned_about = weakref.WeakSet()
+    _warned_about: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
     @property
     def _warned(self):
@@ -157,18 +157,14 @@ class RemoteFunction:
 def _task_name(rf):
     """"py:module:qualname" when that name, imported in a worker, is this
     RemoteFunction (whose __call__ runs the function there); else the plain
-    function, which the client sends by value."""
+    function, which the client sends by value. A remote function of the
+    driver's script (__main__) goes by value (_naming.python_name)."""
     fn = rf._fn
-    module, qualname = fn.__module__, fn.__qualname__
-    obj = sys.modules.get(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
-    if (module != "__main__" and "<" not in qualname and
-            isinstance(obj, RemoteFunction) and obj._fn is fn):
-        name = f"py:{module}:{qualname}"
-        if len(name.encode()) <= 95:
-            return name
-    return fn
+    name = _naming.python_name(
+        fn.__module__, fn.__qualname__,
+        lambda obj: isinstance(obj, RemoteFunction) and obj._fn is fn,
+        main_by_name=False)
+    return fn if name is None else name
 
 
 def remote(*args, **options):

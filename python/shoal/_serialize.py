@@ -33,7 +33,7 @@ from . import _errors, _zero_copy
 # Buffers at least this large leave the pickle stream: as store objects.
 OUT_OF_BAND_BYTES = 64 << 10
 _PROTOCOL = 5
-_NO_KWARGS = {}  # pickled, never changed
+_NO_KWARGS: dict = {}  # pickled, never changed
 
 
 # ---- torch CPU tensors: their bytes out of band, like numpy's ----------------

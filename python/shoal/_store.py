@@ -40,7 +40,7 @@ if _ext._shoal is not None:
     ObjectRef = _ext._shoal.ObjectRef
     _ext._shoal.set_array_type(StoreArray)
 else:  # inside a worker: the type exists only for isinstance checks
-    class ObjectRef:  # noqa: D101
+    class ObjectRef:  # type: ignore[no-redef]  # noqa: D101
         pass
 
 

@@ -14,7 +14,7 @@ from . import _errors
 try:  # inside a worker: the class its forced cancellations raise
     from _shoal_task import TaskCancelledError
 except ImportError:
-    class TaskCancelledError(BaseException):
+    class TaskCancelledError(BaseException):  # type: ignore[no-redef]
         """Raised inside a task cancelled with shoal.cancel(f, force=True). A
         BaseException, so `except Exception` does not stop it."""
 

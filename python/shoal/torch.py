@@ -19,7 +19,7 @@ import inspect
 
 import torch.distributed as dist
 
-from . import _shoal_torch
+from . import _shoal_torch  # type: ignore[attr-defined]
 
 BACKEND = "shoal"
 

@@ -26,8 +26,8 @@ try:
     import torch
     import torch.utils.data as _tud
 except ImportError:
-    torch = None
-    _tud = None
+    torch = None  # type: ignore[assignment]
+    _tud = None  # type: ignore[assignment]
 
 
 def _is_iterable_dataset(dataset):

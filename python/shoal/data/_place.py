@@ -12,7 +12,7 @@ from .. import _context, _ext, _node, _zero_copy
 from .. import _client
 from . import _share
 
-_OWN_NODES = []  # nodes this process started for loaders, stopped at exit
+_OWN_NODES: list = []  # nodes this process started for loaders, stopped at exit
 
 
 def _stop_own_nodes():

@@ -11,8 +11,8 @@ try:
     import torch
     import torch.utils.data as _tud
 except ImportError:  # numpy only
-    torch = None
-    _tud = None
+    torch = None  # type: ignore[assignment]
+    _tud = None  # type: ignore[assignment]
 
 
 class _NumpySequential:
@@ -91,9 +91,9 @@ if torch is not None:
     RandomSampler = _tud.RandomSampler
     BatchSampler = _tud.BatchSampler
 else:
-    SequentialSampler = _NumpySequential
-    RandomSampler = _NumpyRandom
-    BatchSampler = _NumpyBatch
+    SequentialSampler = _NumpySequential  # type: ignore[misc]
+    RandomSampler = _NumpyRandom  # type: ignore[misc]
+    BatchSampler = _NumpyBatch  # type: ignore[misc]
 
 
 def _launch_rank_and_size():
@@ -166,7 +166,7 @@ class DistributedSampler:
 
 if torch is not None:
     # isinstance checks written for torch's class see shoal's as one.
-    DistributedSampler = type(
+    DistributedSampler = type(  # type: ignore[misc, assignment]
         "DistributedSampler",
         (DistributedSampler, torch.utils.data.distributed.DistributedSampler),
         {"__doc__": DistributedSampler.__doc__,

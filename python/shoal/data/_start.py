@@ -112,7 +112,7 @@ class Starter:
 
 
 # Starters whose thread was started: joined at exit.
-_RUNNING = weakref.WeakSet()
+_RUNNING: "weakref.WeakSet[object]" = weakref.WeakSet()
 
 
 @atexit.register
