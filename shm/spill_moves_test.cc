@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/temp_dir.h"
 #include "gtest/gtest.h"
 #include "shm/store_client.h"
 #include "shm/store_test_process.h"
@@ -48,9 +49,11 @@ int SpilledFiles(const std::string& parent) {
 class SpillMovesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    spill_dir_ = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/spill-",
-                              getpid(), "-", ++counter_);
+    // The service makes the spill folder inside a folder of this test's.
+    auto parent = TempDir::Create("spill-moves-");
+    ASSERT_TRUE(parent.ok()) << parent.status();
+    parent_ = *std::move(parent);
+    spill_dir_ = parent_.File("spill");
     auto store = HelperProcess::Serve(256 * kMiB, 1024, spill_dir_, &endpoint_);
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
@@ -111,7 +114,7 @@ class SpillMovesTest : public ::testing::Test {
     ASSERT_FALSE(waiter.Answered()) << "the spill was over before it was seen";
   }
 
-  static inline int counter_ = 0;
+  TempDir parent_;
   std::string spill_dir_;
   std::string endpoint_;
   std::unique_ptr<HelperProcess> store_;
