@@ -168,7 +168,8 @@ void Coordinator::Impl::ServeReady(const PollSet& ps, bool completed,
   if (items[kTcpFrontendItem].revents & ZMQ_POLLIN)
     frontend_->DrainRequests(/*tcp=*/true);
   if (items[kBackendItem].revents & ZMQ_POLLIN) DrainBackend();
-  if (completed || (items[kCompletionItem].revents & ZMQ_POLLIN)) {
+  if (completed || (items[kCompletionItem].revents & ZMQ_POLLIN) ||
+      frontend_->completions_owed()) {
     completion_.Drain();
     frontend_->OnCompletions();
     CheckActorInits();

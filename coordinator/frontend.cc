@@ -418,10 +418,6 @@ bool Frontend::LocalClientExited(const Session& s) {
   return s.local_pid > 0 && !ProcessIsAlive(s.local_pid, s.local_start_ticks);
 }
 
-bool Frontend::LocalClientExitedBy(Session& s) {
-  return s.local_pid > 0 && LocalClientExited(s);
-}
-
 void Frontend::Detach(Session& s, absl::Time now) {
   // A client of this machine that exited is not coming back.
   const bool gone = LocalClientExited(s);
@@ -490,11 +486,22 @@ void Frontend::Sweep(absl::Time now) {
   // Sessions past their grace end a few per turn (EndExpiring): ending one
   // frees its tasks, outputs and waits.
   const bool collect = expiring_.empty();
+  // One look at /proc per client process, however many of its sessions
+  // wait to resume (a client that reconnects again and again leaves one
+  // each).
+  std::map<std::pair<pid_t, uint64_t>, bool> exited;
+  auto exited_by = [&exited](const Session& s) {
+    if (s.local_pid <= 0) return false;
+    auto [it, fresh] =
+        exited.try_emplace({s.local_pid, s.local_start_ticks}, false);
+    if (fresh) it->second = LocalClientExited(s);
+    return it->second;
+  };
   std::vector<Session*> idle;
   for (auto& [serial, s] : sessions_.all()) {
     if (s->resumable() && !s->attached) {
-      if (collect && (now - s->detached_at > options_.resume_grace ||
-                      LocalClientExitedBy(*s)))
+      if (collect &&
+          (now - s->detached_at > options_.resume_grace || exited_by(*s)))
         expiring_.push_back(serial);
     } else if (!s->resumable() && s->tasks.empty() && s->outputs.empty() &&
                s->waits.empty() && s->parked.empty() && s->out.empty() &&
@@ -527,7 +534,8 @@ absl::Time Frontend::NextWake(absl::Time now) const {
     wake = std::min(wake, now + absl::Milliseconds(10));
   if (unsent_sessions_ > 0 && stalled_)
     wake = std::min(wake, now + absl::Milliseconds(1));
-  if (parked_waiting_ || !expiring_.empty()) wake = now;
+  if (parked_waiting_ || !expiring_.empty() || completions_owed_ > 0)
+    wake = now;
   return wake;
 }
 

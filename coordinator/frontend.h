@@ -137,8 +137,11 @@ class Frontend {
   void ActorStarted(uint64_t serial);
   void ActorEnded(uint64_t serial);
   // Our task client's doorbell rang: answers the pushes and waits of tasks
-  // that finished. REQUIRES: called when the completion eventfd fired.
+  // that finished, at most kFinishedPerTurn of them. REQUIRES: called when
+  // the completion eventfd fired or completions_owed().
   void OnCompletions();
+  // Whether the last OnCompletions left finished tasks for the next turn.
+  bool completions_owed() const { return completions_owed_ > 0; }
   // Sends what is due: replies kept for full queues, results of sessions
   // back under budget, parked requests. `writable`: a socket said POLLOUT.
   void Pump(absl::Time now, bool writable);
@@ -247,6 +250,8 @@ class Frontend {
   static constexpr absl::Duration kParkedSlice = kTurnBudget;
   // Requests read in a turn even when its time is spent.
   static constexpr int kMinReadsPerTurn = 64;
+  // Finished tasks OnCompletions answers in a turn (about 1 ms of pushes).
+  static constexpr size_t kFinishedPerTurn = 256;
   // Serves one request; nullopt when its answer comes later (pushes, waits).
   std::optional<ipc::Message> Handle(Session& s, uint64_t request_id,
                                      const ipc::Message& body);
@@ -313,9 +318,10 @@ class Frontend {
                                       bool force);
   void ExpireWaits(absl::Time now);
   // Moves finished tasks among the first `look_ahead` unfinished ones of
-  // `order` to `finished`, dropping finished and forgotten ids it passes.
+  // `order` to `finished`, until `finished` holds `most`, dropping finished
+  // and forgotten ids it passes.
   void CollectFinished(std::deque<uint64_t>& order, size_t look_ahead,
-                       std::vector<uint64_t>* finished);
+                       size_t most, std::vector<uint64_t>* finished);
   // Marks `finished` done: answers their waits, pushes their results.
   void MarkFinished(const std::vector<uint64_t>& finished);
   // Every flow walked whole (Sweep, after completions_missed_).
@@ -353,8 +359,6 @@ class Frontend {
   void Detach(Session& s, absl::Time now);
   // Whether `s` is a client of this machine whose process has exited.
   static bool LocalClientExited(const Session& s);
-  // LocalClientExited for a session with a local pid (Sweep).
-  static bool LocalClientExitedBy(Session& s);
   // Every kSweepPeriod (Tick): expires results, closes silent connections,
   // finds sessions past their grace or of exited local clients (ended by
   // EndExpiring), and forgets idle connection sessions.
@@ -400,6 +404,10 @@ class Frontend {
   // (an actor's constructor, or one finished behind more than its look-ahead
   // of its flow's unfinished tasks): the next Sweep walks every flow whole.
   bool completions_missed_ = false;
+  // Finished tasks the doorbell rang for that OnCompletions left to the next
+  // turn, and the flow its next walk starts at.
+  uint64_t completions_owed_ = 0;
+  uint32_t next_flow_ = 0;
   size_t unfinished_ = 0;
   uint32_t rings_seen_ = 0;
   uint32_t touched_ = ~0u;

@@ -6,8 +6,9 @@
 // how many of our tasks finished since the last look; OnCompletions walks
 // the front of each flow's order (its running tasks and those just
 // finished) until it has found that many, so a completion costs a few Polls
-// per busy flow, not a scan of every waiting task. A completion it misses
-// is found by the next Sweep's whole walk. Deadlines of waits
+// per busy flow, not a scan of every waiting task; a burst is taken a slice
+// a turn (kFinishedPerTurn). A completion it misses is found by the next
+// Sweep's whole walk. Deadlines of waits
 // are a timer queue: the event loop sleeps until the earliest.
 //
 // A pushed task's result goes to its session's `ready` queue and is taken
@@ -176,25 +177,39 @@ void Frontend::PushReady(Session& s) {
 
 void Frontend::OnCompletions() {
   const uint32_t rings = table_->ClientRings(own_client_);
-  const uint32_t rung = rings - rings_seen_;
+  const uint64_t rung = uint64_t{rings - rings_seen_} + completions_owed_;
   rings_seen_ = rings;
+  // At most kFinishedPerTurn a turn, so a burst of completions does not
+  // hold up the requests waiting to be read; the flows are walked from
+  // where the last look stopped, so none waits for the others' bursts.
+  const size_t want =
+      static_cast<size_t>(std::min<uint64_t>(rung, kFinishedPerTurn));
   // Each flow's front holds its running tasks and those that finished since
   // the last look: at most the workers' count plus the rings.
-  const size_t look_ahead = size_t{rung} + tasks::kMaxTaskWorkers;
+  const size_t look_ahead = want + tasks::kMaxTaskWorkers;
   std::vector<uint64_t> finished;
-  for (auto it = watch_order_.begin();
-       it != watch_order_.end() && finished.size() < rung;) {
-    CollectFinished(it->second, look_ahead, &finished);
+  auto it = watch_order_.lower_bound(next_flow_);
+  for (size_t flows = watch_order_.size(); flows > 0 && finished.size() < want;
+       --flows) {
+    if (it == watch_order_.end()) it = watch_order_.begin();
+    CollectFinished(it->second, look_ahead, want, &finished);
     it = it->second.empty() ? watch_order_.erase(it) : std::next(it);
   }
-  if (finished.size() < rung) completions_missed_ = true;
+  next_flow_ = it == watch_order_.end() ? 0 : it->first;
+  completions_owed_ = 0;
+  if (finished.size() == want && want < rung) {
+    completions_owed_ = rung - want;  // the next turn goes on
+  } else if (finished.size() < rung) {
+    completions_missed_ = true;
+  }
   MarkFinished(finished);
 }
 
 void Frontend::CollectFinished(std::deque<uint64_t>& order, size_t look_ahead,
-                               std::vector<uint64_t>* finished) {
+                               size_t most, std::vector<uint64_t>* finished) {
   size_t kept = 0, i = 0, open = 0;
-  for (; i < order.size() && open < look_ahead; ++i) {
+  for (; i < order.size() && open < look_ahead && finished->size() < most;
+       ++i) {
     const uint64_t id = order[i];
     auto t = tasks_.find(id);
     if (t == tasks_.end() || t->second.done) continue;
@@ -214,7 +229,7 @@ void Frontend::FindMissedCompletions() {
   completions_missed_ = false;
   std::vector<uint64_t> finished;
   for (auto it = watch_order_.begin(); it != watch_order_.end();) {
-    CollectFinished(it->second, SIZE_MAX, &finished);
+    CollectFinished(it->second, SIZE_MAX, SIZE_MAX, &finished);
     it = it->second.empty() ? watch_order_.erase(it) : std::next(it);
   }
   MarkFinished(finished);
