@@ -53,20 +53,26 @@ inline constexpr uint32_t kTaskTimedOut = 1u << 2;  // cancelled by its deadline
 // calls to that actor: only the worker slot serving it claims from it, and
 // ordinary workers never do.
 // Fair queueing across submitters (start-time fair queueing with a unit
-// cost per task): each flow — a store account where the task has one (the
-// frontend gives one per remote principal), else the submitting client slot
-// — numbers its tasks from max(virtual time, its last tag + 1); a class's
-// FIFO is kept ordered by tag, and a claim takes the lowest tag, so a flow
-// with one task waits behind at most one task of each other flow, however
-// many those have queued. The virtual time is the tag of the task claimed
-// last. A flow whose last tag is at or below the virtual time is the same as
-// a flow never seen, so its slot can be reused. These fields only order
-// work: a write lost to a rollback changes no task's fate, so they are
-// written without the journal.
+// cost per task, and sparse flows first): each flow — a store account where
+// the task has one (the frontend gives one per remote principal), else the
+// submitting client slot — numbers its tasks in rounds from max(virtual
+// round, its last round + 1); a class's FIFO is kept ordered by tag, and a
+// claim takes the lowest tag, so a flow with one task waits behind at most
+// one task of each other flow, however many those have queued. A tag counts
+// half rounds: a task of round r is 2r + 1, except the task of a sparse flow
+// (nothing of its own queued beyond the current round), which gets 2r for
+// the current round r and so goes ahead of the round's other tasks, as
+// fq_codel serves new flows first: a client that submits one task at a time
+// waits for a worker, not for a round of every backlogged flow, and a flow
+// is sparse for at most one task a round. The virtual time is the tag of the
+// task claimed last (its round: half of it). A flow whose last round is at
+// or below the virtual round is the same as a flow never seen, so its slot
+// can be reused. These fields only order work: a write lost to a rollback
+// changes no task's fate, so they are written without the journal.
 inline constexpr uint32_t kFairFlowSlots = 128;
 struct FairFlow {
   uint64_t key;   // 0: free; see TaskTable::FlowKey
-  uint64_t last;  // the next tag the flow's task gets at the earliest
+  uint64_t last;  // the next round the flow's task gets at the earliest
 };
 struct FairQueueing {
   uint64_t vtime;    // the tag of the task claimed last

@@ -1,7 +1,8 @@
 // Fair queueing across submitters (task_layout.h: FairQueueing): a flow with
 // one task waits behind at most one task of each other flow, however many
-// those have queued; each flow's own tasks keep their order; an actor's calls
-// stay first come, first served.
+// those have queued, and a flow with nothing queued goes ahead of the round;
+// each flow's own tasks keep their order; an actor's calls stay first come,
+// first served.
 #include <unistd.h>
 
 #include <algorithm>
@@ -107,6 +108,26 @@ TEST_F(FairTest, AccountsOfOneClientSlotAreFlowsOfTheirOwn) {
     }
     EXPECT_NEAR(served, 10, 1);
   }
+}
+
+TEST_F(FairTest, AFlowWithNothingQueuedGoesAheadOfTheRound) {
+  // 16 backlogged accounts; a 17th submits one task at a time, as a
+  // synchronous client does.
+  const uint32_t frontend = *table_->AddClient(getpid());
+  for (uint32_t account = 1; account <= 16; ++account)
+    (void)Submit(frontend, account, "g", 100);
+  (void)Run(16 * 3 + 5);  // partway through a round
+  for (int i = 0; i < 5; ++i) {
+    const uint64_t mine = Submit(frontend, 99, "l", 1)[0];
+    EXPECT_EQ(Run(1), std::vector<uint64_t>{mine})
+        << "behind the round's other tasks";
+    (void)Run(16);  // a round of the others
+  }
+  // One task a round: of two submitted at once, the second waits its turn.
+  const std::vector<uint64_t> two = Submit(frontend, 99, "l", 2);
+  const std::vector<uint64_t> order = Run(40);
+  EXPECT_EQ(Position(order, two[0]), 0);
+  EXPECT_GT(Position(order, two[1]), 8);
 }
 
 TEST_F(FairTest, OneClientAloneIsFirstComeFirstServed) {

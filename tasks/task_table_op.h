@@ -280,6 +280,7 @@ class TaskTable::Op {
   // class (task_layout.h: FairQueueing). Written outside the journal.
   uint64_t NextFairTag(uint64_t key) {
     FairQueueing& f = h()->fair;
+    const uint64_t round = f.vtime / 2;
     FairFlow* flow = nullptr;
     FairFlow* spare = nullptr;
     const uint32_t start =
@@ -290,19 +291,28 @@ class TaskTable::Op {
         flow = &s;
         break;
       }
-      if (spare == nullptr && s.last <= f.vtime) spare = &s;
+      if (spare == nullptr && s.last <= round) spare = &s;
       // Keys are overwritten, never cleared: a key is never past a free slot.
       if (s.key == 0) break;
     }
     if (flow == nullptr && spare != nullptr) {
       flow = spare;
       flow->key = key;
+      flow->last = 0;
     }
-    // With no slot free (more backlogged flows than slots), after
-    // everything queued: first come, first served.
-    const uint64_t tag =
-        flow == nullptr ? f.max_tag : std::max(f.vtime, flow->last);
-    if (flow != nullptr) flow->last = tag + 1;
+    uint64_t tag;
+    if (flow == nullptr) {
+      // With no slot free (more backlogged flows than slots), after
+      // everything queued: first come, first served.
+      tag = f.max_tag;
+    } else if (flow->last <= round) {
+      // Sparse: nothing of the flow's waits beyond this round.
+      tag = 2 * round;
+      flow->last = round + 1;
+    } else {
+      tag = 2 * flow->last + 1;
+      flow->last += 1;
+    }
     f.max_tag = std::max(f.max_tag, tag);
     return tag;
   }
