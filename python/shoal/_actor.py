@@ -35,6 +35,7 @@ running when the process died fails and queued ones run on the new instance.
 import pickle
 import re
 import sys
+from typing import Any, Callable, Iterable, Mapping, NoReturn, Optional
 
 from . import _context, _errors, _ext
 
@@ -55,7 +56,9 @@ _NAMED_ROLE = re.compile(r"actor (\d+) name:(.*)", re.S)
 _PING = "__shoal_ping__"
 
 
-def check_options(options, allowed, counts, unknown):
+def check_options(options: Mapping[str, Any], allowed: Iterable[str],
+                  counts: Iterable[str],
+                  unknown: Callable[[str], str]) -> dict[str, Any]:
     """The checks actors and remote functions share: only `allowed` keys
     (TypeError with unknown(their names) otherwise), each key of `counts`
     an int >= 0 or None, num_cpus at least 1. Returns a copy."""
@@ -72,7 +75,7 @@ def check_options(options, allowed, counts, unknown):
     return dict(options)
 
 
-def _check_options(options):
+def _check_options(options: Mapping[str, Any]) -> dict[str, Any]:
     checked = check_options(
         options, _ACTOR_OPTIONS, ("num_cpus", "num_gpus", "max_restarts"),
         lambda bad: f"unknown actor option(s) {bad}; options are "
@@ -91,7 +94,7 @@ def _check_options(options):
 class ActorClass:
     """A class made remote: A.remote(*args) makes an actor."""
 
-    def __init__(self, cls, options):
+    def __init__(self, cls: type, options: Mapping[str, Any]) -> None:
         self._cls = cls
         self._options = _check_options(options)
         self.__name__ = cls.__name__
@@ -99,26 +102,30 @@ class ActorClass:
         self.__module__ = cls.__module__
         self.__doc__ = cls.__doc__
 
-    def options(self, **options):
+    def options(self, **options: Any) -> "ActorClass":
         """The same class with these options (num_cpus, num_gpus,
-        max_restarts, lifetime="detached", name)."""
+        max_restarts, lifetime="detached", name). Raises TypeError for an
+        unknown option, ValueError for a value out of range."""
         merged = dict(self._options)
         merged.update(_check_options(options))
         return ActorClass(self._cls, merged)
 
-    def remote(self, *args, **kwargs):
+    def remote(self, *args: Any, **kwargs: Any) -> "ActorHandle":
         """Makes the actor: one instance of the class in a worker process of
         its own. Returns its ActorHandle at once; a constructor that raises
-        ends the actor (its calls fail with ActorDiedError)."""
+        ends the actor (its calls fail with ActorDiedError). Raises
+        InvalidArgumentError when the arguments cannot be pickled,
+        AlreadyExistsError when a live actor has its name."""
         return _create(self._cls, args, kwargs, self._options,
                        _context.client())
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """Raises TypeError: an actor class is instantiated with .remote."""
         raise TypeError(
             f"actor class {self.__qualname__} cannot be instantiated "
             f"directly: use {self.__qualname__}.remote(...)")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<shoal actor class {self.__module__}.{self.__qualname__}>"
 
 
@@ -131,8 +138,9 @@ class ActorHandle:
     the actor still ends with its creator (unless detached) or shoal.kill.
     """
 
-    def __init__(self, client, control, actor_id, worker_id, cls,
-                 name=None, methods=None):
+    def __init__(self, client: Any, control: Any, actor_id: int,
+                 worker_id: int, cls: Optional[type],
+                 name: Optional[str] = None, methods: Any = None) -> None:
         self._client = client  # None: the default client, at the first call
         self._control = control  # None: made at kill
         self.actor_id = actor_id
@@ -146,12 +154,14 @@ class ActorHandle:
         self._methods = methods
         self._call = f"{_CALL_FUNCTION}@actor={actor_id}"
 
-    def _bound_client(self):
+    def _bound_client(self) -> Any:
         if self._client is None:
             self._client = _context.client()
         return self._client
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> "ActorMethod":
+        """handle.method: the ActorMethod whose .remote queues a call.
+        Raises AttributeError for a name the actor has no method of."""
         if name.startswith("_"):
             raise AttributeError(name)
         if self._cls is not None and not callable(
@@ -167,7 +177,7 @@ class ActorHandle:
         self.__dict__[name] = method  # cached: the next call skips this
         return method
 
-    def _method_names(self):
+    def _method_names(self) -> Optional[tuple[str, ...]]:
         """The actor's method names (a tuple), or None when not known: the
         ping's answer is read at the first method looked up (it waits for
         the calls queued before the ping); a ping that failed, or an actor
@@ -183,34 +193,35 @@ class ActorHandle:
         self._methods = tuple(names) if isinstance(names, list) else None
         return self._methods
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         methods = self._method_names() if self._cls is None else None
         return _handle, (self.actor_id, self.worker_id,
                          _class_spec(self._cls), self.name, methods)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return (isinstance(other, ActorHandle) and
                 other.actor_id == self.actor_id and
                 other.worker_id == self.worker_id)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((self.actor_id, self.worker_id))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         what = self._cls.__qualname__ if self._cls is not None else \
             f"named {self.name!r}"
         return (f"<shoal actor {self.actor_id} ({what}) on worker "
                 f"{self.worker_id}>")
 
 
-def _handle(actor_id, worker_id, cls_spec, name, methods=None):
+def _handle(actor_id: int, worker_id: int, cls_spec: Any,
+            name: Optional[str], methods: Any = None) -> ActorHandle:
     """An ActorHandle unpickled: bound to this process's default client at
     its first call (a worker connects then, as for any nested call)."""
     return ActorHandle(None, None, actor_id, worker_id, _class_of(cls_spec),
                        name, methods)
 
 
-def get_actor(name):
+def get_actor(name: str) -> ActorHandle:
     """The handle of the live actor named `name` on the default client's
     node (made with A.options(name=name).remote()). Raises NotFoundError
     when no live actor has that name. The handle knows the actor's method
@@ -247,16 +258,19 @@ class ActorMethod:
 
     __slots__ = ("_handle", "_name")
 
-    def __init__(self, handle, name):
+    def __init__(self, handle: ActorHandle, name: str) -> None:
         self._handle = handle
         self._name = name
 
-    def remote(self, *args, **kwargs):
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        """Queues a call of the method on the actor; returns its Future.
+        Raises ActorDiedError when the actor has ended."""
         h = self._handle
         return submit(h._client or h._bound_client(), h._call,
                       (self._name,) + args, kwargs, _CALL_OPTIONS)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """Raises TypeError: a method is called with .remote."""
         raise TypeError(f"actor methods are called with "
                         f".{self._name}.remote(...)")
 
@@ -265,7 +279,8 @@ class ActorMethod:
 _CALL_OPTIONS = {"max_retries": 0}
 
 
-def submit(client, fn, args, kwargs, options):
+def submit(client: Any, fn: Any, args: Any, kwargs: Any,
+           options: Mapping[str, Any]) -> Any:
     """client._submit_call(fn, args, kwargs, options): the client's one way
     in (any picklable arguments, keyword arguments, futures)."""
     submit_call = getattr(client, "_submit_call", None)
@@ -277,10 +292,10 @@ def submit(client, fn, args, kwargs, options):
     return client.submit(fn, *args, **options)
 
 
-_CONTROLS: dict = {}  # job id → ActorControl: one per node this process uses
+_CONTROLS: dict[str, Any] = {}  # job id → ActorControl: one per node this process uses
 
 
-def _control_for(client):
+def _control_for(client: Any) -> Any:
     control = _CONTROLS.get(client.job_id)
     if control is None:
         control = _ext.ext().ActorControl.connect("", client.job_id)
@@ -288,7 +303,7 @@ def _control_for(client):
     return control
 
 
-def _class_spec(cls):
+def _class_spec(cls: Optional[type]) -> Optional[tuple[Any, ...]]:
     """How an actor's class travels: ("ref", module, qualname) when the
     worker can import its ActorClass by name, else ("value", cls) (the
     pickler sends the class by value); None for no class."""
@@ -304,7 +319,7 @@ def _class_spec(cls):
     return ("value", cls)
 
 
-def _class_of(spec):
+def _class_of(spec: Optional[tuple[Any, ...]]) -> Any:
     """The class _class_spec described (imported for "ref")."""
     if spec is None:
         return None
@@ -317,7 +332,7 @@ def _class_of(spec):
     return spec[1]
 
 
-def _init_spec(cls, args, kwargs):
+def _init_spec(cls: type, args: Any, kwargs: Any) -> bytes:
     """The constructor's class and arguments, pickled: a class importable by
     name goes by reference (the worker imports it), others by value."""
     dumps = cloudpickle.dumps if cloudpickle is not None else pickle.dumps
@@ -329,7 +344,8 @@ def _init_spec(cls, args, kwargs):
             f"pickled: {type(e).__name__}: {e}") from e
 
 
-def _create(cls, args, kwargs, options, client):
+def _create(cls: type, args: Any, kwargs: Any, options: Mapping[str, Any],
+            client: Any) -> ActorHandle:
     if getattr(client, "_gone", None) is not None:
         raise client._gone_error()  # its node went away
     control = _control_for(client)
@@ -343,9 +359,10 @@ def _create(cls, args, kwargs, options, client):
     return ActorHandle(client, control, actor_id, worker_id, cls, name)
 
 
-def kill(actor):
+def kill(actor: ActorHandle) -> None:
     """Ends an actor at once: its process is killed; pending and later calls
-    fail with ActorDiedError. No restart, whatever max_restarts says."""
+    fail with ActorDiedError. No restart, whatever max_restarts says.
+    Raises TypeError for anything but an ActorHandle."""
     if not isinstance(actor, ActorHandle):
         raise TypeError(f"shoal.kill takes an actor handle, not {actor!r}")
     if actor._control is None:
@@ -355,11 +372,11 @@ def kill(actor):
 
 # ---- inside the actor's worker ---------------------------------------------
 
-_instance = None
-_init_error = None  # why the constructor failed, for calls queued behind it
+_instance: Any = None
+_init_error: Optional[str] = None  # why the constructor failed, for calls queued behind it
 
 
-def _init(spec):
+def _init(spec: bytes) -> None:
     """The constructor call (the coordinator queues it first at every start
     of the actor's process). `spec` is _init_spec's bytes, from the store."""
     global _instance, _init_error
@@ -375,7 +392,7 @@ def _init(spec):
     _init_error = None
 
 
-def _call(method, *args, **kwargs):
+def _call(method: str, *args: Any, **kwargs: Any) -> Any:
     """One method call on this worker's actor instance."""
     if _instance is None:
         # Calls queued behind a failed constructor, before the coordinator
@@ -386,7 +403,7 @@ def _call(method, *args, **kwargs):
     return getattr(_instance, method)(*args, **kwargs)
 
 
-def _method_names_of(cls):
+def _method_names_of(cls: type) -> list[str]:
     """The names a handle may call on an instance of `cls`: its public
     callable attributes, as ActorHandle checks them against a class."""
     return sorted(n for n in dir(cls)

@@ -13,6 +13,8 @@ import threading
 import time
 import warnings
 import weakref
+from typing import (Any, Callable, Iterable, Iterator, Mapping, Optional,
+                    TypeVar, Union, overload)
 
 import numpy as np
 
@@ -22,6 +24,8 @@ from ._naming import _fingerprint, client_search_path, task_name
 from ._collector import _MIN_SWEEP, Collector
 from ._future import (_DONE_STATES, Future, ItemFuture, NestedFuture,
                       ValueByReference, _finished)
+
+_T = TypeVar("_T")
 
 _OPTIONS = ("timeout", "max_retries", "cpus", "gpus", "num_cpus", "num_gpus")
 # A module path longer than this goes to the workers as a store object
@@ -122,40 +126,40 @@ _CLIENTS: "weakref.WeakSet[Client]" = weakref.WeakSet()  # every Client of this 
 class Client(Collector):
     """A connection to a shoal node: tasks, and the node's store."""
 
-    def __init__(self, handle):
+    def __init__(self, handle: Any) -> None:
         self._handle = handle
         self._local = handle.local
         _CLIENTS.add(self)
         # Tasks of dropped futures, released once they finished (a dropped
         # future does not cancel its task: `a.add.remote()` alone runs).
-        self._forgotten = []
+        self._forgotten: list[int] = []
         self._sweep_at = _MIN_SWEEP
         # (sys.path as last seen, the search path sent for it): one tuple,
         # read without a lock; made under _path_lock.
-        self._path_now = (None, "")
+        self._path_now: tuple[Optional[list[str]], str] = (None, "")
         self._path_lock = threading.Lock()
-        self._path_refs = {}  # path → ObjectRef holding it (local clients)
+        self._path_refs: dict[str, Any] = {}  # path → ObjectRef holding it (local clients)
         # Functions by value: id(fn) → (weakref, fingerprint, name, payload)
         # and content hash → (name, ObjectRef or None, payload).
-        self._by_identity = {}
-        self._by_hash = {}
+        self._by_identity: dict[Any, Any] = {}
+        self._by_hash: dict[Any, Any] = {}
         self.function_stats = {"pickled": 0, "stored": 0}
         # Task name of a function sent by value → its qualified name, for
         # messages (readable_message).
-        self._readable_names = {}
+        self._readable_names: dict[str, str] = {}
         # Who collects results (see _collect), and the futures whose
         # completion the completion thread delivers.
         self._cond = threading.Condition(threading.Lock())
         # Held by the one thread waiting on the task table (see _collect).
         self._wait_lock = threading.Lock()
         # Function → task name, for functions a worker imports by name.
-        self._names = {}
-        self._last_options = None  # (dict, its copy, _task_options of it)
+        self._names: dict[Any, Any] = {}
+        self._last_options: Any = None  # (dict, its copy, _task_options of it)
         self._user_waiting = 0
-        self._watched = {}  # task id → Future
+        self._watched: dict[int, Future[Any]] = {}  # task id → Future
         # Futures threads wait for in _collect: task id → (Future, threads).
-        self._wanted = {}
-        self._completer = None
+        self._wanted: dict[int, Any] = {}
+        self._completer: Any = None
         if self._local:  # its node going away fails its futures at once
             pid = _paths.coordinator_pid(handle.job_id)
             if pid is not None:
@@ -166,15 +170,27 @@ class Client(Collector):
         return _errors.UnavailableError(str(self._gone))
 
     @property
-    def local(self):
+    def local(self) -> bool:
         """True when this process maps the node's task table and store."""
         return self._local
 
     @property
-    def job_id(self):
+    def job_id(self) -> str:
+        """The id of the node's job (its discovery name)."""
         return self._handle.job_id
 
-    def submit(self, fn, *args, _options=None, **kwargs):
+    @overload
+    def submit(self, fn: Callable[..., _T], *args: Any,
+               _options: Optional[Mapping[str, Any]] = None,
+               **kwargs: Any) -> Future[_T]: ...
+    @overload
+    def submit(self, fn: str, *args: Any,
+               _options: Optional[Mapping[str, Any]] = None,
+               **kwargs: Any) -> Future[Any]: ...
+
+    def submit(self, fn: Union[Callable[..., Any], str], *args: Any,
+               _options: Optional[Mapping[str, Any]] = None,
+               **kwargs: Any) -> Future[Any]:
         """Queues fn(*args, **kwargs) on the node; returns a Future.
 
         fn: any function or callable: a module-level function is imported
@@ -185,6 +201,9 @@ class Client(Collector):
         a Future makes the task wait for that task and receive its value.
         _options: a dict of task options: timeout (seconds, 0/None: none),
         max_retries (after worker deaths; default 3), cpus, gpus.
+
+        Raises InvalidArgumentError (naming the argument) for an argument
+        that cannot be pickled, TypeError for an unknown option.
         """
         if not kwargs and _options is None:
             fast = self._submit_plain(fn, args, _DEFAULT_OPTIONS)
@@ -192,18 +211,31 @@ class Client(Collector):
                 return fast
         return self._submit_call(fn, args, kwargs, _options)
 
-    def submit_with(self, options, fn, *args, **kwargs):
+    @overload
+    def submit_with(self, options: Optional[Mapping[str, Any]],
+                    fn: Callable[..., _T], *args: Any,
+                    **kwargs: Any) -> Future[_T]: ...
+    @overload
+    def submit_with(self, options: Optional[Mapping[str, Any]], fn: str,
+                    *args: Any, **kwargs: Any) -> Future[Any]: ...
+
+    def submit_with(self, options: Optional[Mapping[str, Any]],
+                    fn: Union[Callable[..., Any], str], *args: Any,
+                    **kwargs: Any) -> Future[Any]:
         """submit with task options: submit_with({"timeout": 5}, f, x)."""
         return self._submit_call(fn, args, kwargs, options)
 
-    def map(self, fn, *iterables, chunksize=1, timeout=None, progress=False,
-            _options=None):
+    def map(self, fn: Callable[..., _T], *iterables: Iterable[Any],
+            chunksize: int = 1, timeout: Optional[float] = None,
+            progress: bool = False,
+            _options: Optional[Mapping[str, Any]] = None) -> Iterator[_T]:
         """Like concurrent.futures.Executor.map: an iterator over
         fn(*items) for each zip of the iterables, in order. Tasks are
         submitted at once, `chunksize` items per task; a failed item raises
         its error when the iterator reaches it; `timeout` (seconds) bounds
         the whole map. progress=True shows a tqdm bar of the items finished
-        on stderr (without tqdm: a warning once, no bar)."""
+        on stderr (without tqdm: a warning once, no bar). Raises ValueError
+        for a chunksize below 1."""
         if chunksize < 1:
             raise ValueError("chunksize must be at least 1")
         items = list(zip(*iterables))
@@ -227,9 +259,13 @@ class Client(Collector):
         return _results_in_order(futures, timeout, chunksize > 1, counter,
                                  sizes)
 
-    def wait(self, futures, timeout=None, num_returns=None):
+    def wait(self, futures: Iterable[Future[_T]],
+             timeout: Optional[float] = None,
+             num_returns: Optional[int] = None
+             ) -> tuple[list[Future[_T]], list[Future[_T]]]:
         """Waits until `num_returns` (default: all) of `futures` finished or
-        `timeout` seconds passed. Returns (done, pending) lists."""
+        `timeout` seconds passed (None: no limit). Returns (done, pending)
+        lists, each in the order of `futures`."""
         futures = list(futures)
         want = len(futures) if num_returns is None else num_returns
         if any(type(f) is ItemFuture for f in futures):
@@ -239,19 +275,20 @@ class Client(Collector):
         done = [f for f in futures if _finished(f)]
         return done, [f for f in futures if not _finished(f)]
 
-    def put(self, obj, *, dtype=None):
+    def put(self, obj: Any, *, dtype: Optional[str] = None
+            ) -> Union[_store.ObjectRef, _store.ValueRef]:
         """See shoal.put (a remote client has no store: FailedPrecondition)."""
         return _store.put_into(self._handle.store, obj, dtype)
 
-    def get(self, ref, *, timeout=0):
+    def get(self, ref: Any, *, timeout: Optional[float] = 0) -> Any:
         """See shoal.get."""
         return _store.get_from(lambda: self._handle.store, ref, timeout)
 
-    def status(self):
+    def status(self) -> dict[str, Any]:
         """The node's workers, queue and store, as a dict."""
         return self._handle.status()
 
-    def stop_node(self):
+    def stop_node(self) -> None:
         """Asks the node to shut down (its workers and store go with it)."""
         self._handle.stop_node()
 
@@ -542,11 +579,11 @@ class Client(Collector):
         self._by_identity[key] = (ref_fn, fingerprint) + entry
         return entry
 
-    def readable_message(self, text):
+    def readable_message(self, text: str) -> str:
         """`text` with task names as users know them: "py:mod:f!" as
         mod.f, a function sent by value ("py:=<id>", "py:#<hash>") by its
         qualified name."""
-        def name(m):
+        def name(m: "re.Match[str]") -> str:
             whole = m.group(0).rstrip("!")
             known = self._readable_names.get(whole)
             if known is not None:

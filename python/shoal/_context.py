@@ -11,16 +11,23 @@ graph in __init__.py).
 
 import os
 import threading
+from typing import (Any, Callable, Iterable, Iterator, Mapping, Optional,
+                    Sequence, TypeVar, Union, overload)
 
 from . import _client, _errors, _ext, _job, _node, _store, _zero_copy
+from ._client import Client, Future
+from ._job import Job
+from ._store import ObjectRef, ValueRef
+
+_T = TypeVar("_T")
 
 _lock = threading.Lock()
-_client_now = None  # shoal.Client from connect()
-_job_now = None  # shoal.Job from init()
+_client_now: Optional[Client] = None  # shoal.Client from connect()
+_job_now: Optional[Job] = None  # shoal.Job from init()
 # init() in task mode: one at a time (starting a node takes seconds), and
 # the node it started, which shutdown() stops.
 _init_lock = threading.Lock()
-_started_node = None
+_started_node: Optional[_node.Node] = None
 # The most workers a node that init() starts gets by default.
 DEFAULT_MAX_WORKERS = 16
 
@@ -28,14 +35,15 @@ DEFAULT_MAX_WORKERS = 16
 # ---- the current client and job ------------------------------------------
 
 
-def client():
+def client() -> Client:
     """The default Client, connecting to the node found the usual way."""
-    if _client_now is None:
-        connect()
-    return _client_now
+    c = _client_now
+    if c is None:
+        c = connect()
+    return c
 
 
-def job():
+def job() -> Job:
     """The Job of this launched process, joined on first use.
 
     Raises FailedPreconditionError when not started by shoal launch."""
@@ -46,7 +54,7 @@ def job():
         return _job_now
 
 
-def _default_store():
+def _default_store() -> Any:
     """The Store put/get go through: the job's under `shoal launch`, else the
     default client's."""
     if _job_now is not None:
@@ -59,13 +67,20 @@ def _default_store():
 # ---- task mode --------------------------------------------------------------
 
 
-def connect(endpoint=None, *, job_id=None, force_remote=False, name=None):
-    """Connects to a node and makes it this process's default.
+def connect(endpoint: Optional[str] = None, *, job_id: Optional[str] = None,
+            force_remote: bool = False, name: Optional[str] = None) -> Client:
+    """Connects to a node and makes it this process's default; returns its
+    Client.
 
     endpoint: the coordinator's tcp://host:port; default $SHOAL_COORDINATOR,
     else the discovery file of job_id / $SHOAL_JOB_ID / the node started last
     on this machine. A client on the node's machine uses shared memory for
     tasks and the store; elsewhere it goes through the coordinator.
+    force_remote: go through the coordinator even on the node's machine.
+    name: this client's name in the node's status.
+
+    Raises NotFoundError when no node is found, UnavailableError when the
+    node does not answer.
     """
     global _client_now
     handle = _ext.ext().Client.connect(endpoint or "", job_id or "",
@@ -78,7 +93,7 @@ def connect(endpoint=None, *, job_id=None, force_remote=False, name=None):
     return new
 
 
-def disconnect():
+def disconnect() -> None:
     """Drops the default client (its unfinished tasks are freed)."""
     global _client_now
     with _lock:
@@ -87,13 +102,25 @@ def disconnect():
         _zero_copy.disable(old._handle.store)
 
 
-def submit(fn, *args, _options=None, **kwargs):
+@overload
+def submit(fn: Callable[..., _T], *args: Any,
+           _options: Optional[Mapping[str, Any]] = None,
+           **kwargs: Any) -> Future[_T]: ...
+@overload
+def submit(fn: str, *args: Any, _options: Optional[Mapping[str, Any]] = None,
+           **kwargs: Any) -> Future[Any]: ...
+
+
+def submit(fn: Union[Callable[..., Any], str], *args: Any,
+           _options: Optional[Mapping[str, Any]] = None,
+           **kwargs: Any) -> Future[Any]:
     """Client.submit on the default client (connecting if needed): queues
-    fn(*args, **kwargs); task options as the dict `_options`."""
+    fn(*args, **kwargs); task options as the dict `_options`. Returns the
+    task's Future."""
     return client()._submit_call(fn, args, kwargs, _options)
 
 
-def cancel(future, *, force=False):
+def cancel(future: "Future[Any]", *, force: bool = False) -> bool:
     """Cancels a task, as ray.cancel: a queued one never runs; a running one
     sees shoal.task.cancelled(). force=True also stops a running task that
     never looks: shoal.task.TaskCancelledError is raised in it (stopping
@@ -106,27 +133,34 @@ def cancel(future, *, force=False):
     return future.cancel(force=force) if force else future.cancel()
 
 
-def map(fn, *iterables, chunksize=1, timeout=None, progress=False,  # noqa: A001
-        _options=None):
+def map(fn: Callable[..., _T], *iterables: Iterable[Any],  # noqa: A001
+        chunksize: int = 1, timeout: Optional[float] = None,
+        progress: bool = False,
+        _options: Optional[Mapping[str, Any]] = None) -> Iterator[_T]:
     """Client.map on the default client: fn(*items) for each zip of the
     iterables, results in order; progress=True shows a tqdm bar."""
     return client().map(fn, *iterables, chunksize=chunksize, timeout=timeout,
                         progress=progress, _options=_options)
 
 
-def wait(futures, timeout=None, num_returns=None):
-    """Waits for futures of the default client: (done, pending)."""
-    futures = list(futures)
-    if not futures:
+def wait(futures: Iterable[Future[_T]], timeout: Optional[float] = None,
+         num_returns: Optional[int] = None
+         ) -> tuple[list[Future[_T]], list[Future[_T]]]:
+    """Client.wait on the futures' client: waits until `num_returns`
+    (default: all) of `futures` finished or `timeout` seconds passed (None:
+    no limit). Returns (done, pending) lists."""
+    listed = list(futures)
+    if not listed:
         return [], []
-    return futures[0]._client.wait(futures, timeout, num_returns)
+    return listed[0]._client.wait(listed, timeout, num_returns)
 
 
 # ---- launch mode ------------------------------------------------------------
 
 
-def init(address=None, *, job_id=None, num_workers=None,
-         store_bytes="512M"):
+def init(address: Optional[str] = None, *, job_id: Optional[str] = None,
+         num_workers: Optional[int] = None,
+         store_bytes: Union[str, int] = "512M") -> Union[Client, Job]:
     """ray.init(): this process's connection to shoal (idempotent).
 
     Under `shoal launch` (and with no address or job_id): joins the job and
@@ -148,7 +182,9 @@ def init(address=None, *, job_id=None, num_workers=None,
         return _connect_or_start(address, job_id, num_workers, store_bytes)
 
 
-def _connect_or_start(address, job_id, num_workers, store_bytes):
+def _connect_or_start(address: Optional[str], job_id: Optional[str],
+                      num_workers: Optional[int],
+                      store_bytes: Union[str, int]) -> Client:
     global _started_node
     if address == "auto":
         return connect()
@@ -171,7 +207,7 @@ def _connect_or_start(address, job_id, num_workers, store_bytes):
     return c
 
 
-def shutdown():
+def shutdown() -> None:
     """ray.shutdown(): drops the default client and stops the node init()
     started, if any (a node it connected to keeps running). Under `shoal
     launch` the job stays joined (its processes end with the job)."""
@@ -183,40 +219,49 @@ def shutdown():
         node.stop()
 
 
-def is_initialized():
+def is_initialized() -> bool:
     """Whether this process has a default client or a joined job."""
     return _client_now is not None or _job_now is not None
 
 
-def kv_set(key, value):
+def kv_set(key: str, value: Union[str, bytes]) -> None:
+    """Job.kv_set on this process's job."""
     job().kv_set(key, value)
 
 
-def kv_get(key, timeout=0):
+def kv_get(key: str, timeout: Optional[float] = 0) -> bytes:
+    """Job.kv_get on this process's job."""
     return job().kv_get(key, timeout)
 
 
-def kv_add(key, delta=1):
+def kv_add(key: str, delta: int = 1) -> int:
+    """Job.kv_add on this process's job."""
     return job().kv_add(key, delta)
 
 
-def kv_compare_and_set(key, expected, desired):
+def kv_compare_and_set(key: str, expected: Optional[Union[str, bytes]],
+                       desired: Union[str, bytes]) -> bool:
+    """Job.kv_compare_and_set on this process's job."""
     return job().kv_compare_and_set(key, expected, desired)
 
 
-def kv_delete(key):
+def kv_delete(key: str) -> bool:
+    """Job.kv_delete on this process's job."""
     return job().kv_delete(key)
 
 
-def kv_list(prefix=""):
+def kv_list(prefix: str = "") -> dict[str, bytes]:
+    """Job.kv_list on this process's job."""
     return job().kv_list(prefix)
 
 
-def kv_wait(keys, timeout=None):
+def kv_wait(keys: Union[str, Iterable[str]],
+            timeout: Optional[float] = None) -> None:
+    """Job.kv_wait on this process's job."""
     job().kv_wait(keys, timeout)
 
 
-def barrier(timeout=_job.DEFAULT_BARRIER_TIMEOUT):
+def barrier(timeout: Optional[float] = _job.DEFAULT_BARRIER_TIMEOUT) -> None:
     """Job.barrier on this process's job."""
     job().barrier(timeout)
 
@@ -224,7 +269,7 @@ def barrier(timeout=_job.DEFAULT_BARRIER_TIMEOUT):
 # ---- the store, in both modes -----------------------------------------------
 
 
-def put(obj, *, dtype=None):
+def put(obj: Any, *, dtype: Optional[str] = None) -> Union[ObjectRef, ValueRef]:
     """Copies an array (numpy, torch CPU tensor, anything with the buffer
     protocol or __dlpack__) into the store; returns its ObjectRef. Any
     other picklable object is pickled into the store: a ValueRef, whose
@@ -235,10 +280,19 @@ def put(obj, *, dtype=None):
     return _store.put_into(_default_store(), obj, dtype)
 
 
-_UNSET = object()
+_UNSET: Any = object()
 
 
-def get(ref, *, timeout=_UNSET):
+@overload
+def get(ref: Future[_T], *, timeout: Optional[float] = ...) -> _T: ...
+@overload
+def get(ref: Union[list[Any], tuple[Any, ...]], *,
+        timeout: Optional[float] = ...) -> list[Any]: ...
+@overload
+def get(ref: Any, *, timeout: Optional[float] = ...) -> Any: ...
+
+
+def get(ref: Any, *, timeout: Optional[float] = _UNSET) -> Any:
     """A read-only numpy view (StoreArray) of a store object — no copy; a
     ValueRef's object; a Future's value; or for a list or tuple of those,
     their values in order.
@@ -258,12 +312,14 @@ def get(ref, *, timeout=_UNSET):
                            0 if timeout is _UNSET else timeout)
 
 
-def borrow(object_id, *, timeout=0):
-    """An ObjectRef to another process's object (by id), held by this one."""
+def borrow(object_id: str, *, timeout: Optional[float] = 0) -> ObjectRef:
+    """An ObjectRef to another process's object (by id, a hex str), held by
+    this one; waits up to `timeout` seconds (None: forever) for it to
+    appear. Raises NotFoundError / TimeoutError when it does not."""
     return _default_store().get(str(object_id), timeout)
 
 
-def _borrow(object_id):
+def _borrow(object_id: str) -> ObjectRef:
     """Unpickles an ObjectRef in a process on the same node (ObjectRef's
     __reduce__, python/ext/store.cc, names this function)."""
     return borrow(object_id)

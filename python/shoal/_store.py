@@ -14,6 +14,8 @@ a Client and a Job both expose as `.store`); shoal.put / shoal.get
 """
 
 import pickle
+from typing import (TYPE_CHECKING, Any, Callable, Iterable, Literal, Optional,
+                    Union)
 
 import numpy as np
 
@@ -29,26 +31,30 @@ class StoreArray(np.ndarray):
     tensor: store objects are immutable once sealed.
     """
 
-    def __dlpack__(self, stream=None):
+    def __dlpack__(self, stream: Optional[int] = None) -> Any:
+        """A DLPack capsule of this array's memory (CPU), read-only."""
         return _ext.ext().dlpack_of_buffer(self)
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> tuple[int, Literal[0]]:
+        """(kDLCPU, 0): store objects live in host memory."""
         return (1, 0)  # kDLCPU, device 0
 
 
-if _ext._shoal is not None:
+if TYPE_CHECKING:
+    from ._shoal import ObjectRef as ObjectRef
+elif _ext._shoal is not None:
     ObjectRef = _ext._shoal.ObjectRef
     _ext._shoal.set_array_type(StoreArray)
 else:  # inside a worker: the type exists only for isinstance checks
-    class ObjectRef:  # type: ignore[no-redef]  # noqa: D101
+    class ObjectRef:  # noqa: D101
         pass
 
 
-def _is_torch_tensor(obj):
+def _is_torch_tensor(obj: Any) -> bool:
     return type(obj).__module__.startswith("torch") and hasattr(obj, "data_ptr")
 
 
-def _prepare(obj):
+def _prepare(obj: Any) -> Any:
     """An object the extension can read: arrays as they are, torch tensors
     detached (CPU only: GPU objects do not go through put yet)."""
     if not _is_torch_tensor(obj):
@@ -80,12 +86,13 @@ class ValueRef:
 
     __slots__ = ("_header", "_buffers", "__weakref__")
 
-    def __init__(self, header, buffers):
+    def __init__(self, header: Any, buffers: Iterable[Any]) -> None:
         self._header = header
         self._buffers = tuple(buffers)
 
-    def get(self):
-        """The object (unpickled again at each call)."""
+    def get(self) -> Any:
+        """The object (unpickled again at each call). Raises what unpickling
+        raises (a class this process cannot import: its ImportError)."""
         header = self._header
         if not isinstance(header, (bytes, bytearray)):
             header = memoryview(header).cast("B")
@@ -94,21 +101,21 @@ class ValueRef:
         return _errors.loads(header, buffers=buffers)
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         """The bytes it takes in the store and in its pickle."""
         return (len(memoryview(self._header).cast("B")) +
                 sum(memoryview(b).nbytes for b in self._buffers))
 
-    def _parts(self):
+    def _parts(self) -> tuple[Any, ...]:
         # The store objects as out-of-band buffers of the task's call: its
         # arguments then name those same objects (_serialize.dumps).
         return (_keep_bytes(self._header),) + tuple(
             pickle.PickleBuffer(b) for b in self._buffers)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         return _value_ref, self._parts()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"<shoal.ValueRef {len(self._buffers)} buffer(s), "
                 f"{self.nbytes} bytes>")
 
@@ -119,25 +126,25 @@ class ByValue:
 
     __slots__ = ("ref",)
 
-    def __init__(self, ref):
+    def __init__(self, ref: ValueRef) -> None:
         self.ref = ref
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         return _value_of, self.ref._parts()
 
 
-def _keep_bytes(header):
+def _keep_bytes(header: Any) -> Any:
     if isinstance(header, (bytes, bytearray)):
         return header
     return pickle.PickleBuffer(header)
 
 
-def _value_ref(header, *buffers):
+def _value_ref(header: Any, *buffers: Any) -> ValueRef:
     """A ValueRef unpickled in a task: over its call's buffers."""
     return ValueRef(header, buffers)
 
 
-def _value_of(header, *buffers):
+def _value_of(header: Any, *buffers: Any) -> Any:
     return ValueRef(header, buffers).get()
 
 
@@ -148,7 +155,7 @@ _STORE_DTYPES = frozenset(np.dtype(t) for t in (
     "uint8", "bool"))
 
 
-def _is_array(obj):
+def _is_array(obj: Any) -> bool:
     """Whether put stores `obj` as one array object (else it pickles it)."""
     if isinstance(obj, np.ndarray):
         return obj.dtype in _STORE_DTYPES
@@ -161,7 +168,7 @@ def _is_array(obj):
     return True
 
 
-def _put_value(store, obj):
+def _put_value(store: Any, obj: Any) -> ValueRef:
     try:
         header, buffers = _serialize.dumps(obj)
     except Exception as e:  # noqa: BLE001 (any pickling failure)
@@ -176,7 +183,8 @@ def _put_value(store, obj):
     return ValueRef(header, refs)
 
 
-def put_into(store, obj, dtype=None):
+def put_into(store: Any, obj: Any,
+             dtype: Optional[str] = None) -> Union[ObjectRef, ValueRef]:
     """Copies an array (numpy, torch CPU tensor, anything with the buffer
     protocol or __dlpack__) into `store` (an extension Store); returns its
     ObjectRef. `dtype` ("bf16", ...) reinterprets elements of the same size.
@@ -188,7 +196,8 @@ def put_into(store, obj, dtype=None):
     return store.put(_prepare(obj), dtype or "")
 
 
-def get_from(store_of, ref, timeout=0):
+def get_from(store_of: Callable[[], Any], ref: Any,
+             timeout: Optional[float] = 0) -> Any:
     """A read-only numpy view (StoreArray) of a store object — no copy.
 
     `ref` is an ObjectRef, or an object id (hex) made by another process on

@@ -230,5 +230,5 @@ def make_batch(dataset, collate, auto_collation, indices):
     return collate(dataset[indices])
 
 
-LoaderWorker = _remote.remote(max_restarts=100)(  # type: ignore[misc]
+LoaderWorker = _remote.remote(max_restarts=100)(  # type: ignore[misc,assignment]
     LoaderWorker)
