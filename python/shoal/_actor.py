@@ -292,7 +292,8 @@ def submit(client: Any, fn: Any, args: Any, kwargs: Any,
     return client.submit(fn, *args, **options)
 
 
-_CONTROLS: dict[str, Any] = {}  # job id → ActorControl: one per node this process uses
+# Job id → ActorControl: one per node this process uses.
+_CONTROLS: dict[str, Any] = {}
 
 
 def _control_for(client: Any) -> Any:
@@ -373,7 +374,8 @@ def kill(actor: ActorHandle) -> None:
 # ---- inside the actor's worker ---------------------------------------------
 
 _instance: Any = None
-_init_error: Optional[str] = None  # why the constructor failed, for calls queued behind it
+# Why the constructor failed, for calls queued behind it.
+_init_error: Optional[str] = None
 
 
 def _init(spec: bytes) -> None:

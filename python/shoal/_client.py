@@ -138,7 +138,8 @@ class Client(Collector):
         # read without a lock; made under _path_lock.
         self._path_now: tuple[Optional[list[str]], str] = (None, "")
         self._path_lock = threading.Lock()
-        self._path_refs: dict[str, Any] = {}  # path → ObjectRef holding it (local clients)
+        # Path → ObjectRef holding it (local clients).
+        self._path_refs: dict[str, Any] = {}
         # Functions by value: id(fn) → (weakref, fingerprint, name, payload)
         # and content hash → (name, ObjectRef or None, payload).
         self._by_identity: dict[Any, Any] = {}

@@ -13,8 +13,13 @@ at their timeout at the latest (default 5 minutes); async ones
 """
 
 import threading
+from typing import (Any, Iterable, Literal, Optional, TypeVar, Union,
+                    overload)
 
 import numpy as np
+
+# An array or tensor: a collective returns the kind it was given.
+_A = TypeVar("_A")
 
 from . import _context, _errors, _ext
 
@@ -38,7 +43,7 @@ class _Buffer:
 
     __slots__ = ("obj", "ptr", "count", "dtype", "stream")
 
-    def __init__(self, obj, writable, what):
+    def __init__(self, obj: Any, writable: bool, what: str) -> None:
         self.obj = obj
         self.stream = 0
         if isinstance(obj, np.ndarray):
@@ -73,7 +78,7 @@ class _Buffer:
                 "f32, f64, i8, i16, i32, i64, u8, bool)")
 
 
-def _empty_like(x, shape):
+def _empty_like(x: Any, shape: Any) -> Any:
     if isinstance(x, np.ndarray):
         return np.empty(shape, dtype=x.dtype)
     import torch
@@ -86,39 +91,46 @@ class Work:
     It keeps its buffers alive until it finished, even if the caller's
     references go (a Ctrl-C out of wait() included)."""
 
-    def __init__(self, handle, buffers, result):
+    def __init__(self, handle: Any, buffers: Any, result: Any) -> None:
         self._handle = handle
         self._buffers = buffers
         self._result = result
 
-    def wait(self, timeout=None):
-        """Waits (Ctrl-C interrupts); returns the result buffer."""
+    def wait(self, timeout: Optional[float] = None) -> Any:
+        """Waits up to `timeout` seconds (None: the collective's own
+        timeout; Ctrl-C interrupts); returns the result buffer. Raises
+        TimeoutError, or the error the collective failed with."""
         self._handle.wait(timeout)
         self._buffers = None
         return self._result
 
-    def is_completed(self):
+    def is_completed(self) -> bool:
+        """Whether the collective finished (does not wait)."""
         return self._handle.test()
 
 
 class Communicator:
     """Collectives among the job's processes (or a group of them)."""
 
-    def __init__(self, handle):
+    def __init__(self, handle: Any) -> None:
         self._handle = handle
-        self._pending = []  # async Works not known to be done
+        self._pending: list[Work] = []  # async Works not known to be done
 
     @property
-    def rank(self):
+    def rank(self) -> int:
+        """This process's rank in the communicator."""
         return self._handle.rank
 
     @property
-    def size(self):
+    def size(self) -> int:
+        """How many ranks the communicator has."""
         return self._handle.size
 
-    def _run(self, op, src, dst, count, dtype, reduce="sum", peer=0,
-             async_op=False, timeout=None, result=None, buffers=()):
-        stream = (src or dst).stream
+    def _run(self, op: str, src: Optional[_Buffer], dst: Optional[_Buffer],
+             count: int, dtype: Any, reduce: str = "sum", peer: int = 0,
+             async_op: bool = False, timeout: Optional[float] = None,
+             result: Any = None, buffers: Any = ()) -> Any:
+        stream = (src or dst).stream  # type: ignore[union-attr]
         in_ptr = src.ptr if src else 0
         out_ptr = dst.ptr if dst else 0
         if async_op:
@@ -132,28 +144,81 @@ class Communicator:
                          timeout, stream)
         return result
 
-    def all_reduce(self, x, op="sum", *, async_op=False, timeout=None):
+    @overload
+    def all_reduce(self, x: _A, op: str = ..., *,
+            async_op: Literal[False] = ...,
+            timeout: Optional[float] = ...) -> _A: ...
+    @overload
+    def all_reduce(self, x: _A, op: str = ..., *,
+            async_op: Literal[True],
+            timeout: Optional[float] = ...) -> "Work": ...
+    @overload
+    def all_reduce(self, x: _A, op: str = ..., *, async_op: bool,
+            timeout: Optional[float] = ...) -> Union[_A, "Work"]: ...
+
+    def all_reduce(self, x: Any, op: str = "sum", *,
+            async_op: bool = False, timeout: Optional[float] = None) -> Any:
         """x ← op over every rank's x (sum, prod, min, max, avg); x."""
         b = _Buffer(x, True, "all_reduce")
         return self._run("all_reduce", b, b, b.count, b.dtype, op,
                          async_op=async_op, timeout=timeout, result=x,
                          buffers=(b,))
 
-    def broadcast(self, x, root=0, *, async_op=False, timeout=None):
+    @overload
+    def broadcast(self, x: _A, root: int = ..., *,
+            async_op: Literal[False] = ...,
+            timeout: Optional[float] = ...) -> _A: ...
+    @overload
+    def broadcast(self, x: _A, root: int = ..., *,
+            async_op: Literal[True],
+            timeout: Optional[float] = ...) -> "Work": ...
+    @overload
+    def broadcast(self, x: _A, root: int = ..., *, async_op: bool,
+            timeout: Optional[float] = ...) -> Union[_A, "Work"]: ...
+
+    def broadcast(self, x: Any, root: int = 0, *,
+            async_op: bool = False, timeout: Optional[float] = None) -> Any:
         """x ← root's x on every rank; x."""
         b = _Buffer(x, True, "broadcast")
         return self._run("broadcast", b, b, b.count, b.dtype, peer=root,
                          async_op=async_op, timeout=timeout, result=x,
                          buffers=(b,))
 
-    def reduce(self, x, root=0, op="sum", *, async_op=False, timeout=None):
+    @overload
+    def reduce(self, x: _A, root: int = ..., op: str = ..., *,
+            async_op: Literal[False] = ...,
+            timeout: Optional[float] = ...) -> _A: ...
+    @overload
+    def reduce(self, x: _A, root: int = ..., op: str = ..., *,
+            async_op: Literal[True],
+            timeout: Optional[float] = ...) -> "Work": ...
+    @overload
+    def reduce(self, x: _A, root: int = ..., op: str = ..., *, async_op: bool,
+            timeout: Optional[float] = ...) -> Union[_A, "Work"]: ...
+
+    def reduce(self, x: Any, root: int = 0, op: str = "sum", *,
+            async_op: bool = False, timeout: Optional[float] = None) -> Any:
         """root's x ← op over every rank's x (others' x unchanged); x."""
         b = _Buffer(x, True, "reduce")
         return self._run("reduce", b, b, b.count, b.dtype, op, root,
                          async_op=async_op, timeout=timeout, result=x,
                          buffers=(b,))
 
-    def all_gather(self, x, out=None, *, async_op=False, timeout=None):
+    @overload
+    def all_gather(self, x: _A, out: Optional[_A] = ..., *,
+            async_op: Literal[False] = ...,
+            timeout: Optional[float] = ...) -> _A: ...
+    @overload
+    def all_gather(self, x: _A, out: Optional[_A] = ..., *,
+            async_op: Literal[True],
+            timeout: Optional[float] = ...) -> "Work": ...
+    @overload
+    def all_gather(self, x: _A, out: Optional[_A] = ...,
+            *, async_op: bool,
+            timeout: Optional[float] = ...) -> Union[_A, "Work"]: ...
+
+    def all_gather(self, x: Any, out: Optional[Any] = None, *,
+            async_op: bool = False, timeout: Optional[float] = None) -> Any:
         """Every rank's x stacked: out of shape (size, *x.shape)."""
         src = _Buffer(x, False, "all_gather input")
         if out is None:
@@ -167,8 +232,22 @@ class Communicator:
                          async_op=async_op, timeout=timeout, result=out,
                          buffers=(src, dst))
 
-    def reduce_scatter(self, x, op="sum", out=None, *, async_op=False,
-                       timeout=None):
+    @overload
+    def reduce_scatter(self, x: _A, op: str = ..., out: Optional[_A] = ..., *,
+            async_op: Literal[False] = ...,
+            timeout: Optional[float] = ...) -> _A: ...
+    @overload
+    def reduce_scatter(self, x: _A, op: str = ..., out: Optional[_A] = ..., *,
+            async_op: Literal[True],
+            timeout: Optional[float] = ...) -> "Work": ...
+    @overload
+    def reduce_scatter(self, x: _A, op: str = ..., out: Optional[_A] = ...,
+            *, async_op: bool,
+            timeout: Optional[float] = ...) -> Union[_A, "Work"]: ...
+
+    def reduce_scatter(self, x: Any, op: str = "sum",
+            out: Optional[Any] = None, *,
+            async_op: bool = False, timeout: Optional[float] = None) -> Any:
         """This rank's slice of op over every rank's x: x holds size equal
         slices (along the first axis when it divides)."""
         src = _Buffer(x, False, "reduce_scatter input")
@@ -189,7 +268,21 @@ class Communicator:
                          op, async_op=async_op, timeout=timeout, result=out,
                          buffers=(src, dst))
 
-    def all_to_all(self, x, out=None, *, async_op=False, timeout=None):
+    @overload
+    def all_to_all(self, x: _A, out: Optional[_A] = ..., *,
+            async_op: Literal[False] = ...,
+            timeout: Optional[float] = ...) -> _A: ...
+    @overload
+    def all_to_all(self, x: _A, out: Optional[_A] = ..., *,
+            async_op: Literal[True],
+            timeout: Optional[float] = ...) -> "Work": ...
+    @overload
+    def all_to_all(self, x: _A, out: Optional[_A] = ...,
+            *, async_op: bool,
+            timeout: Optional[float] = ...) -> Union[_A, "Work"]: ...
+
+    def all_to_all(self, x: Any, out: Optional[Any] = None, *,
+            async_op: bool = False, timeout: Optional[float] = None) -> Any:
         """Block j of x goes to rank j; out's block i came from rank i."""
         src = _Buffer(x, False, "all_to_all input")
         if src.count % self.size:
@@ -206,30 +299,57 @@ class Communicator:
                          src.dtype, async_op=async_op, timeout=timeout,
                          result=out, buffers=(src, dst))
 
-    def send(self, x, dst, *, async_op=False, timeout=None):
+    @overload
+    def send(self, x: _A, dst: int, *,
+            async_op: Literal[False] = ...,
+            timeout: Optional[float] = ...) -> _A: ...
+    @overload
+    def send(self, x: _A, dst: int, *,
+            async_op: Literal[True],
+            timeout: Optional[float] = ...) -> "Work": ...
+    @overload
+    def send(self, x: _A, dst: int, *, async_op: bool,
+            timeout: Optional[float] = ...) -> Union[_A, "Work"]: ...
+
+    def send(self, x: Any, dst: int, *,
+            async_op: bool = False, timeout: Optional[float] = None) -> Any:
         """Sends x to rank dst (which calls recv)."""
         b = _Buffer(x, False, "send")
         return self._run("send", b, None, b.count, b.dtype, peer=dst,
                          async_op=async_op, timeout=timeout, result=x,
                          buffers=(b,))
 
-    def recv(self, x, src, *, async_op=False, timeout=None):
+    @overload
+    def recv(self, x: _A, src: int, *,
+            async_op: Literal[False] = ...,
+            timeout: Optional[float] = ...) -> _A: ...
+    @overload
+    def recv(self, x: _A, src: int, *,
+            async_op: Literal[True],
+            timeout: Optional[float] = ...) -> "Work": ...
+    @overload
+    def recv(self, x: _A, src: int, *, async_op: bool,
+            timeout: Optional[float] = ...) -> Union[_A, "Work"]: ...
+
+    def recv(self, x: Any, src: int, *,
+            async_op: bool = False, timeout: Optional[float] = None) -> Any:
         """Receives into x from rank src; x."""
         b = _Buffer(x, True, "recv")
         return self._run("recv", None, b, b.count, b.dtype, peer=src,
                          async_op=async_op, timeout=timeout, result=x,
                          buffers=(b,))
 
-    def barrier(self, timeout=None):
-        """Returns once every rank of the communicator arrived."""
+    def barrier(self, timeout: Optional[float] = None) -> None:
+        """Returns once every rank of the communicator arrived; raises
+        TimeoutError after `timeout` seconds (None: the default)."""
         self._handle.run("barrier", 0, 0, 0, "f32", "sum", 0, timeout, 0)
 
 
-_world = None
+_world: Optional[Communicator] = None
 _world_lock = threading.Lock()
 
 
-def world():
+def world() -> Communicator:
     """The communicator of all the job's processes (made at first use:
     every rank must make its first collective call in the same order)."""
     global _world
@@ -240,7 +360,8 @@ def world():
         return _world
 
 
-def new_group(ranks, *, name="", timeout=None):
+def new_group(ranks: Iterable[int], *, name: str = "",
+              timeout: Optional[float] = None) -> Communicator:
     """A communicator of some ranks (job ranks; this process among them).
     Only the members call it, in the same order."""
     job = _context.job()
@@ -248,33 +369,141 @@ def new_group(ranks, *, name="", timeout=None):
         job._handle, list(ranks), name, timeout))
 
 
-def all_reduce(x, op="sum", **kw):
+@overload
+def all_reduce(x: _A, op: str = ..., *,
+        async_op: Literal[False] = ...,
+        timeout: Optional[float] = ...) -> _A: ...
+@overload
+def all_reduce(x: _A, op: str = ..., *,
+        async_op: Literal[True],
+        timeout: Optional[float] = ...) -> "Work": ...
+@overload
+def all_reduce(x: _A, op: str = ..., *, async_op: bool,
+        timeout: Optional[float] = ...) -> Union[_A, "Work"]: ...
+
+def all_reduce(x: Any, op: str = "sum", **kw: Any) -> Any:
+    """Communicator.all_reduce on world(): the job's processes."""
     return world().all_reduce(x, op, **kw)
 
 
-def broadcast(x, root=0, **kw):
+@overload
+def broadcast(x: _A, root: int = ..., *,
+        async_op: Literal[False] = ...,
+        timeout: Optional[float] = ...) -> _A: ...
+@overload
+def broadcast(x: _A, root: int = ..., *,
+        async_op: Literal[True],
+        timeout: Optional[float] = ...) -> "Work": ...
+@overload
+def broadcast(x: _A, root: int = ..., *, async_op: bool,
+        timeout: Optional[float] = ...) -> Union[_A, "Work"]: ...
+
+def broadcast(x: Any, root: int = 0, **kw: Any) -> Any:
+    """Communicator.broadcast on world(): the job's processes."""
     return world().broadcast(x, root, **kw)
 
 
-def reduce(x, root=0, op="sum", **kw):
+@overload
+def reduce(x: _A, root: int = ..., op: str = ..., *,
+        async_op: Literal[False] = ...,
+        timeout: Optional[float] = ...) -> _A: ...
+@overload
+def reduce(x: _A, root: int = ..., op: str = ..., *,
+        async_op: Literal[True],
+        timeout: Optional[float] = ...) -> "Work": ...
+@overload
+def reduce(x: _A, root: int = ..., op: str = ..., *, async_op: bool,
+        timeout: Optional[float] = ...) -> Union[_A, "Work"]: ...
+
+def reduce(x: Any, root: int = 0, op: str = "sum", **kw: Any) -> Any:
+    """Communicator.reduce on world(): the job's processes."""
     return world().reduce(x, root, op, **kw)
 
 
-def all_gather(x, out=None, **kw):
+@overload
+def all_gather(x: _A, out: Optional[_A] = ..., *,
+        async_op: Literal[False] = ...,
+        timeout: Optional[float] = ...) -> _A: ...
+@overload
+def all_gather(x: _A, out: Optional[_A] = ..., *,
+        async_op: Literal[True],
+        timeout: Optional[float] = ...) -> "Work": ...
+@overload
+def all_gather(x: _A, out: Optional[_A] = ...,
+            *, async_op: bool,
+        timeout: Optional[float] = ...) -> Union[_A, "Work"]: ...
+
+def all_gather(x: Any, out: Optional[Any] = None, **kw: Any) -> Any:
+    """Communicator.all_gather on world(): the job's processes."""
     return world().all_gather(x, out, **kw)
 
 
-def reduce_scatter(x, op="sum", out=None, **kw):
+@overload
+def reduce_scatter(x: _A, op: str = ..., out: Optional[_A] = ..., *,
+        async_op: Literal[False] = ...,
+        timeout: Optional[float] = ...) -> _A: ...
+@overload
+def reduce_scatter(x: _A, op: str = ..., out: Optional[_A] = ..., *,
+        async_op: Literal[True],
+        timeout: Optional[float] = ...) -> "Work": ...
+@overload
+def reduce_scatter(x: _A, op: str = ..., out: Optional[_A] = ...,
+            *, async_op: bool,
+        timeout: Optional[float] = ...) -> Union[_A, "Work"]: ...
+
+def reduce_scatter(x: Any, op: str = "sum", out: Optional[Any] = None,
+        **kw: Any) -> Any:
+    """Communicator.reduce_scatter on world(): the job's processes."""
     return world().reduce_scatter(x, op, out, **kw)
 
 
-def all_to_all(x, out=None, **kw):
+@overload
+def all_to_all(x: _A, out: Optional[_A] = ..., *,
+        async_op: Literal[False] = ...,
+        timeout: Optional[float] = ...) -> _A: ...
+@overload
+def all_to_all(x: _A, out: Optional[_A] = ..., *,
+        async_op: Literal[True],
+        timeout: Optional[float] = ...) -> "Work": ...
+@overload
+def all_to_all(x: _A, out: Optional[_A] = ...,
+            *, async_op: bool,
+        timeout: Optional[float] = ...) -> Union[_A, "Work"]: ...
+
+def all_to_all(x: Any, out: Optional[Any] = None, **kw: Any) -> Any:
+    """Communicator.all_to_all on world(): the job's processes."""
     return world().all_to_all(x, out, **kw)
 
 
-def send(x, dst, **kw):
+@overload
+def send(x: _A, dst: int, *,
+        async_op: Literal[False] = ...,
+        timeout: Optional[float] = ...) -> _A: ...
+@overload
+def send(x: _A, dst: int, *,
+        async_op: Literal[True],
+        timeout: Optional[float] = ...) -> "Work": ...
+@overload
+def send(x: _A, dst: int, *, async_op: bool,
+        timeout: Optional[float] = ...) -> Union[_A, "Work"]: ...
+
+def send(x: Any, dst: int, **kw: Any) -> Any:
+    """Communicator.send on world(): the job's processes."""
     return world().send(x, dst, **kw)
 
 
-def recv(x, src, **kw):
+@overload
+def recv(x: _A, src: int, *,
+        async_op: Literal[False] = ...,
+        timeout: Optional[float] = ...) -> _A: ...
+@overload
+def recv(x: _A, src: int, *,
+        async_op: Literal[True],
+        timeout: Optional[float] = ...) -> "Work": ...
+@overload
+def recv(x: _A, src: int, *, async_op: bool,
+        timeout: Optional[float] = ...) -> Union[_A, "Work"]: ...
+
+def recv(x: Any, src: int, **kw: Any) -> Any:
+    """Communicator.recv on world(): the job's processes."""
     return world().recv(x, src, **kw)

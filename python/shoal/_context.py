@@ -269,7 +269,8 @@ def barrier(timeout: Optional[float] = _job.DEFAULT_BARRIER_TIMEOUT) -> None:
 # ---- the store, in both modes -----------------------------------------------
 
 
-def put(obj: Any, *, dtype: Optional[str] = None) -> Union[ObjectRef, ValueRef]:
+def put(obj: Any, *,
+        dtype: Optional[str] = None) -> Union[ObjectRef, ValueRef]:
     """Copies an array (numpy, torch CPU tensor, anything with the buffer
     protocol or __dlpack__) into the store; returns its ObjectRef. Any
     other picklable object is pickled into the store: a ValueRef, whose

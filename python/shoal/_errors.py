@@ -8,6 +8,7 @@ already catches those keeps working.
 
 import builtins
 import concurrent.futures
+from typing import Any, Callable, Optional, Sequence, Union
 
 
 class Error(Exception):
@@ -100,8 +101,9 @@ class TaskError(Error):
 
     code = "UNKNOWN"
 
-    def __init__(self, exc_type, exc_message, remote_traceback,
-                 qualified_type=None):
+    def __init__(self, exc_type: str, exc_message: str,
+                 remote_traceback: str,
+                 qualified_type: Optional[str] = None) -> None:
         super().__init__(
             f"{exc_type}: {exc_message}\n\nThe task's traceback (in its "
             f"worker):\n{remote_traceback}")
@@ -110,7 +112,8 @@ class TaskError(Error):
         self.remote_traceback = remote_traceback
         self.qualified_type = qualified_type or exc_type
 
-    def __reduce__(self):  # picklable: a task may raise or return one
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        # picklable: a task may raise or return one
         return (TaskError, (self.exc_type, self.exc_message,
                             self.remote_traceback, self.qualified_type))
 
@@ -126,13 +129,13 @@ _BY_CODE = {
 }
 
 
-def _text(message):
+def _text(message: Union[str, bytes]) -> str:
     if isinstance(message, bytes):
         return message.decode("utf-8", "replace")
     return message
 
 
-def from_status(code, message):
+def from_status(code: int, message: Union[str, bytes]) -> Error:
     """The exception for a status (code as absl::StatusCode's number).
 
     Unavailable whose message starts "actor " is the node saying an actor
@@ -143,7 +146,9 @@ def from_status(code, message):
     return _BY_CODE.get(code, UnknownError)(message)
 
 
-def task_failure(code, message, exception=None):
+def task_failure(code: int, message: Union[str, bytes],
+                 exception: Optional[Sequence[Any]] = None
+                 ) -> BaseException:
     """The exception for a failed task.
 
     `exception`: None, or the (type, message, traceback, pickled) fields of
@@ -171,7 +176,7 @@ def task_failure(code, message, exception=None):
     return error
 
 
-def _main_module_name():
+def _main_module_name() -> Optional[str]:
     """The name a worker imports this process's __main__ by (the script's
     file name, or python -m's module), or None."""
     import os
@@ -184,7 +189,7 @@ def _main_module_name():
     return os.path.splitext(os.path.basename(path))[0] if path else None
 
 
-def loads(data, buffers=None):
+def loads(data: Any, buffers: Any = None) -> Any:
     """pickle.loads, where a global of the module a worker imports this
     process's __main__ by (a class or exception of the driver's script, as
     a worker that imported the script by name pickled it) is __main__'s own
@@ -200,9 +205,9 @@ def loads(data, buffers=None):
     main = sys.modules["__main__"]
 
     class _MainAware(pickle.Unpickler):
-        def find_class(self, module, qualname):
+        def find_class(self, module: str, qualname: str) -> Any:
             if module == name and sys.modules.get(name) is not main:
-                obj = main
+                obj: Any = main
                 for part in qualname.split("."):
                     obj = getattr(obj, part, None)
                 if obj is not None:
@@ -212,7 +217,7 @@ def loads(data, buffers=None):
     return _MainAware(io.BytesIO(data), buffers=buffers).load()
 
 
-def _unpickled_exception(data):
+def _unpickled_exception(data: Any) -> Optional[BaseException]:
     """The exception a worker pickled, or None if it does not load here (a
     module this process lacks, ...)."""
     try:

@@ -8,6 +8,8 @@ import select
 import signal
 import subprocess
 import threading
+from types import TracebackType
+from typing import (Any, Callable, Mapping, Optional, Sequence, Type, Union)
 
 from . import _client, _errors, _paths
 
@@ -19,12 +21,13 @@ class Node:
 
     detached = False
 
-    def __init__(self, process, job_id, ready_line):
+    def __init__(self, process: "subprocess.Popen[str]", job_id: str,
+                 ready_line: str) -> None:
         self.process = process
         self.job_id = job_id
         self.ready_line = ready_line
 
-    def stop(self, timeout=20):
+    def stop(self, timeout: float = 20) -> None:
         """Stops the node (SIGTERM; SIGKILL after `timeout` seconds).
 
         Clients of this process connected to it stay usable as objects, but
@@ -49,16 +52,21 @@ class Node:
                 client._handle.node_stopped()
                 client._node_gone(self.process.pid)
 
-    def __enter__(self):
+    def __enter__(self) -> "Node":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type: Optional[Type[BaseException]],
+                 exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
         self.stop()
 
 
-def start_node(workers=2, *, job_id=None, store_bytes="512M",
-               pythonpath=None, extra_args=(), env=None, timeout=60,
-               detached=False):
+def start_node(workers: int = 2, *, job_id: Optional[str] = None,
+               store_bytes: Union[str, int] = "512M",
+               pythonpath: Union[None, str, Sequence[str]] = None,
+               extra_args: Sequence[str] = (),
+               env: Optional[Mapping[str, str]] = None,
+               timeout: float = 60, detached: bool = False) -> Node:
     """Starts `shoal start -n WORKERS` and waits until it serves.
 
     Returns a Node; shoal.connect(job_id=node.job_id) reaches it. The node
@@ -66,6 +74,13 @@ def start_node(workers=2, *, job_id=None, store_bytes="512M",
     a process that dies — killed, os._exit — takes along a node started
     from its main thread: that node gets SIGTERM when the process ends). With detached=True it outlives this
     process, in a session of its own: stop it with `shoal stop`.
+
+    job_id: the node's job id (default: a new one); store_bytes: the
+    store's size ("512M", "2G" or bytes); pythonpath: folders its workers
+    import from (a ":"-joined str or a list); extra_args: more `shoal
+    start` arguments; env: its environment (default this process's);
+    timeout: seconds to wait for it to serve. Raises UnavailableError when
+    it did not start.
     """
     job_id = job_id or f"py-{os.getpid()}-{os.urandom(3).hex()}"
     cmd = [_paths.shoal_binary(), "start", "-n", str(workers),
@@ -86,7 +101,7 @@ def start_node(workers=2, *, job_id=None, store_bytes="512M",
             if threading.current_thread() is threading.main_thread()
             else None)
     ready, _, _ = select.select([process.stdout], [], [], timeout)
-    line = process.stdout.readline() if ready else ""
+    line = process.stdout.readline() if ready else ""  # type: ignore[union-attr]  # (PIPE)
     if "ready" not in line and not (detached and line.startswith("node ")):
         process.kill()
         process.wait()
@@ -104,11 +119,11 @@ def start_node(workers=2, *, job_id=None, store_bytes="512M",
 
 # Nodes start_node started (not detached) and nothing stopped yet: stopped
 # when this process exits.
-_STARTED: set = set()
+_STARTED: set[Node] = set()
 
 
 @atexit.register
-def _stop_started():
+def _stop_started() -> None:
     for node in list(_STARTED):
         try:
             node.stop()
@@ -119,7 +134,7 @@ def _stop_started():
 _PR_SET_PDEATHSIG = 1
 
 
-def _dies_with_parent(parent):
+def _dies_with_parent(parent: int) -> Optional[Callable[[], None]]:
     """A preexec_fn: the child gets SIGTERM when the thread that forked it
     ends (prctl PR_SET_PDEATHSIG; for the main thread: when this process
     exits, however it exits), and exits at once if `parent` is already
@@ -130,7 +145,7 @@ def _dies_with_parent(parent):
     except (OSError, AttributeError):
         return None
 
-    def preexec():
+    def preexec() -> None:
         prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
         if os.getppid() != parent:
             os._exit(1)

@@ -9,11 +9,12 @@ node) on a track of its own, made at the first span.
 
 import contextlib
 import os
+from typing import Any, Iterator, Optional, Union
 
 from . import _errors, _ext
 
 
-def _job_id(job=None):
+def _job_id(job: Optional[str] = None) -> str:
     """The job a timeline is of: `job`, the default client's node,
     $SHOAL_JOB_ID, or the node started last on this machine."""
     if job:
@@ -32,7 +33,7 @@ def _job_id(job=None):
         "no node: connect to one (shoal.connect / shoal.init) or pass job=")
 
 
-def _current_job_id():
+def _current_job_id() -> Optional[str]:
     """The job <runtime dir>/current names (the node started last), or
     None."""
     from . import _paths
@@ -43,7 +44,7 @@ def _current_job_id():
         return None
 
 
-def _ensure_ring(ext):
+def _ensure_ring(ext: Any) -> bool:
     """Starts this process's ring if it has none and a job is known; returns
     whether it records."""
     if ext.timeline_on():
@@ -57,7 +58,7 @@ def _ensure_ring(ext):
 
 
 @contextlib.contextmanager
-def span(name, detail=""):
+def span(name: object, detail: object = "") -> Iterator[None]:
     """Marks the `with` block as a span named `name` on this process's track
     of the timeline (`shoal timeline`, `shoal.timeline`). An exception
     leaving the block marks the span's outcome as an error. A process that
@@ -76,11 +77,13 @@ def span(name, detail=""):
     ext.timeline_span(str(name), start, str(detail), 0)
 
 
-def timeline(path=None, seconds=60, job=None):
+def timeline(path: Union[None, str, "os.PathLike[str]"] = None,
+             seconds: float = 60, job: Optional[str] = None) -> str:
     """Writes the last `seconds` (0: all the rings hold) of the node this
     process uses (or launched job `job`) on this machine to `path` as Chrome
     trace-event JSON (open it in ui.perfetto.dev or chrome://tracing).
-    Without a path, returns the JSON as a str."""
+    Returns the path written (as a str); without a path, the JSON as a
+    str. Raises NotFoundError when no node is known."""
     data = _ext.ext().timeline_json(_job_id(job), float(seconds))
     if path is None:
         return data.decode("ascii")

@@ -9,6 +9,8 @@
             ...
 """
 
+from types import ModuleType
+
 from . import _errors
 
 try:  # inside a worker: the class its forced cancellations raise
@@ -19,7 +21,7 @@ except ImportError:
         BaseException, so `except Exception` does not stop it."""
 
 
-def _module():
+def _module() -> ModuleType:
     try:
         import _shoal_task  # built into the worker binary
     except ImportError:
@@ -29,7 +31,7 @@ def _module():
     return _shoal_task
 
 
-def in_task():
+def in_task() -> bool:
     """True while this code runs as a task on a shoal worker."""
     try:
         import _shoal_task
@@ -38,16 +40,19 @@ def in_task():
     return _shoal_task.in_task()
 
 
-def attempt():
-    """1 on the first run; 2, 3, ... when retried after a worker died."""
+def attempt() -> int:
+    """1 on the first run; 2, 3, ... when retried after a worker died.
+    Raises FailedPreconditionError outside a task."""
     return _module().attempt()
 
 
-def worker_id():
-    """The id of the worker running this task."""
+def worker_id() -> int:
+    """The id of the worker running this task. Raises
+    FailedPreconditionError outside a task."""
     return _module().worker_id()
 
 
-def cancelled():
-    """True once the task was cancelled or timed out: stop soon."""
+def cancelled() -> bool:
+    """True once the task was cancelled or timed out: stop soon. Raises
+    FailedPreconditionError outside a task."""
     return _module().cancelled()

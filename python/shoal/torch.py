@@ -16,6 +16,7 @@ limits.
 """
 
 import inspect
+from typing import Any
 
 import torch.distributed as dist
 
@@ -24,7 +25,7 @@ from . import _shoal_torch  # type: ignore[attr-defined]
 BACKEND = "shoal"
 
 
-def _create(options, pg_options):
+def _create(options: Any, pg_options: Any) -> Any:
     """register_backend's extended creator: options is torch's
     _DistributedBackendOptions (store, group_rank, group_size, timeout,
     group_id)."""
@@ -35,14 +36,14 @@ def _create(options, pg_options):
         options.timeout, str(options.group_id))
 
 
-def _register():
+def _register() -> None:
     if BACKEND.upper() in dist.Backend._plugins:  # imported twice
         return
     # torch 2.x dispatches by device to a c10d::Backend (the creator's
     # result) and takes the devices it serves; torch 1.13 has no `devices`
     # (its ProcessGroup serves every tensor). The Python side's one
     # difference between them (the C++ side's: torch_backend/torch_compat.h).
-    kwargs = {"extended_api": True}
+    kwargs: dict[str, Any] = {"extended_api": True}
     if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
         kwargs["devices"] = ["cpu", "cuda"]
     dist.Backend.register_backend(BACKEND, _create, **kwargs)
