@@ -14,7 +14,7 @@ import time
 import warnings
 import weakref
 from typing import (Any, Callable, Iterable, Iterator, Mapping, Optional,
-                    TypeVar, Union, overload)
+                    Sequence, TypeVar, Union, overload)
 
 import numpy as np
 
@@ -41,7 +41,7 @@ _PLAIN_TYPES = frozenset([type(None), bool, int, float, str, bytes,
 _MAX_STORED_FUNCTIONS = 4096
 
 
-def _reports_blocked(method):
+def _reports_blocked(method: Callable[..., Any]) -> Callable[..., Any]:
     """Inside a worker (nested tasks), wraps a method that waits for tasks,
     (self, futures, timeout, [min_done], completer=False). While what it
     waits for is not done, the wait runs queued tasks this worker can run
@@ -51,14 +51,15 @@ def _reports_blocked(method):
     coordinator may start a temporary worker for queued work no idle worker
     takes). docs/actors.md, "Nested tasks". Polls (timeout 0) and the
     completion thread's rounds do not count. Elsewhere: the method itself."""
-    report = getattr(_ext._shoal, "_report_blocked_wait", None) \
+    report: Any = getattr(_ext._shoal, "_report_blocked_wait", None) \
         if _ext.IN_WORKER else None
     if report is None:
         return method
     helper = getattr(_ext._shoal, "_help_while_waiting", None)
 
     @functools.wraps(method)
-    def waiting(self, futures, timeout, *args, **kwargs):
+    def waiting(self: Any, futures: Any, timeout: Optional[float],
+                *args: Any, **kwargs: Any) -> Any:
         if timeout == 0 or kwargs.get("completer"):
             return method(self, futures, timeout, *args, **kwargs)
         blocked = False
@@ -83,8 +84,11 @@ def _reports_blocked(method):
 _HELP_SLICE_S = 0.01
 
 
-def _help_while_waiting(helper, report, method, client, futures, timeout,
-                        args):
+def _help_while_waiting(helper: Any, report: Any,
+                        method: Callable[..., Any], client: "Client",
+                        futures: Any, timeout: Optional[float],
+                        args: tuple[Any, ...]
+                        ) -> tuple[Optional[float], bool]:
     """_reports_blocked's loop: runs queued tasks inline until what is
     waited for is done (returns timeout 0), the time is up (0), or it cannot
     help (returns the time left, None: forever). Also returns whether it
@@ -93,7 +97,7 @@ def _help_while_waiting(helper, report, method, client, futures, timeout,
     want = args[0] if args else 1
     deadline = None if timeout is None else time.monotonic() + timeout
     blocked = False
-    def enough():
+    def enough() -> bool:
         return sum(1 for f in group if f._state in _DONE_STATES) >= want
 
     while True:
@@ -166,7 +170,7 @@ class Client(Collector):
             if pid is not None:
                 self._watch_node(pid)
 
-    def _gone_error(self):
+    def _gone_error(self) -> _errors.UnavailableError:
         """A new UnavailableError saying the node went away."""
         return _errors.UnavailableError(str(self._gone))
 
@@ -293,7 +297,7 @@ class Client(Collector):
         """Asks the node to shut down (its workers and store go with it)."""
         self._handle.stop_node()
 
-    def _force_cancel(self, task_id):
+    def _force_cancel(self, task_id: int) -> None:
         """cancel(force=True) after the cancel flag is set: tells each busy
         pool worker that task `task_id` is cancelled with force (a signal
         carrying the id, worker/python_interrupt.h); the one running it
@@ -315,7 +319,10 @@ class Client(Collector):
 
     # ---- submitting ------------------------------------------------------
 
-    def _submit_call(self, fn, args, kwargs, options=None):
+    def _submit_call(self, fn: Any, args: Iterable[Any],
+                     kwargs: Optional[Mapping[str, Any]],
+                     options: Optional[Mapping[str, Any]] = None
+                     ) -> Future[Any]:
         """The one way in: queues fn(*args, **kwargs) with `options` (a dict:
         timeout, max_retries, cpus or num_cpus, gpus or num_gpus; None: the
         defaults) and returns its Future. Futures among args and kwargs
@@ -344,7 +351,8 @@ class Client(Collector):
                                       nested)
         return Future(self, task_id, keep)
 
-    def _options_of(self, options):
+    def _options_of(self, options: Optional[Mapping[str, Any]]
+                    ) -> tuple[Any, ...]:
         """_task_options(options), remembered for the last dict seen (actor
         calls pass the same one every time)."""
         if options is None:
@@ -356,7 +364,8 @@ class Client(Collector):
         self._last_options = (options, dict(options), opts)
         return opts
 
-    def _submit_plain(self, fn, args, opts):
+    def _submit_plain(self, fn: Any, args: Any,
+                      opts: tuple[Any, ...]) -> Optional[Future[Any]]:
         """The common cases, without the general checks: a function a worker
         imports by name (known from an earlier submit) or one sent by value
         before and unchanged since (the same object, the same fingerprint),
@@ -419,7 +428,8 @@ class Client(Collector):
             envelope_name, values, path, timeout, retries, cpus, gpus)
         return Future(self, task_id, _keep_also(keep, fn_keep))
 
-    def _submit_now(self, fn, args, kwargs, opts):
+    def _submit_now(self, fn: Any, args: Any, kwargs: Any,
+                    opts: Any) -> tuple[int, Any]:
         """Submits fn(*args, **kwargs); returns (task id, what its Future
         keeps)."""
         if self._gone is not None:
@@ -459,7 +469,8 @@ class Client(Collector):
             name + "!", values, path, timeout, retries, cpus, gpus)
         return task_id, _keep_also(keep, fn_keep)
 
-    def _submit_resolved(self, fn, args, kwargs, opts):
+    def _submit_resolved(self, fn: Any, args: Any, kwargs: Any,
+                         opts: Any) -> tuple[int, Any]:
         """_submit_now for a call whose Future arguments all finished. A
         future whose outputs include store objects reaches a Python task as
         those objects (_future.ValueByReference: out-of-band buffers of the
@@ -469,9 +480,9 @@ class Client(Collector):
         result), one given to a C++ task, and any future of a remote client
         (it has no store) go by value. Raises a failed dependency's error."""
         by_ref = self._local and self._function(fn)[0].startswith("py:")
-        refs = []
+        refs: list[Any] = []
 
-        def resolve(x):
+        def resolve(x: Any) -> Any:
             if not isinstance(x, Future):
                 return x
             outputs = x._outputs  # (only a task that succeeded has them)
@@ -495,14 +506,16 @@ class Client(Collector):
             keep = _keep_also(keep, ref)
         return task_id, keep
 
-    def _submit_after(self, deps, fn, args, kwargs, opts, nested=()):
+    def _submit_after(self, deps: list[Future[Any]], fn: Any, args: Any,
+                      kwargs: Any, opts: Any,
+                      nested: Any = ()) -> Future[Any]:
         """A Future for a task submitted once `deps` finished (from the
         thread that completes the last of them)."""
-        fut = Future(self, None, None)
+        fut: Future[Any] = Future(self, None, None)
         remaining = [len(deps)]
         lock = threading.Lock()
 
-        def on_dep_done(_):
+        def on_dep_done(_: Any) -> None:
             with lock:
                 remaining[0] -= 1
                 if remaining[0] != 0:
@@ -530,7 +543,7 @@ class Client(Collector):
             d.add_done_callback(on_dep_done)
         return fut
 
-    def _function(self, fn):
+    def _function(self, fn: Any) -> Any:
         """(task name, ObjectRef to keep or None, pickled function or None)
         — by name when a worker can import it, else by value: put into the
         store once per distinct content (local clients: "py:=<object id>")
@@ -560,7 +573,7 @@ class Client(Collector):
         entry = self._by_hash.get(digest)
         if entry is None:
             if self._local:
-                ref = _store.put_into(
+                ref: Any = _store.put_into(
                     self._handle.store, np.frombuffer(data, dtype=np.uint8),
                     "raw")
                 self.function_stats["stored"] += 1
@@ -600,7 +613,7 @@ class Client(Collector):
     _await_one = _reports_blocked(Collector._await_one)
     _collect = _reports_blocked(Collector._collect)
 
-    def _python_path(self):
+    def _python_path(self) -> str:
         """This process's sys.path minus the interpreter's own folders (the
         worker has those): what a worker needs to import our modules. A long
         one is put into the store once and named by "@<object id>"; the
@@ -619,7 +632,7 @@ class Client(Collector):
             key = list(sys.path)
             path = ":".join(client_search_path())
             if len(path) > _INLINE_PATH_BYTES and self._handle.local:
-                ref = self._path_refs.get(path)
+                ref: Any = self._path_refs.get(path)
                 if ref is None:
                     ref = _store.put_into(
                         self._handle.store,
@@ -630,18 +643,18 @@ class Client(Collector):
         return path
 
 
-def _nested_futures(args, kwargs):
+def _nested_futures(args: Any, kwargs: Any) -> list[Future[Any]]:
     """The distinct Futures inside the call's arguments, at any depth."""
     found = {}
 
-    def record(obj):
+    def record(obj: Any) -> Any:
         if isinstance(obj, Future):
             found[id(obj)] = obj
             return type(None), ()
         return NotImplemented
 
     class Recorder(pickle.Pickler):
-        def reducer_override(self, obj):
+        def reducer_override(self, obj: Any) -> Any:
             return record(obj)
 
     try:
@@ -651,7 +664,7 @@ def _nested_futures(args, kwargs):
         found.clear()
 
         class CloudRecorder(cloudpickle.Pickler):
-            def reducer_override(self, obj):
+            def reducer_override(self, obj: Any) -> Any:
                 r = record(obj)
                 return super().reducer_override(obj) \
                     if r is NotImplemented else r
@@ -663,14 +676,15 @@ def _nested_futures(args, kwargs):
 _TASK_NAME = re.compile(r"py:(?:[=#][0-9a-fA-F]+|[\w.]+:[\w.]+)!?")
 
 
-def _qualified_name(fn):
+def _qualified_name(fn: Any) -> str:
     f = getattr(fn, "__func__", fn)
     qualname = getattr(f, "__qualname__", None) or type(f).__qualname__
     module = getattr(f, "__module__", None)
     return f"{module}.{qualname}" if module else qualname
 
 
-def _wait_as_completed(futures, timeout, want):
+def _wait_as_completed(futures: list[Future[Any]], timeout: Optional[float],
+                       want: int) -> None:
     """Client.wait over futures some of which are num_returns items (they
     have no task of their own): concurrent.futures' waiters."""
     import concurrent.futures
@@ -682,10 +696,13 @@ def _wait_as_completed(futures, timeout, want):
             return
         _, still = concurrent.futures.wait(
             pending, left, concurrent.futures.FIRST_COMPLETED)
-        pending = list(still)
+        pending = list(still)  # type: ignore[arg-type]
 
 
-def _results_in_order(futures, timeout, chunked, counter=None, sizes=()):
+def _results_in_order(futures: list[Future[Any]], timeout: Optional[float],
+                      chunked: bool,
+                      counter: Optional[_progress.Counter] = None,
+                      sizes: Sequence[int] = ()) -> Iterator[Any]:
     deadline = None if timeout is None else time.monotonic() + timeout
     try:
         for i, f in enumerate(futures):
@@ -710,7 +727,7 @@ def _results_in_order(futures, timeout, chunked, counter=None, sizes=()):
 _NO_KWARGS: dict = {}  # pickled, never changed
 
 
-def _small_call(fn_bytes, args):
+def _small_call(fn_bytes: Any, args: Any) -> Any:
     """The call envelope's values of a call that plain pickle takes whole,
     with no buffer to send out of band (a small dict, list, tuple of
     scalars and strings: the common small call), else None (then
@@ -719,7 +736,7 @@ def _small_call(fn_bytes, args):
     tensors pickle in band unless _serialize's pickler sends them)."""
     if "torch" in sys.modules:
         return None
-    out_of_band = []
+    out_of_band: list[Any] = []
     try:
         header = pickle.dumps((fn_bytes, args, _NO_KWARGS), 5,
                               buffer_callback=out_of_band.append)
@@ -730,7 +747,7 @@ def _small_call(fn_bytes, args):
     return [header]
 
 
-def _store_ref_of(output):
+def _store_ref_of(output: Any) -> Any:
     """The ObjectRef a task output (as ClientHandle.wait gives it: a
     store-backed array, a raw object's memoryview) views in full; None for
     an inline value."""
@@ -744,13 +761,13 @@ def _store_ref_of(output):
     return None
 
 
-def _top_level(arg):
+def _top_level(arg: Any) -> Any:
     """A task's argument as it is pickled: a ValueRef as its value (Ray's
     rule for a top-level ref), anything else as it is."""
     return _store.ByValue(arg) if type(arg) is _store.ValueRef else arg
 
 
-def _keep_also(keep, ref):
+def _keep_also(keep: Any, ref: Any) -> Any:
     if ref is None:
         return keep
     if keep is None:
@@ -766,7 +783,7 @@ _FORCE_CANCEL_SIGNAL_OFFSET = 6
 _sigqueue = None
 
 
-def _signal_force_cancel(pid, task_id):
+def _signal_force_cancel(pid: int, task_id: int) -> None:
     """sigqueue(pid, SIGRTMIN + 6, task_id); a worker gone meanwhile is
     skipped."""
     global _sigqueue
@@ -786,7 +803,8 @@ def _signal_force_cancel(pid, task_id):
                       stacklevel=4)
 
 
-def _task_options(options):
+def _task_options(options: Optional[Mapping[str, Any]]
+                  ) -> tuple[Any, ...]:
     """(timeout_s, max_retries, cpus, gpus) from an options dict."""
     if not options:
         return _DEFAULT_OPTIONS
