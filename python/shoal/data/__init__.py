@@ -17,6 +17,7 @@ default collate).
 """
 
 import importlib
+from typing import Any
 
 # Names and the module defining each: imported on first use, so that a
 # worker (which imports shoal.data._worker) loads neither the loader nor
@@ -31,7 +32,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'shoal.data' has no attribute {name!r}")
@@ -40,5 +41,5 @@ def __getattr__(name):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))

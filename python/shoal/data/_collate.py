@@ -14,6 +14,7 @@ the same samples, computed in a worker that never imports torch.
 """
 
 import collections.abc
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -21,11 +22,13 @@ _ERROR = ("default_collate: batch must contain tensors, numpy arrays, "
           "numbers, dicts or lists; found {}")
 
 
-def _is_strings(array):
+def _is_strings(array: Any) -> bool:
     return array.dtype.kind in "SUOV"
 
 
-def numpy_collate(batch):
+def numpy_collate(batch: Sequence[Any]) -> Any:
+    """torch's default_collate with numpy: arrays and numbers stacked,
+    mappings and sequences collated field by field, strings listed."""
     elem = batch[0]
     t = type(elem)
     if isinstance(elem, np.ndarray) and not _is_strings(elem):
@@ -66,11 +69,12 @@ def numpy_collate(batch):
     raise TypeError(_ERROR.format(t))
 
 
-def numpy_convert(data):
+def numpy_convert(data: Any) -> Any:
+    """torch's default_convert with numpy: the data as it is."""
     return data
 
 
-def plain(value, depth=0):
+def plain(value: Any, depth: int = 0) -> bool:
     """Whether torch's default_collate of samples like `value` can be
     computed with numpy (numpy arrays, Python and numpy numbers, strings,
     and mappings/sequences of them; no tensors or other objects)."""
@@ -89,7 +93,7 @@ def plain(value, depth=0):
     return False
 
 
-def to_torch(value):
+def to_torch(value: Any) -> Any:
     """Every numpy array in a collated value as a tensor over its memory."""
     import warnings
 
@@ -118,10 +122,10 @@ class WorkerCollate:
     module, so that a worker unpickles it without importing the loader (nor
     torch)."""
 
-    def __init__(self, batched):
+    def __init__(self, batched: bool) -> None:
         self.batched = batched  # default_collate, else default_convert
 
-    def __call__(self, batch):
+    def __call__(self, batch: Any) -> Any:
         sample = batch[0] if self.batched and batch else batch
         if plain(sample):
             return numpy_collate(batch) if self.batched else batch

@@ -18,6 +18,7 @@ each as its worker would (_start.py: the warm start).
 import collections
 import itertools
 import threading
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from .. import _actor, _errors
 from . import _collate, _place, _samplers, _start, _worker
@@ -30,21 +31,25 @@ except ImportError:
     _tud = None  # type: ignore[assignment]
 
 
-def _is_iterable_dataset(dataset):
+def _is_iterable_dataset(dataset: Any) -> bool:
     if _tud is not None:
         return isinstance(dataset, _tud.IterableDataset)
     return hasattr(dataset, "__iter__") and not hasattr(dataset,
                                                         "__getitem__")
 
 
-def default_collate(batch):
-    """torch's default_collate with torch, else shoal's numpy counterpart."""
+def default_collate(batch: Any) -> Any:
+    """torch's default_collate with torch, else shoal's numpy counterpart
+    (arrays and numbers stacked, mappings and sequences collated field by
+    field). Raises TypeError for samples of a type it cannot collate."""
     if _tud is not None:
         return _tud.default_collate(batch)
     return _collate.numpy_collate(batch)
 
 
-def default_convert(data):
+def default_convert(data: Any) -> Any:
+    """torch's default_convert with torch (numpy arrays as tensors), else
+    the data as it is."""
     if _tud is not None:
         return _tud.default_convert(data)
     return _collate.numpy_convert(data)
@@ -65,13 +70,19 @@ class DataLoader:
     processes, never forked from this one).
     """
 
-    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None,
-                 batch_sampler=None, num_workers=0, collate_fn=None,
-                 pin_memory=False, drop_last=False, timeout=0,
-                 worker_init_fn=None, multiprocessing_context=None,
-                 generator=None, *, prefetch_factor=2,
-                 persistent_workers=False, pin_memory_device="",
-                 store_bytes=None, warm_start=True):
+    def __init__(self, dataset: Any, batch_size: Optional[int] = 1,
+                 shuffle: Optional[bool] = None, sampler: Any = None,
+                 batch_sampler: Any = None, num_workers: int = 0,
+                 collate_fn: Optional[Callable[[Any], Any]] = None,
+                 pin_memory: bool = False, drop_last: bool = False,
+                 timeout: float = 0,
+                 worker_init_fn: Optional[Callable[[int], None]] = None,
+                 multiprocessing_context: Any = None,
+                 generator: Any = None, *, prefetch_factor: int = 2,
+                 persistent_workers: bool = False,
+                 pin_memory_device: str = "",
+                 store_bytes: Optional[int] = None,
+                 warm_start: bool = True) -> None:
         if num_workers < 0:
             raise ValueError("num_workers option should be non-negative; "
                              "use num_workers=0 to disable multiprocessing.")
@@ -150,19 +161,21 @@ class DataLoader:
             collate_fn = default_collate if self._auto_collation \
                 else default_convert
         self.collate_fn = collate_fn
-        self._placement = None
-        self._starter = None  # _start.Starter of the persistent workers
-        self._base_seed = None
+        self._placement: Any = None
+        # _start.Starter of the persistent workers.
+        self._starter: Optional[_start.Starter] = None
+        self._base_seed: Optional[int] = None
         self._epoch = 0
         self._lock = threading.Lock()
 
     # -- torch's attributes ---------------------------------------------------
 
     @property
-    def _index_sampler(self):
+    def _index_sampler(self) -> Any:
         return self.batch_sampler if self._auto_collation else self.sampler
 
-    def __len__(self):
+    def __len__(self) -> int:
+        """Batches per epoch (an iterable dataset's: from its len())."""
         if self._iterable:
             n = len(self.dataset)
             if self.batch_size is not None:
@@ -174,14 +187,15 @@ class DataLoader:
 
     # -- iteration --------------------------------------------------------------
 
-    def _draw_base_seed(self):
+    def _draw_base_seed(self) -> Any:
         if torch is not None:
             return torch.empty((), dtype=torch.int64).random_(
                 generator=self.generator).item()
         import random
         return random.getrandbits(63)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
+        """An epoch's batches, in the sampler's order."""
         if self.num_workers == 0:
             return _SingleProcessIter(self)
         if self.persistent_workers and self._starter is not None:
@@ -202,14 +216,15 @@ class DataLoader:
         return _MultiWorkerIter(self, starter,
                                 persistent=self.persistent_workers)
 
-    def _placed(self):
+    def _placed(self) -> Any:
         with self._lock:
             if self._placement is None:
                 self._placement = _place.place(self.dataset,
                                                self.store_bytes)
             return self._placement
 
-    def _spec(self):
+    def _spec(self) -> dict[str, Any]:
+        collate: Callable[[Any], Any]
         if self._user_collate:
             collate = self.collate_fn
         elif torch is None:
@@ -222,26 +237,27 @@ class DataLoader:
                 "auto_collation": self._auto_collation,
                 "batch_size": self.batch_size, "drop_last": self.drop_last}
 
-    def _make_workers(self, base_seed):
+    def _make_workers(self, base_seed: int) -> list[Any]:
         placement = self._placed()
         spec = self._spec()
         return [self._make_worker(placement, i, base_seed, spec)
                 for i in range(self.num_workers)]
 
-    def _make_worker(self, placement, i, base_seed, spec):
-        cls = _worker.LoaderWorker
+    def _make_worker(self, placement: Any, i: int, base_seed: int,
+                     spec: dict[str, Any]) -> Any:
+        cls: Any = _worker.LoaderWorker  # an ActorClass
         return _actor._create(cls._cls, (placement.shared, i,
                                          self.num_workers, base_seed, spec),
                               {}, cls._options, placement.client)
 
-    def worker_pids(self, timeout=60):
+    def worker_pids(self, timeout: Optional[float] = 60) -> list[int]:
         """The process ids of the persistent workers (for tests and the
         benchmark's worker kill); [] when there are none."""
         if self._starter is None:
             return []
         return [w.pid.remote().result(timeout) for w in self._starter.wait()]
 
-    def close(self):
+    def close(self) -> None:
         """Ends the workers and releases the loader's dataset in the store
         (also done when the loader is collected or the program exits)."""
         starter, self._starter = self._starter, None
@@ -251,14 +267,14 @@ class DataLoader:
         if placement is not None and placement.closer is not None:
             placement.closer()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:  # noqa: BLE001 (interpreter shutdown)
             pass
 
 
-def _pin(batch, loader):
+def _pin(batch: Any, loader: DataLoader) -> Any:
     if torch is None or not loader.pin_memory or \
             not torch.cuda.is_available():
         return batch
@@ -269,18 +285,18 @@ def _pin(batch, loader):
 class _SingleProcessIter:
     """num_workers=0: batches made in this process, as torch does."""
 
-    def __init__(self, loader):
+    def __init__(self, loader: DataLoader) -> None:
         self._loader = loader
         loader._draw_base_seed()  # torch draws it too: the same order after
-        self._sampler_iter = None if loader._iterable else \
+        self._sampler_iter: Any = None if loader._iterable else \
             iter(loader._index_sampler)
         self._stream = iter(loader.dataset) if loader._iterable else None
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return self
 
-    def __next__(self):
-        lo = self._loader
+    def __next__(self) -> Any:
+        lo: Any = self._loader
         if lo._iterable:
             if lo._auto_collation:
                 data = list(itertools.islice(self._stream, lo.batch_size))
@@ -297,14 +313,15 @@ class _SingleProcessIter:
                 data = lo.dataset[index]
         return _pin(lo.collate_fn(data), lo)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._loader)
 
 
 class _Pending:
     __slots__ = ("worker", "payload", "rng", "future")
 
-    def __init__(self, worker, payload, rng, future):
+    def __init__(self, worker: int, payload: Any, rng: Any,
+                 future: Any) -> None:
         self.worker = worker
         self.payload = payload
         self.rng = rng
@@ -321,7 +338,8 @@ class _MultiWorkerIter:
     starter has no pool yet, the consumer makes the batches itself
     (_start.LocalWorkers), else it waits for the pool."""
 
-    def __init__(self, loader, starter, persistent):
+    def __init__(self, loader: DataLoader, starter: Any,
+                 persistent: bool) -> None:
         self._loader = loader
         self._starter = starter
         self._pool = starter.pool if starter.done.is_set() else None
@@ -332,8 +350,8 @@ class _MultiWorkerIter:
         self._active = [True] * n
         self._seq = [0] * n
         self._cycle = itertools.cycle(range(n))
-        self._pending = collections.deque()
-        self._sampler_iter = None if loader._iterable else \
+        self._pending: collections.deque[_Pending] = collections.deque()
+        self._sampler_iter: Any = None if loader._iterable else \
             iter(loader._index_sampler)
         self._exhausted = False
         self._limit = loader.prefetch_factor * n
@@ -342,31 +360,31 @@ class _MultiWorkerIter:
         if self._pool is not None or starter.local is None:
             self._adopt()
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return self
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._loader)
 
-    def _adopt(self):
+    def _adopt(self) -> None:
         """Takes the started pool (waiting for it) and fills the queue."""
         self._pool = self._starter.wait()
         self._dispatch()
 
-    def _submit(self, w, payload, rng):
+    def _submit(self, w: int, payload: Any, rng: Any) -> Any:
         worker = self._pool[w]
         if self._loader._iterable:
             return worker.next.remote(self._epoch, payload)
         return worker.fetch.remote(payload, rng)
 
-    def _next_worker(self):
+    def _next_worker(self) -> Optional[int]:
         for _ in range(len(self._active)):
             c = next(self._cycle)
             if self._active[c]:
                 return c
         return None
 
-    def _dispatch(self):
+    def _dispatch(self) -> None:
         local = self._starter.local
         while len(self._pending) < self._limit and not self._exhausted:
             w = self._next_worker()
@@ -386,13 +404,13 @@ class _MultiWorkerIter:
             self._pending.append(_Pending(w, payload, rng,
                                           self._submit(w, payload, rng)))
 
-    def _replace_worker(self, w):
+    def _replace_worker(self, w: int) -> None:
         """A worker whose actor ended (no restarts left): a new one."""
-        lo = self._loader
+        lo: Any = self._loader
         self._pool[w] = lo._make_worker(lo._placed(), w, lo._base_seed,
                                         lo._spec())
 
-    def _result(self, entry):
+    def _result(self, entry: _Pending) -> Any:
         timeout = self._loader.timeout or None
         for attempt in range(_MAX_RECOMPUTES + 1):
             try:
@@ -416,7 +434,7 @@ class _MultiWorkerIter:
             except Exception as e:  # noqa: BLE001 (the worker's error)
                 raise _reraised(e, entry.worker) from e
 
-    def _next_local(self):
+    def _next_local(self) -> Any:
         """The next batch made here, as its worker would make it."""
         w = self._next_worker()
         try:
@@ -433,7 +451,7 @@ class _MultiWorkerIter:
             self._starter.start()  # after the first batch: it waited for none
         return value
 
-    def __next__(self):
+    def __next__(self) -> Any:
         if self._pool is None:
             if self._exhausted:
                 raise StopIteration
@@ -459,24 +477,25 @@ class _MultiWorkerIter:
             self._dispatch()
             return self._deliver(value)
 
-    def _deliver(self, value):
+    def _deliver(self, value: Any) -> Any:
         if self._to_torch:
             value = _collate.to_torch(value)
         return _pin(value, self._loader)
 
-    def _finish(self):
+    def _finish(self) -> None:
         if not self._done and not self._persistent:
             self._starter.abandon()
         self._done = True
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self._finish()
         except Exception:  # noqa: BLE001 (interpreter shutdown)
             pass
 
 
-def _reraised(e, worker, tb=None):
+def _reraised(e: BaseException, worker: Optional[int],
+              tb: Optional[str] = None) -> BaseException:
     """The worker's exception as torch re-raises it: its type, with a
     message naming the worker and carrying the worker's traceback."""
     tb = tb or getattr(e.__cause__, "remote_traceback", None)
@@ -496,5 +515,5 @@ def _reraised(e, worker, tb=None):
 class KeyErrorMessage(str):
     """KeyError's str() repr()s its message; this keeps the lines."""
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return self

@@ -4,6 +4,7 @@ DistributedSampler, whose rank and world size default to `shoal launch`'s.
 """
 
 import math
+from typing import Any, Iterator, Optional, Sized
 
 import numpy as np
 
@@ -16,13 +17,15 @@ except ImportError:  # numpy only
 
 
 class _NumpySequential:
-    def __init__(self, data_source):
+    """torch's SequentialSampler without torch: 0, 1, ..., len - 1."""
+
+    def __init__(self, data_source: Sized) -> None:
         self.data_source = data_source
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         return iter(range(len(self.data_source)))
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.data_source)
 
 
@@ -30,8 +33,9 @@ class _NumpyRandom:
     """A permutation per epoch from a numpy Generator (`generator`: a
     np.random.Generator, an int seed, or None for fresh entropy)."""
 
-    def __init__(self, data_source, replacement=False, num_samples=None,
-                 generator=None):
+    def __init__(self, data_source: Sized, replacement: bool = False,
+                 num_samples: Optional[int] = None,
+                 generator: Any = None) -> None:
         self.data_source = data_source
         self.replacement = replacement
         self._num_samples = num_samples
@@ -40,28 +44,33 @@ class _NumpyRandom:
         self.generator = generator
 
     @property
-    def num_samples(self):
+    def num_samples(self) -> int:
         return (len(self.data_source) if self._num_samples is None
                 else self._num_samples)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         n = len(self.data_source)
         if self.replacement:
             return iter(self.generator.integers(
                 0, n, self.num_samples).tolist())
-        out = []
+        out: list[int] = []
         for _ in range(self.num_samples // n):
             out.extend(self.generator.permutation(n).tolist())
         out.extend(self.generator.permutation(n)[
             :self.num_samples % n].tolist())
         return iter(out)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.num_samples
 
 
 class _NumpyBatch:
-    def __init__(self, sampler, batch_size, drop_last):
+    """torch's BatchSampler without torch: lists of `batch_size` indices of
+    `sampler` (the last one shorter unless drop_last). Raises ValueError
+    for a batch_size that is not a positive int."""
+
+    def __init__(self, sampler: Any, batch_size: int,
+                 drop_last: bool) -> None:
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) \
                 or batch_size <= 0:
             raise ValueError(f"batch_size should be a positive integer "
@@ -70,8 +79,8 @@ class _NumpyBatch:
         self.batch_size = batch_size
         self.drop_last = drop_last
 
-    def __iter__(self):
-        batch = []
+    def __iter__(self) -> Iterator[list[int]]:
+        batch: list[int] = []
         for idx in self.sampler:
             batch.append(idx)
             if len(batch) == self.batch_size:
@@ -80,7 +89,7 @@ class _NumpyBatch:
         if batch and not self.drop_last:
             yield batch
 
-    def __len__(self):
+    def __len__(self) -> int:
         n = len(self.sampler)
         return n // self.batch_size if self.drop_last else \
             (n + self.batch_size - 1) // self.batch_size
@@ -96,7 +105,7 @@ else:
     BatchSampler = _NumpyBatch  # type: ignore[misc]
 
 
-def _launch_rank_and_size():
+def _launch_rank_and_size() -> tuple[int, int]:
     from .. import _context
     job = _context.job()
     return job.rank, job.world_size
@@ -109,10 +118,12 @@ class DistributedSampler:
     new shuffle. num_replicas and rank default to the `shoal launch` job's
     world size and rank (shoal.init()). With torch the order is exactly
     torch.utils.data.DistributedSampler's (seed + epoch through
-    torch.Generator); without torch a numpy permutation of the same seed."""
+    torch.Generator); without torch a numpy permutation of the same seed.
+    Raises ValueError for a rank outside [0, num_replicas)."""
 
-    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True,
-                 seed=0, drop_last=False):
+    def __init__(self, dataset: Sized, num_replicas: Optional[int] = None,
+                 rank: Optional[int] = None, shuffle: bool = True,
+                 seed: int = 0, drop_last: bool = False) -> None:
         if num_replicas is None or rank is None:
             r, n = _launch_rank_and_size()
             rank = r if rank is None else rank
@@ -134,7 +145,7 @@ class DistributedSampler:
         self.shuffle = shuffle
         self.seed = seed
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         n = len(self.dataset)
         if self.shuffle:
             if torch is not None:
@@ -157,10 +168,12 @@ class DistributedSampler:
             indices = indices[:self.total_size]
         return iter(indices[self.rank:self.total_size:self.num_replicas])
 
-    def __len__(self):
+    def __len__(self) -> int:
+        """The indices this rank reads per epoch."""
         return self.num_samples
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the next iteration shuffles for (seed + epoch)."""
         self.epoch = epoch
 
 

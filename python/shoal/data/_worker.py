@@ -22,6 +22,7 @@ import itertools
 import os
 import random
 import sys
+from typing import Any, Callable, Optional, Sequence
 
 from .. import _remote
 
@@ -39,26 +40,27 @@ class WorkerInfo:
 
     __slots__ = ("id", "num_workers", "seed", "dataset")
 
-    def __init__(self, id, num_workers, seed, dataset):  # noqa: A002
+    def __init__(self, id: int, num_workers: int, seed: int,  # noqa: A002
+                 dataset: Any) -> None:
         self.id = id
         self.num_workers = num_workers
         self.seed = seed
         self.dataset = dataset
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"WorkerInfo(id={self.id}, num_workers={self.num_workers}, "
                 f"seed={self.seed}, dataset={type(self.dataset).__name__})")
 
 
-_info = None
+_info: Optional[WorkerInfo] = None
 
 
-def get_worker_info():
+def get_worker_info() -> Optional[WorkerInfo]:
     """The WorkerInfo of this DataLoader worker; None in other processes."""
     return _info
 
 
-def _generate_state(base_seed, worker_id):
+def _generate_state(base_seed: int, worker_id: int) -> Any:
     """torch's numpy seed for a worker (torch/utils/data/_utils/worker.py)."""
     import numpy as np
     INIT_A = 0x43b0d7e5
@@ -73,7 +75,7 @@ def _generate_state(base_seed, worker_id):
     pool = [0] * 4
     hash_const_A = INIT_A
 
-    def hash(value):
+    def hash(value: int) -> int:
         nonlocal hash_const_A
         value = (value ^ hash_const_A) & MASK32
         hash_const_A = (hash_const_A * MULT_A) & MASK32
@@ -81,7 +83,7 @@ def _generate_state(base_seed, worker_id):
         value = (value ^ (value >> XSHIFT)) & MASK32
         return value
 
-    def mix(x, y):
+    def mix(x: int, y: int) -> int:
         result_x = (MIX_MULT_L * x) & MASK32
         result_y = (MIX_MULT_R * y) & MASK32
         result = (result_x - result_y) & MASK32
@@ -106,9 +108,9 @@ def _generate_state(base_seed, worker_id):
     return np.array(state, dtype=np.uint32)
 
 
-def seed_process(base_seed, worker_id):
+def seed_process(base_seed: int, worker_id: int) -> int:
     """Seeds `random`, numpy's legacy RNG and torch's CPU generator (when
-    imported) as torch seeds its worker `worker_id`."""
+    imported) as torch seeds its worker `worker_id`; returns the seed."""
     seed = base_seed + worker_id
     random.seed(seed)
     if "numpy" in sys.modules:
@@ -120,7 +122,7 @@ def seed_process(base_seed, worker_id):
     return seed
 
 
-def rng_state():
+def rng_state() -> tuple[Any, Any, Any]:
     """The state of the RNGs seed_process seeds (torch's as bytes, so that
     a process without torch can hold it)."""
     np = sys.modules.get("numpy")
@@ -131,7 +133,8 @@ def rng_state():
             if torch is not None else None)
 
 
-def set_rng_state(state):
+def set_rng_state(state: Sequence[Any]) -> None:
+    """Sets the RNGs seed_process seeds to a state rng_state took."""
     py, np_state, torch_state = state
     random.setstate(py)
     np = sys.modules.get("numpy")
@@ -143,7 +146,7 @@ def set_rng_state(state):
             torch.frombuffer(bytearray(torch_state), dtype=torch.uint8))
 
 
-def set_info(info):
+def set_info(info: Optional[WorkerInfo]) -> None:
     """Sets get_worker_info() (and torch's, when imported) to `info`."""
     global _info
     _info = info
@@ -156,7 +159,8 @@ def set_info(info):
 
 
 class LoaderWorker:
-    def __init__(self, shared, worker_id, num_workers, base_seed, spec):
+    def __init__(self, shared: Any, worker_id: int, num_workers: int,
+                 base_seed: int, spec: dict[str, Any]) -> None:
         self.spec = spec
         self.dataset = shared.load()
         self.resident = shared.resident
@@ -166,14 +170,15 @@ class LoaderWorker:
         if spec["worker_init_fn"] is not None:
             spec["worker_init_fn"](worker_id)
         self.collate = spec["collate_fn"]
-        self.epoch = None
+        self.epoch: Optional[int] = None
         self.produced = 0
-        self.stream = None
+        self.stream: Any = None
 
-    def pid(self):
+    def pid(self) -> int:
+        """The worker's process id."""
         return os.getpid()
 
-    def fetch(self, indices, rng=None):
+    def fetch(self, indices: Any, rng: Any = None) -> Any:
         """A map-style batch: collate([dataset[i] for i in indices]), or
         dataset[index] collated alone without automatic batching. `rng`:
         the RNG state to continue from (the consumer made this worker's
@@ -186,7 +191,7 @@ class LoaderWorker:
         finally:
             self.resident.release(_RELEASE_EVERY_S)
 
-    def _restart(self, epoch, seq):
+    def _restart(self, epoch: int, seq: int) -> None:
         """A fresh iterator of the dataset at batch `seq` of `epoch` (a new
         epoch, or a worker restarted after a death: the batches it made
         before are made again and dropped, so the stream goes on where the
@@ -198,7 +203,7 @@ class LoaderWorker:
             if self._one() is END:
                 break
 
-    def _one(self):
+    def _one(self) -> Any:
         if self.spec["auto_collation"]:
             batch = list(itertools.islice(self.stream,
                                           self.spec["batch_size"]))
@@ -213,7 +218,7 @@ class LoaderWorker:
         self.produced += 1
         return batch
 
-    def next(self, epoch, seq):
+    def next(self, epoch: int, seq: int) -> Any:
         """Batch `seq` of this worker's stream in `epoch`, or END."""
         if epoch != self.epoch or seq != self.produced:
             self._restart(epoch, seq)
@@ -224,7 +229,8 @@ class LoaderWorker:
             self.resident.release(_RELEASE_EVERY_S)
 
 
-def make_batch(dataset, collate, auto_collation, indices):
+def make_batch(dataset: Any, collate: Callable[[Any], Any],
+               auto_collation: bool, indices: Any) -> Any:
     if auto_collation:
         return collate([dataset[i] for i in indices])
     return collate(dataset[indices])
