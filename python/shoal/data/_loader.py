@@ -164,7 +164,7 @@ class DataLoader:
         self._placement: Any = None
         # _start.Starter of the persistent workers.
         self._starter: Optional[_start.Starter] = None
-        self._base_seed: Optional[int] = None
+        self._base_seed: Any = None  # an int once iterated
         self._epoch = 0
         self._lock = threading.Lock()
 

@@ -7,15 +7,17 @@ import atexit
 import io
 import itertools
 import os
+from typing import Any, Callable, Optional
 
 from .. import _context, _ext, _node, _zero_copy
 from .. import _client
 from . import _share
 
-_OWN_NODES: list = []  # nodes this process started for loaders, stopped at exit
+# Nodes this process started for loaders, stopped at exit.
+_OWN_NODES: list[_node.Node] = []
 
 
-def _stop_own_nodes():
+def _stop_own_nodes() -> None:
     for node in _OWN_NODES:
         try:
             node.stop()
@@ -26,12 +28,12 @@ def _stop_own_nodes():
 atexit.register(_stop_own_nodes)
 
 
-def _data_bytes(dataset):
+def _data_bytes(dataset: Any) -> int:
     """The bytes of the dataset's out-of-band buffers (a pickling pass that
     copies none of them)."""
     total = [0]
 
-    def count(b):
+    def count(b: Any) -> bool:
         try:
             total[0] += b.raw().nbytes
         except BufferError:
@@ -42,7 +44,7 @@ def _data_bytes(dataset):
     return total[0]
 
 
-def _private_client(job_id):
+def _private_client(job_id: str) -> _client.Client:
     """A Client of node `job_id` that is not the process's default (large
     numpy allocations of the program stay in its own memory)."""
     handle = _ext.ext().Client.connect("", job_id, "", False)
@@ -52,7 +54,8 @@ def _private_client(job_id):
 class _Placement:
     """Where a loader's workers run and its dataset lives."""
 
-    def __init__(self, client, shared, closer=None):
+    def __init__(self, client: _client.Client, shared: _share.SharedDataset,
+                 closer: Optional[Callable[[], None]] = None) -> None:
         self.client = client
         self.shared = shared
         self.closer = closer
@@ -61,7 +64,7 @@ class _Placement:
 _LOADERS_MADE = itertools.count()
 
 
-def place(dataset, store_bytes):
+def place(dataset: Any, store_bytes: Optional[float]) -> _Placement:
     """The client whose node runs the workers, and the dataset shared in
     its store."""
     if _context._client_now is not None and _context._client_now.local:
@@ -82,7 +85,7 @@ _LAUNCH_ENV = frozenset([
     "SHOAL_STORE_ENDPOINT", "WORLD_SIZE", "SHOAL_COORDINATOR"])
 
 
-def _start_node(dataset, store_bytes):
+def _start_node(dataset: Any, store_bytes: Optional[float]) -> _node.Node:
     if store_bytes is None:
         store_bytes = _data_bytes(dataset) * 1.05 + (512 << 20)
     # The node's workers are not ranks of a launched job this process may be.
@@ -93,7 +96,8 @@ def _start_node(dataset, store_bytes):
     return node
 
 
-def _place_launched(dataset, store_bytes):
+def _place_launched(dataset: Any,
+                    store_bytes: Optional[float]) -> _Placement:
     """Under `shoal launch`: local rank 0 of each machine starts one node,
     puts the dataset there and publishes both in the job's key-value store;
     the machine's other ranks use that node and that one copy."""
@@ -110,7 +114,7 @@ def _place_launched(dataset, store_bytes):
              else shared.header.id,
              [(r.id, o, ln) for r, o, ln in shared.pieces], shared.nbytes)))
 
-        def closer():
+        def closer() -> None:
             # The node (and the dataset) stay until every local rank closed.
             try:
                 job.kv_wait([f"{key}/closed/{r}"
@@ -121,9 +125,9 @@ def _place_launched(dataset, store_bytes):
     node_id, header, pieces, nbytes = pickle.loads(job.kv_get(key, 300))
     client = _private_client(node_id)
     store = client._handle.store
-    refs = {}
+    refs: dict[str, Any] = {}
 
-    def borrow(oid):
+    def borrow(oid: str) -> Any:
         if oid not in refs:
             refs[oid] = store.get(oid, 60)
         return refs[oid]
@@ -132,6 +136,6 @@ def _place_launched(dataset, store_bytes):
         header if isinstance(header, bytes) else borrow(header),
         [(borrow(oid), o, ln) for oid, o, ln in pieces], nbytes)
 
-    def closer():
+    def closer() -> None:  # type: ignore[no-redef]
         job.kv_set(f"{key}/closed/{job.local_rank}", b"1")
     return _Placement(client, shared, closer)

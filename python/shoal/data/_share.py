@@ -31,6 +31,7 @@ import io
 import pickle
 import sys
 import time
+from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
@@ -45,7 +46,7 @@ _MADV_DONTNEED = 4
 _PAGE = 4096
 
 
-def _libc():
+def _libc() -> Any:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
@@ -55,7 +56,7 @@ def _libc():
         return None
 
 
-def _shared_store_maps():
+def _shared_store_maps() -> list[tuple[int, int]]:
     """[(start, end)] of this process's shared mappings of a shoal store."""
     out = []
     try:
@@ -77,11 +78,11 @@ class Resident:
     release() drops from its page tables (never its private copy-on-write
     pages: only ranges inside a shared mapping of the store are kept)."""
 
-    def __init__(self, views):
+    def __init__(self, views: Iterable[Any]) -> None:
         self._libc = _libc()
         self._last = 0.0
         maps = _shared_store_maps()
-        self.ranges = []
+        self.ranges: list[tuple[int, int]] = []
         for view in views:
             if len(view) == 0:
                 continue
@@ -91,7 +92,7 @@ class Resident:
             if hi > lo and any(a <= lo and hi <= b for a, b in maps):
                 self.ranges.append((lo, hi - lo))
 
-    def release(self, every=0.0):
+    def release(self, every: float = 0.0) -> None:
         """Drops the ranges' entries; with `every` > 0, only when that many
         seconds passed since the last time (the call walks the ranges' page
         tables: for a large dataset, far more than a batch's reads)."""
@@ -108,12 +109,13 @@ class Resident:
 class SharedDataset:
     """What workers need to rebuild a dataset from the store (picklable)."""
 
-    def __init__(self, header, pieces, nbytes):
+    def __init__(self, header: Any, pieces: list[Any],
+                 nbytes: int) -> None:
         self.header = header  # bytes, or an ObjectRef of the pickle stream
         self.pieces = pieces  # [(ObjectRef, offset, length)] per buffer
         self.nbytes = nbytes  # the bytes of the buffers (the data)
 
-    def refs(self):
+    def refs(self) -> list[Any]:
         seen = {}
         for ref, _, _ in self.pieces:
             seen[id(ref)] = ref
@@ -121,9 +123,9 @@ class SharedDataset:
             seen[id(self.header)] = self.header
         return list(seen.values())
 
-    def load(self):
+    def load(self) -> Any:
         """The dataset, its buffers viewing the store objects in place."""
-        cache = {}
+        cache: dict[int, Any] = {}
         buffers = []
         for ref, offset, length in self.pieces:
             whole = cache.get(id(ref))
@@ -138,7 +140,7 @@ class SharedDataset:
         return pickle.loads(header, buffers=buffers)
 
 
-def _pickler():
+def _pickler() -> Any:
     """cloudpickle (datasets defined in __main__ go by value) with torch CPU
     tensors reduced to numpy arrays (their bytes out of band)."""
     import cloudpickle
@@ -146,7 +148,7 @@ def _pickler():
     from .. import _serialize
 
     class _Pickler(cloudpickle.Pickler):
-        def reducer_override(self, obj):
+        def reducer_override(self, obj: Any) -> Any:
             if _serialize._torch_of(obj) is not None:
                 return _serialize._reduce_tensor(obj)
             return super().reducer_override(obj)
@@ -154,7 +156,9 @@ def _pickler():
     return _Pickler
 
 
-def share(dataset, put, snapshot=None):
+def share(dataset: Any, put: Callable[[Any], Any],
+          snapshot: Optional[Callable[[Any], Any]] = None
+          ) -> "SharedDataset":
     """Puts `dataset` into a store once; returns its SharedDataset.
 
     put(array) → ObjectRef copies a uint8 array into the store;
@@ -162,13 +166,13 @@ def share(dataset, put, snapshot=None):
     already lies in a zero-copy store allocation. Raises what pickling or the
     store raise (a full store: ResourceExhaustedError).
     """
-    pieces = []  # per buffer: [ref or None, offset, length]
-    pending = []  # (piece, raw) of small buffers not yet packed
+    pieces: list[list[Any]] = []  # per buffer: [ref or None, offset, length]
+    pending: list[Any] = []  # (piece, raw) of small buffers not yet packed
     pending_bytes = [0]
 
-    packs = []  # one buffer, reused by every pack
+    packs: list[Any] = []  # one buffer, reused by every pack
 
-    def flush():
+    def flush() -> None:
         if not pending:
             return
         if not packs:
@@ -184,7 +188,7 @@ def share(dataset, put, snapshot=None):
         pending.clear()
         pending_bytes[0] = 0
 
-    def callback(b):
+    def callback(b: Any) -> Any:
         try:
             raw = b.raw()
         except BufferError:  # not contiguous: stays in the stream
@@ -218,5 +222,5 @@ def share(dataset, put, snapshot=None):
                          sum(p[2] for p in pieces))
 
 
-def torch_loaded():
+def torch_loaded() -> bool:
     return "torch" in sys.modules

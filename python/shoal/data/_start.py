@@ -19,6 +19,7 @@ import threading
 import time
 import traceback
 import weakref
+from typing import Any, Callable, Optional
 
 from . import _worker
 
@@ -34,23 +35,24 @@ class Starter:
     inline or on a thread; `pool` is the list of actor handles once `done`
     is set (or `error`, what the start raised)."""
 
-    def __init__(self, loader, base_seed, local):
-        self.pool = None
-        self.error = None
+    def __init__(self, loader: Any, base_seed: int,
+                 local: Optional["LocalWorkers"]) -> None:
+        self.pool: Optional[list[Any]] = None
+        self.error: Optional[BaseException] = None
         self.done = threading.Event()
         self.local = local  # LocalWorkers, or None
         self._loader = loader
         self._base_seed = base_seed
-        self._thread = None
+        self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()
         self._abandoned = False
 
-    def run_inline(self):
+    def run_inline(self) -> None:
         """Starts the workers now (without waiting for their constructors:
         the first calls queue behind them)."""
         self._run(wait_ready=False)
 
-    def start(self):
+    def start(self) -> None:
         """Starts them on a thread (once), waiting for each constructor, so
         that `done` means the workers take calls at once."""
         with self._lock:
@@ -62,7 +64,7 @@ class Starter:
                 self._thread.start()
                 _RUNNING.add(self)
 
-    def _run(self, wait_ready, delay=0.0):
+    def _run(self, wait_ready: bool, delay: float = 0.0) -> None:
         pool = None
         time.sleep(delay)
         try:
@@ -79,7 +81,7 @@ class Starter:
         if abandoned:
             _kill(pool)
 
-    def wait(self):
+    def wait(self) -> Any:
         """The pool, once started (starting it inline if it was not)."""
         with self._lock:
             started = self._thread is not None or self.done.is_set()
@@ -90,7 +92,7 @@ class Starter:
             raise self.error
         return self.pool
 
-    def abandon(self):
+    def abandon(self) -> None:
         """Kills the pool now, or when the start finishes."""
         with self._lock:
             self._abandoned = True
@@ -98,30 +100,30 @@ class Starter:
             self.pool = None
         _kill(pool)
 
-    def close(self):
+    def close(self) -> None:
         """Kills the pool, waiting for a start in progress to end (a thread
         left blocked in the extension when the interpreter exits aborts
         the process)."""
         self.abandon()
         self.join()
 
-    def join(self):
+    def join(self) -> None:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()
 
 
 # Starters whose thread was started: joined at exit.
-_RUNNING: "weakref.WeakSet[object]" = weakref.WeakSet()
+_RUNNING: "weakref.WeakSet[Starter]" = weakref.WeakSet()
 
 
 @atexit.register
-def _join_running():
+def _join_running() -> None:
     for starter in list(_RUNNING):
         starter.join()
 
 
-def _kill(pool):
+def _kill(pool: Optional[list[Any]]) -> None:
     from .. import _actor
     for w in pool or []:
         try:
@@ -137,17 +139,18 @@ class LocalWorkers:
     with its first fetch (None when the consumer made none of its
     batches)."""
 
-    def __init__(self, dataset, collate, auto_collation, num_workers,
-                 base_seed):
+    def __init__(self, dataset: Any, collate: Callable[[Any], Any],
+                 auto_collation: bool, num_workers: int,
+                 base_seed: int) -> None:
         self._dataset = dataset
         self._collate = collate
         self._auto = auto_collation
         self._n = num_workers
         self._base_seed = base_seed
-        self._states = [None] * num_workers
-        self._seeds = [None] * num_workers
+        self._states: list[Any] = [None] * num_workers
+        self._seeds: list[Any] = [None] * num_workers
 
-    def make(self, w, indices):
+    def make(self, w: int, indices: Any) -> Any:
         own = _worker.rng_state()
         own_info = _worker.get_worker_info()
         try:
@@ -168,7 +171,7 @@ class LocalWorkers:
             _worker.set_rng_state(own)
             _worker.set_info(own_info)
 
-    def take_state(self, w):
+    def take_state(self, w: int) -> Any:
         state, self._states[w] = self._states[w], None
         return state
 
@@ -177,7 +180,7 @@ class WorkerError(Exception):
     """An exception of a batch the consumer made for a worker, with its
     traceback text (raised to the caller as a worker's exception)."""
 
-    def __init__(self, error, tb):
+    def __init__(self, error: BaseException, tb: str) -> None:
         super().__init__(str(error))
         self.error = error
         self.remote_traceback = tb

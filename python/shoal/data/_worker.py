@@ -236,5 +236,5 @@ def make_batch(dataset: Any, collate: Callable[[Any], Any],
     return collate(dataset[indices])
 
 
-LoaderWorker = _remote.remote(max_restarts=100)(  # type: ignore[misc,assignment]
-    LoaderWorker)
+LoaderWorker = _remote.remote(  # type: ignore[misc,assignment]
+    max_restarts=100)(LoaderWorker)
