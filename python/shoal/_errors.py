@@ -18,38 +18,61 @@ class Error(Exception):
 
 
 class CancelledError(Error, concurrent.futures.CancelledError):
+    """The task or call was cancelled (also a
+    concurrent.futures.CancelledError)."""
+
     code = "CANCELLED"
 
 
 class UnknownError(Error):
+    """A failure the runtime has no more specific status for."""
+
     code = "UNKNOWN"
 
 
 class InvalidArgumentError(Error, ValueError):
+    """An argument was invalid: a value out of range, an option unknown, an
+    argument that cannot be pickled (also a ValueError)."""
+
     code = "INVALID_ARGUMENT"
 
 
 class TimeoutError(Error, builtins.TimeoutError):  # noqa: A001 (DeadlineExceeded)
+    """A deadline passed: a wait's timeout or a task's (also the built-in
+    TimeoutError, and so concurrent.futures.TimeoutError)."""
+
     code = "DEADLINE_EXCEEDED"
 
 
 class NotFoundError(Error, LookupError):
+    """What was asked for does not exist: a node, a store object, a key, a
+    named actor (also a LookupError)."""
+
     code = "NOT_FOUND"
 
 
 class AlreadyExistsError(Error):
+    """What was to be made exists already."""
+
     code = "ALREADY_EXISTS"
 
 
 class PermissionDeniedError(Error, PermissionError):
+    """The caller may not do this (also a PermissionError)."""
+
     code = "PERMISSION_DENIED"
 
 
 class ResourceExhaustedError(Error):
+    """A limit was reached (e.g. the store is full)."""
+
     code = "RESOURCE_EXHAUSTED"
 
 
 class FailedPreconditionError(Error):
+    """The call needs a state the process is not in (e.g. the client API
+    inside a task, shoal.init's job outside `shoal launch`)."""
+
     code = "FAILED_PRECONDITION"
 
 
@@ -60,18 +83,27 @@ class AbortedError(Error):
 
 
 class OutOfRangeError(Error):
+    """A position or size beyond what exists."""
+
     code = "OUT_OF_RANGE"
 
 
 class UnimplementedError(Error, NotImplementedError):
+    """The operation is not supported (also a NotImplementedError)."""
+
     code = "UNIMPLEMENTED"
 
 
 class InternalError(Error):
+    """An invariant of the runtime broke: a bug in shoal."""
+
     code = "INTERNAL"
 
 
 class UnavailableError(Error, ConnectionError):
+    """The node or a peer cannot be reached, or went away (also a
+    ConnectionError)."""
+
     code = "UNAVAILABLE"
 
 
@@ -82,10 +114,14 @@ class ActorDiedError(UnavailableError):
 
 
 class DataLossError(Error):
+    """Data was lost or corrupted."""
+
     code = "DATA_LOSS"
 
 
 class UnauthenticatedError(Error):
+    """The caller could not be authenticated."""
+
     code = "UNAUTHENTICATED"
 
 

@@ -45,6 +45,7 @@ class _NumpyRandom:
 
     @property
     def num_samples(self) -> int:
+        """Indices per epoch: num_samples if given, else the data's length."""
         return (len(self.data_source) if self._num_samples is None
                 else self._num_samples)
 
