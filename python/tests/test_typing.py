@@ -24,6 +24,8 @@ GOOD = '''
 import concurrent.futures
 from typing import Any, Optional, assert_type
 
+import numpy as np
+
 import shoal
 
 
@@ -91,7 +93,26 @@ def main(timeout: Optional[float]) -> None:
     shoal.get(ref, timeout=5)
     shoal.get([ref, ref])
     assert_type(shoal.is_initialized(), bool)
+    assert_type(shoal.get_actor("counter"), shoal.ActorHandle)
+    with shoal.start_node(2, store_bytes="1G") as node:
+        assert_type(node.job_id, str)
     shoal.shutdown()
+
+
+def launched() -> None:
+    job = shoal.init()
+    grad: "np.ndarray[Any, np.dtype[np.float32]]" = np.ones(4, np.float32)
+    assert_type(shoal.all_reduce(grad),
+                "np.ndarray[Any, np.dtype[np.float32]]")
+    assert_type(shoal.all_reduce(grad, async_op=True), shoal.Work)
+    assert_type(shoal.world().rank, int)
+    shoal.kv_set("step", "1")
+    assert_type(shoal.kv_get("step", timeout=1.0), bytes)
+    shoal.barrier()
+    with shoal.span("step"):
+        pass
+    assert_type(shoal.timeline(), str)
+    assert_type(shoal.task.in_task(), bool)
 '''
 
 WRONG = '''
