@@ -230,10 +230,21 @@ class Client(Collector):
         """submit with task options: submit_with({"timeout": 5}, f, x)."""
         return self._submit_call(fn, args, kwargs, options)
 
+    @overload
     def map(self, fn: Callable[..., _T], *iterables: Iterable[Any],
-            chunksize: int = 1, timeout: Optional[float] = None,
-            progress: bool = False,
-            _options: Optional[Mapping[str, Any]] = None) -> Iterator[_T]:
+            chunksize: int = ..., timeout: Optional[float] = ...,
+            progress: bool = ...,
+            _options: Optional[Mapping[str, Any]] = ...) -> Iterator[_T]: ...
+    @overload
+    def map(self, fn: str, *iterables: Iterable[Any], chunksize: int = ...,
+            timeout: Optional[float] = ..., progress: bool = ...,
+            _options: Optional[Mapping[str, Any]] = ...
+            ) -> Iterator[Any]: ...
+
+    def map(self, fn: Union[Callable[..., Any], str],
+            *iterables: Iterable[Any], chunksize: int = 1,
+            timeout: Optional[float] = None, progress: bool = False,
+            _options: Optional[Mapping[str, Any]] = None) -> Iterator[Any]:
         """Like concurrent.futures.Executor.map: an iterator over
         fn(*items) for each zip of the iterables, in order. Tasks are
         submitted at once, `chunksize` items per task; a failed item raises

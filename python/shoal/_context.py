@@ -133,10 +133,22 @@ def cancel(future: "Future[Any]", *, force: bool = False) -> bool:
     return future.cancel(force=force) if force else future.cancel()
 
 
+@overload
 def map(fn: Callable[..., _T], *iterables: Iterable[Any],  # noqa: A001
-        chunksize: int = 1, timeout: Optional[float] = None,
-        progress: bool = False,
-        _options: Optional[Mapping[str, Any]] = None) -> Iterator[_T]:
+        chunksize: int = ..., timeout: Optional[float] = ...,
+        progress: bool = ...,
+        _options: Optional[Mapping[str, Any]] = ...) -> Iterator[_T]: ...
+@overload
+def map(fn: str, *iterables: Iterable[Any],  # noqa: A001
+        chunksize: int = ..., timeout: Optional[float] = ...,
+        progress: bool = ...,
+        _options: Optional[Mapping[str, Any]] = ...) -> Iterator[Any]: ...
+
+
+def map(fn: Union[Callable[..., Any], str],  # noqa: A001
+        *iterables: Iterable[Any], chunksize: int = 1,
+        timeout: Optional[float] = None, progress: bool = False,
+        _options: Optional[Mapping[str, Any]] = None) -> Iterator[Any]:
     """Client.map on the default client: fn(*items) for each zip of the
     iterables, results in order; progress=True shows a tqdm bar."""
     return client().map(fn, *iterables, chunksize=chunksize, timeout=timeout,
