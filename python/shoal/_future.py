@@ -23,14 +23,15 @@ _CANCELLED_CODE = 1  # absl::StatusCode::kCancelled
 # `_state`, take its `_condition` and append their waiter to its `_waiters`
 # (Lib/concurrent/futures/_base.py); the base class's own cancel,
 # add_done_callback, result and set_running_or_notify_cancel use the same
-# attributes and `_done_callbacks` / `_invoke_callbacks`. No public method
-# lets a future learn that someone waits for it, and a shoal future must
-# learn it (its client delivers completions only of futures someone waits
-# for or has callbacks on), nor lets it complete without a Condition made
-# at construction: so Future keeps these attributes itself, with the base
-# class's state values. Those values are read here off a plain
-# concurrent.futures.Future driven through its public methods, not taken
-# from the private module concurrent.futures._base; test_typing.py's
+# attributes and `_done_callbacks` / `_invoke_callbacks`. A shoal future
+# must learn that someone waits for it (its client delivers completions
+# only of futures someone waits for or has callbacks on), and no public
+# method tells it; nor does the public interface let it put off making the
+# Condition the base class's __init__ makes (see Future's class comment).
+# So Future keeps these attributes itself (the Condition and lists made on
+# first use), with the base class's state values. Those are read here off
+# a plain concurrent.futures.Future driven through its public methods, not
+# taken from the private module concurrent.futures._base; test_typing.py's
 # test_the_base_class_protocol fails on a Python where any of this changed.
 def _base_states() -> tuple[str, str, str, str, str]:
     """The base class's PENDING, RUNNING, FINISHED, CANCELLED and
