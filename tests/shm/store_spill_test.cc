@@ -91,6 +91,26 @@ class StoreSpillTest : public ::testing::Test {
     return f.empty() ? 0 : Entries(f).size() - 1;
   }
 
+  // SpilledFiles once the spill thread has finished the moves it was given:
+  // a round spills ahead of the allocation that asked, and that allocation
+  // is served as soon as enough room is free, so files may still appear
+  // after it returned. Settled: the same count for 300 ms (at most 10 s).
+  size_t SettledSpilledFiles() {
+    size_t last = SpilledFiles();
+    absl::Time same_since = absl::Now();
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() - same_since < absl::Milliseconds(300) &&
+           absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(10));
+      const size_t now = SpilledFiles();
+      if (now != last) {
+        last = now;
+        same_since = absl::Now();
+      }
+    }
+    return last;
+  }
+
   // Puts `nbytes` of pattern `seed` and hands the reference to the holder,
   // which keeps the object without mapping it.
   absl::StatusOr<ObjectId> PutHeld(uint64_t nbytes, uint64_t seed) {
@@ -251,7 +271,7 @@ TEST_F(StoreSpillTest, DeletingASpilledObjectRemovesItsFile) {
     ASSERT_TRUE(id.ok()) << id.status();
     ids.push_back(*id);
   }
-  const size_t spilled = SpilledFiles();
+  const size_t spilled = SettledSpilledFiles();
   ASSERT_GT(spilled, 0u);
   // The oldest are on disk: deleted while held, then released.
   ASSERT_TRUE(holder_->Delete(ids[0]).ok());
@@ -263,6 +283,8 @@ TEST_F(StoreSpillTest, DeletingASpilledObjectRemovesItsFile) {
   // Released first, then deleted.
   ASSERT_TRUE(holder_->Release(ids[1]).ok());
   ASSERT_TRUE(holder_->Delete(ids[1]).ok());
+  shoal::testing::WaitUntil([&] { return SpilledFiles() == spilled - 2; },
+                            absl::Seconds(5));
   EXPECT_EQ(SpilledFiles(), spilled - 2);
   EXPECT_TRUE(absl::IsNotFound(holder_->Get(ids[1]).status()));
   // A holder that goes away leaves its spilled objects unreferenced: freed
