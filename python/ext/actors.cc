@@ -18,12 +18,16 @@ namespace {
 
 class ActorControl {
  public:
+  // `force_remote`: through the node's frontend (the task client's own
+  // choice, so that a client off the node's machine makes actors too).
   // Errors (raised): as coordinator::Client::Connect.
   static std::shared_ptr<ActorControl> Connect(const std::string& endpoint,
-                                               const std::string& job_id) {
+                                               const std::string& job_id,
+                                               bool force_remote) {
     coordinator::ClientOptions o;
     o.endpoint = endpoint;
     o.job_id = job_id;
+    o.force_remote = force_remote;
     o.name = "actor control";
     absl::StatusOr<std::unique_ptr<coordinator::Client>> c;
     {
@@ -82,7 +86,7 @@ void DefineActors(py::module_& m) {
   py::class_<ActorControl, std::shared_ptr<ActorControl>>(
       m, "ActorControl", "Makes and kills actors on a node.")
       .def_static("connect", &ActorControl::Connect, py::arg("endpoint") = "",
-                  py::arg("job_id") = "")
+                  py::arg("job_id") = "", py::arg("force_remote") = false)
       .def("create", &ActorControl::Create, py::arg("init_function"),
            py::arg("init"), py::arg("python_path"), py::arg("cpus"),
            py::arg("gpus"), py::arg("max_restarts"), py::arg("detached"),

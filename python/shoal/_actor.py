@@ -292,15 +292,24 @@ def submit(client: Any, fn: Any, args: Any, kwargs: Any,
     return client.submit(fn, *args, **options)
 
 
-# Job id → ActorControl: one per node this process uses.
-_CONTROLS: dict[str, Any] = {}
+# (Job id, whether through the frontend) → ActorControl: one per node and
+# way in this process uses.
+_CONTROLS: dict[tuple[str, bool], Any] = {}
 
 
 def _control_for(client: Any) -> Any:
-    control = _CONTROLS.get(client.job_id)
+    """The ActorControl for `client`'s node: over shared memory's ipc socket
+    for a local client, through the node's frontend (the client's endpoint)
+    for a remote one."""
+    key = (client.job_id, not client.local)
+    control = _CONTROLS.get(key)
     if control is None:
-        control = _ext.ext().ActorControl.connect("", client.job_id)
-        _CONTROLS[client.job_id] = control
+        if client.local:
+            control = _ext.ext().ActorControl.connect("", client.job_id)
+        else:
+            control = _ext.ext().ActorControl.connect(
+                client._endpoint, client.job_id, force_remote=True)
+        _CONTROLS[key] = control
     return control
 
 

@@ -130,6 +130,10 @@ _CLIENTS: "weakref.WeakSet[Client]" = weakref.WeakSet()  # every Client of this 
 class Client(Collector):
     """A connection to a shoal node: tasks, and the node's store."""
 
+    # The endpoint connect() was given ("": the default search), for the
+    # client's other connections to the same node (actors).
+    _endpoint = ""
+
     def __init__(self, handle: Any) -> None:
         self._handle = handle
         self._local = handle.local

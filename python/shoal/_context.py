@@ -86,6 +86,7 @@ def connect(endpoint: Optional[str] = None, *, job_id: Optional[str] = None,
     handle = _ext.ext().Client.connect(endpoint or "", job_id or "",
                                        name or "", force_remote)
     new = _client.Client(handle)
+    new._endpoint = endpoint or ""  # where its other connections go
     if handle.local:  # large numpy arrays made from now on: in the store
         _zero_copy.enable(handle.store)
     with _lock:

@@ -137,7 +137,8 @@ class Communicator:
 class ActorControl:
     """Creates and kills a node's actors."""
     @staticmethod
-    def connect(endpoint: str = ..., job_id: str = ...) -> ActorControl: ...
+    def connect(endpoint: str = ..., job_id: str = ...,
+                force_remote: bool = ...) -> ActorControl: ...
     def create(self, init_function: str, init: bytes, python_path: str,
                cpus: int, gpus: int, max_restarts: int, detached: bool,
                name: str) -> tuple[Any, ...]: ...

@@ -13,12 +13,15 @@ store object the worker puts (shoal.put) and the caller borrows. The caller
 acknowledges each item it took; the worker keeps at most WINDOW items
 unacknowledged, waiting for acknowledgements beyond that (back-pressure: a
 caller that does not read holds the generator, and at most WINDOW items of
-memory), and drops its reference to a stored item once acknowledged. A
-client that is not on the node's machine (no socket, no store there) gets
-the items after the task ended: the task returns them as one list.
+memory), and drops its reference to a stored item once acknowledged.
 
-Imports nothing of shoal's at import time beyond _future: the worker
-imports this module to run produce."""
+A client that is not on the node's machine has no socket there and no
+store: it makes a Relay actor on the node, which listens in its place, and
+takes the items from it through the node's frontend (Relay.take: all that
+have come, up to WINDOW, waiting for the first), as they come.
+
+Imports nothing of shoal's at import time beyond _errors and _future: the
+worker imports this module to run produce."""
 
 import os
 import pickle
@@ -27,7 +30,7 @@ import select
 import socket
 import struct
 
-from . import _future
+from . import _errors, _future
 
 # Items the worker sends before it waits for the caller's acknowledgement.
 WINDOW = 16
@@ -112,14 +115,142 @@ def _read_acks(sock, held, acked, block):
     return acked
 
 
-def collect(target, args, kwargs):
-    """The task for a caller off the node's machine: all items as one
-    list."""
-    from . import _retry
-    return list(_retry.resolve(target)(*args, **kwargs))
+# ---- the caller's end of a stream --------------------------------------------
+
+# What next_frame returns when `gave_up` said stop before a frame came.
+_NOTHING = object()
 
 
-# ---- the caller's side -------------------------------------------------------
+class _Reader:
+    """The end a producing task connects to: a listener on an abstract Unix
+    socket (a random name), then that one connection's frames. Used by a
+    caller on the node's machine, and by the relay actor of a caller off
+    it."""
+
+    def __init__(self):
+        self.address = "\0shoal-stream-" + secrets.token_hex(16)
+        self.token = secrets.token_bytes(16)
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(self.address)
+        self._listener.listen(1)
+        self._conn = None
+
+    def next_frame(self, gave_up):
+        """The next frame, (kind, data); None when the stream ended (the end
+        frame, or the task's connection closed); _NOTHING when `gave_up()`,
+        asked every _POLL_S while nothing is readable, says stop first (one
+        last look follows it)."""
+        if self._conn is None and self._listener is None:
+            return None  # closed
+        if self._conn is None and not self._accept(gave_up):
+            return _NOTHING
+        if not self._wait_readable(self._conn, gave_up):
+            return _NOTHING
+        # The producer sends each frame whole: its rest follows the header.
+        header = _recv_exact(self._conn, _HEADER.size)
+        if header is None:
+            return None
+        kind, n = _HEADER.unpack(header)
+        data = _recv_exact(self._conn, n) if n else b""
+        if data is None or kind == _END:
+            return None
+        return kind, data
+
+    def ack(self):
+        """Tells the producer one more item was taken (it may drop it)."""
+        try:
+            self._conn.sendall(b"\x01", socket.MSG_NOSIGNAL)
+        except OSError:
+            pass  # the task ended after its last item: no one to tell
+
+    @staticmethod
+    def _wait_readable(sock, gave_up):
+        timeout = 0  # a first look that does not wait
+        while True:
+            if select.select([sock], [], [], timeout)[0]:
+                return True
+            if gave_up():
+                return bool(select.select([sock], [], [], 0)[0])
+            timeout = _POLL_S
+
+    def _accept(self, gave_up):
+        while self._wait_readable(self._listener, gave_up):
+            conn, _ = self._listener.accept()
+            conn.settimeout(5)  # the token comes at once
+            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                    struct.calcsize("3i"))
+            _, uid, _ = struct.unpack("3i", creds)
+            try:
+                ours = uid == os.getuid() and \
+                    _recv_exact(conn, 16) == self.token
+            except OSError:
+                ours = False
+            if ours:
+                conn.settimeout(_FRAME_S)
+                self._conn = conn
+                self._listener.close()
+                self._listener = None
+                return True
+            conn.close()  # not our task
+        return False
+
+    def close(self):
+        for s in (self._conn, self._listener):
+            if s is not None:
+                s.close()
+        self._conn = self._listener = None
+
+
+# Longest wait for the rest of a frame whose header came (the producer
+# sends a frame in one call, so only a stopped producer takes this long).
+_FRAME_S = 60.0
+
+
+class Relay:
+    """The actor that carries a stream to a caller off the node's machine
+    (it has no socket there, and no store): the producing task connects to
+    the relay's _Reader on the node, and the caller calls take() through
+    the node's frontend. Items stay held by the producer until taken, so
+    back-pressure is the same as for a caller on the node."""
+
+    def __init__(self):
+        self._reader = _Reader()
+        self._ended = False
+
+    def where(self):
+        """(address, token): what the producing task connects to."""
+        return self._reader.address, self._reader.token
+
+    def take(self, most, wait_s):
+        """Up to `most` items, waiting up to `wait_s` for the first: a list
+        of (kind, payload), an inline item as its pickle, a stored one as
+        its value; and whether the stream ended."""
+        import time
+        deadline = time.monotonic() + wait_s
+        items = []
+        while len(items) < most and not self._ended:
+            frame = self._reader.next_frame(
+                (lambda: time.monotonic() >= deadline) if not items
+                else (lambda: True))
+            if frame is _NOTHING:
+                break
+            if frame is None:
+                self._ended = True
+                self._reader.close()
+                break
+            kind, data = frame
+            if kind == _STORED:
+                import shoal
+                items.append((_STORED, shoal.get(pickle.loads(data))))
+            else:
+                items.append((_INLINE, data))
+            self._reader.ack()
+        return items, self._ended
+
+
+# How long one take() of a remote caller waits in the relay before the
+# caller looks whether the task ended without sending.
+_TAKE_WAIT_S = 0.5
 
 
 class StreamingFutures:
@@ -131,20 +262,19 @@ class StreamingFutures:
 
     def __init__(self, client, target, args, kwargs, options, submit):
         self._client = client
-        self._conn = None
-        self._listener = None
+        self._reader = None
+        self._relay = None
+        self._taken = []  # (a remote caller's: items the relay gave)
         self._ended = False
-        self._items = None  # (a remote caller's: the task's list)
-        self._collected = not client.local
-        if self._collected:
-            self.task = submit(collect, (target, args, kwargs), {}, options)
-            return
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        address = "\0shoal-stream-" + secrets.token_hex(16)
-        self._listener.bind(address)
-        self._listener.listen(1)
-        self._token = secrets.token_bytes(16)
-        self.task = submit(produce, (target, address, self._token, WINDOW,
+        self._relayed = not client.local
+        if not self._relayed:
+            self._reader = _Reader()
+            where = self._reader.address, self._reader.token
+        else:
+            from . import _actor
+            self._relay = _actor.ActorClass(Relay, {}).remote()
+            where = self._relay.where.remote().result()
+        self.task = submit(produce, (target, where[0], where[1], WINDOW,
                                      args, kwargs), {}, options)
 
     def __iter__(self):
@@ -153,74 +283,36 @@ class StreamingFutures:
     def __next__(self):
         if self._ended:
             raise StopIteration
-        if self._collected:
-            return self._next_collected()
-        if self._conn is None and not self._accept():
-            return self._end()
-        frame = self._read_frame()
-        if frame is None or frame[0] == _END:
+        if self._relayed:
+            return self._next_relayed()
+        frame = self._reader.next_frame(self.task.done)
+        if frame is None or frame is _NOTHING:
             return self._end()
         kind, data = frame
         value = pickle.loads(data)
         if kind == _STORED:
             import shoal
             value = shoal.get(value)  # borrowed: now the worker may drop it
-        try:
-            self._conn.sendall(b"\x01", socket.MSG_NOSIGNAL)
-        except OSError:
-            pass  # the task ended after its last item: no one to tell
+        self._reader.ack()
         return _future.finished(self._client, value)
 
-    def _next_collected(self):
-        if self._items is None:
+    def _next_relayed(self):
+        while not self._taken:
+            if self._relay is None:
+                return self._end()
+            done = self.task.done()  # before the take: what it saw counts
             try:
-                self._items = iter(self.task.result())
-            except BaseException as e:  # noqa: BLE001 (the task's error)
+                items, ended = self._relay.take.remote(
+                    WINDOW, 0 if done else _TAKE_WAIT_S).result()
+            except _errors.Error as e:  # the relay died, the node went away
                 self._ended = True
+                self.close()
                 return _future.finished(self._client, None, e)
-        try:
-            return _future.finished(self._client, next(self._items))
-        except StopIteration:
-            self._ended = True
-            raise
-
-    def _wait_readable(self, sock):
-        """Waits until `sock` is readable; False when the task ended first
-        (it then may still have left data: one last look)."""
-        while True:
-            if select.select([sock], [], [], _POLL_S)[0]:
-                return True
-            if self.task.done():
-                return bool(select.select([sock], [], [], 0)[0])
-
-    def _accept(self):
-        while self._wait_readable(self._listener):
-            conn, _ = self._listener.accept()
-            conn.settimeout(5)  # the token comes at once
-            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                    struct.calcsize("3i"))
-            _, uid, _ = struct.unpack("3i", creds)
-            try:
-                ours = uid == os.getuid() and \
-                    _recv_exact(conn, 16) == self._token
-            except OSError:
-                ours = False
-            if ours:
-                conn.settimeout(None)
-                self._conn = conn
-                self._listener.close()
-                self._listener = None
-                return True
-            conn.close()  # not our task
-        return False
-
-    def _read_frame(self):
-        header = _recv_exact(self._conn, _HEADER.size, self)
-        if header is None:
-            return None
-        kind, n = _HEADER.unpack(header)
-        data = _recv_exact(self._conn, n, self) if n else b""
-        return None if data is None else (kind, data)
+            self._taken = [pickle.loads(p) if k == _INLINE else p
+                           for k, p in reversed(items)]
+            if ended or (done and not items):
+                self._close_relay()
+        return _future.finished(self._client, self._taken.pop())
 
     def _end(self):
         """The stream ended: StopIteration after the task's success, else a
@@ -233,30 +325,38 @@ class StreamingFutures:
             return _future.finished(self._client, None, e)
         raise StopIteration
 
+    def _close_relay(self):
+        relay, self._relay = self._relay, None
+        if relay is not None:
+            from . import _actor
+            try:
+                _actor.kill(relay)
+            except _errors.Error:
+                pass  # it ended already
+
     def close(self):
         """Stops reading: the worker's generator is closed at its next item."""
-        for s in (self._conn, self._listener):
-            if s is not None:
-                s.close()
-        self._conn = self._listener = None
+        if self._reader is not None:
+            self._reader.close()
+        self._close_relay()
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 (the interpreter may be ending)
+            pass
 
     def __repr__(self):
         return f"<shoal.StreamingFutures of task {self.task.id}>"
 
 
-def _recv_exact(sock, n, stream=None):
-    """n bytes from `sock`, or None at its end. With `stream`, waits in
-    slices, giving up when its task ended and nothing more came."""
+def _recv_exact(sock, n):
+    """n bytes from `sock`, or None at its end (or past its timeout)."""
     out = bytearray()
     while len(out) < n:
-        if stream is not None and not stream._wait_readable(sock):
-            return None
         try:
             chunk = sock.recv(n - len(out))
-        except ConnectionResetError:
+        except OSError:
             return None
         if not chunk:
             return None

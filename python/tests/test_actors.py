@@ -96,6 +96,23 @@ def test_unknown_method_and_direct_use_are_errors(client):
     shoal.kill(c)
 
 
+def test_a_client_through_the_frontend_makes_and_kills_actors(node, client):
+    """A client off the node's machine (here: forced through the frontend)
+    makes actors through the frontend too; its calls keep order and state,
+    and kill ends the actor."""
+    remote = shoal.connect(job_id=node.job_id, force_remote=True)
+    try:
+        assert not remote.local
+        c = pyactors.Counter.remote(100)
+        futures = [c.add.remote(1) for _ in range(50)]
+        assert [f.result(30) for f in futures] == list(range(101, 151))
+        shoal.kill(c)
+        with pytest.raises(shoal.ActorDiedError):
+            c.add.remote(1).result(30)
+    finally:
+        shoal.connect(job_id=node.job_id)  # the module's local default again
+
+
 def test_kill_fails_pending_and_later_calls(client, tmp_path):
     c = pyactors.Counter.remote()
     flag = str(tmp_path / "running")
