@@ -525,9 +525,9 @@ absl::StatusOr<TensorValue> Client::Fetch(const ObjectId& id) {
   return std::move(r.tensor);
 }
 
-absl::StatusOr<ipc::NodeStatus> Client::Status() {
-  return impl_->channel_.Call<ipc::NodeStatus>(ipc::StatusRequest{},
-                                               impl_->o_.rpc_timeout);
+absl::StatusOr<ipc::NodeStatus> Client::Status(bool tasks_by_name) {
+  return impl_->channel_.Call<ipc::NodeStatus>(
+      ipc::StatusRequest{tasks_by_name}, impl_->o_.rpc_timeout);
 }
 
 absl::StatusOr<ipc::ActorCreateReply> Client::CreateActor(

@@ -178,8 +178,9 @@ class Client {
   // Unavailable ("actor <id> ... has ended"). Errors: NotFound.
   absl::Status KillActor(uint32_t actor_id);
 
-  // The node's workers, queue and store.
-  absl::StatusOr<ipc::NodeStatus> Status();
+  // The node's workers, queue and store; with `tasks_by_name` also its runs
+  // by task function (NodeStatus.tasks_by_name).
+  absl::StatusOr<ipc::NodeStatus> Status(bool tasks_by_name = false);
   // Asks the coordinator to shut the node down.
   absl::Status StopNode();
 

@@ -259,7 +259,9 @@ void Coordinator::Impl::DrainBackend() {
       functions_.insert(h->functions.begin(), h->functions.end());
     } else if (const auto* b =
                    std::get_if<ipc::WorkerHeartbeat>(&decoded.envelope->body)) {
-      supervisor_->OnHeartbeat(b->worker_id, supervisor_->Pid(b->worker_id));
+      const int32_t pid = supervisor_->Pid(b->worker_id);
+      supervisor_->OnHeartbeat(b->worker_id, pid);
+      task_stats_.Report(b->worker_id, pid, b->tasks);
       OnWorkerBlocked(b->worker_id, b->blocked);
     }
   }
@@ -409,7 +411,7 @@ bool Coordinator::Impl::AdmitLocalClient(pid_t pid,
   return true;
 }
 
-ipc::NodeStatus Coordinator::Impl::Status() {
+ipc::NodeStatus Coordinator::Impl::Status(bool tasks_by_name) {
   ipc::NodeStatus st;
   st.set_job_id(options_.job_id);
   st.set_coordinator_pid(getpid());
@@ -440,6 +442,10 @@ ipc::NodeStatus Coordinator::Impl::Status() {
   }
   if (absl::StatusOr<shm::StoreStats> ss = store_client_->Stats(); ss.ok())
     *st.mutable_store() = *std::move(ss);
+  if (tasks_by_name) {
+    for (wire::TaskNameStats& t : task_stats_.Sum())
+      *st.add_tasks_by_name() = std::move(t);
+  }
   return st;
 }
 

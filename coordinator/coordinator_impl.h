@@ -27,6 +27,7 @@
 #include "coordinator/supervisor.h"
 #include "ipc/messages.h"
 #include "ipc/socket.h"
+#include "observe/task_stats.h"
 #include "shm/store_client.h"
 #include "shm/store_service.h"
 #include "tasks/task_table.h"
@@ -51,7 +52,7 @@ class Coordinator::Impl : public FrontendHost {
 
   // FrontendHost.
   bool AdmitLocalClient(pid_t pid, ipc::ClientWelcome* welcome) override;
-  ipc::NodeStatus Status() override;
+  ipc::NodeStatus Status(bool tasks_by_name) override;
   void RequestStop() override { stop_requested_ = true; }
   const std::set<std::string>& Functions() const override { return functions_; }
   absl::StatusOr<ipc::ActorCreateReply> CreateActor(
@@ -238,6 +239,8 @@ class Coordinator::Impl : public FrontendHost {
   // Functions the workers reported (empty until the first hello): remote
   // submissions of anything else are refused up front.
   std::set<std::string> functions_;
+  // The workers' runs by task function, from their heartbeats.
+  observe::TaskStatsSum task_stats_;
   std::vector<std::string> node_gpus_;  // the node's GPUs (for actors)
   std::map<uint32_t, Actor> actors_;    // by actor id
   std::map<uint32_t, uint32_t> actor_of_worker_;  // supervisor id → actor

@@ -75,8 +75,9 @@ class FrontendHost {
   // `welcome`'s local fields. False when it cannot be given (the client is
   // then served remotely).
   virtual bool AdmitLocalClient(pid_t pid, ipc::ClientWelcome* welcome) = 0;
-  // `shoal status`.
-  virtual ipc::NodeStatus Status() = 0;
+  // `shoal status`; with `tasks_by_name` also the runs by task function
+  // (the metrics endpoint's).
+  virtual ipc::NodeStatus Status(bool tasks_by_name) = 0;
   // A Stop request of the owner: the node stops after replying.
   virtual void RequestStop() = 0;
   // Functions the workers reported (empty until the first worker's hello).

@@ -85,8 +85,8 @@ std::optional<ipc::Message> Frontend::Handle(Session& s, uint64_t request_id,
           [&](const ipc::DeleteRequest& m) -> std::optional<ipc::Message> {
             return OnReleaseOutput(s, m.id);
           },
-          [&](const ipc::StatusRequest&) -> std::optional<ipc::Message> {
-            return host_->Status();
+          [&](const ipc::StatusRequest& m) -> std::optional<ipc::Message> {
+            return host_->Status(m.tasks_by_name);
           },
           [&](const ipc::ActorCreateRequest& m) -> std::optional<ipc::Message> {
             return OnActorCreate(s, m);

@@ -290,9 +290,13 @@ struct WorkerHeartbeat {
   uint32_t worker_id = 0;
   uint64_t tasks_done = 0;
   bool blocked = false;  // a task of it waits for tasks (nested tasks)
+  // Its runs by task function so far (observe/task_stats.h).
+  std::vector<wire::TaskNameStats> tasks;
 };
 
-struct StatusRequest {};
+struct StatusRequest {
+  bool tasks_by_name = false;  // NodeStatus.tasks_by_name filled
+};
 
 // Plain records (see the rule above): one worker, and the node as `shoal
 // status` shows it.
@@ -361,11 +365,10 @@ using Message = std::variant<
     AbortRequest, GetRequest, GetReply, ReleaseRequest, DeleteRequest,
     ContainsRequest, ContainsReply, StoreStatsRequest, StoreStats, ReclaimHint,
     StoreAccountRequest, StoreAccountReply, StoreRefRoomRequest, ClientHello,
-    ClientWelcome,
-    SubmitRequest, SubmitReply, WaitRequest, WaitReply, CancelRequest,
-    ReleaseTasksRequest, FetchObjectRequest, FetchObjectReply, WorkerHello,
-    WorkerHeartbeat, StatusRequest, NodeStatus, StopRequest, KvSetRequest,
-    KvGetRequest, KvValue, KvAddRequest, KvCompareAndSetRequest,
+    ClientWelcome, SubmitRequest, SubmitReply, WaitRequest, WaitReply,
+    CancelRequest, ReleaseTasksRequest, FetchObjectRequest, FetchObjectReply,
+    WorkerHello, WorkerHeartbeat, StatusRequest, NodeStatus, StopRequest,
+    KvSetRequest, KvGetRequest, KvValue, KvAddRequest, KvCompareAndSetRequest,
     KvDeleteRequest, KvListRequest, KvListReply, KvWaitRequest, BarrierRequest,
     ActorCreateRequest, ActorCreateReply, ActorKillRequest, SessionAck,
     PutObjectRequest, PutObjectReply>;

@@ -106,11 +106,13 @@ absl::Status EncodeBody(const WorkerHeartbeat& m, wire::Envelope* w) {
   w->mutable_worker_heartbeat()->set_worker_id(m.worker_id);
   w->mutable_worker_heartbeat()->set_tasks_done(m.tasks_done);
   w->mutable_worker_heartbeat()->set_blocked(m.blocked);
+  for (const wire::TaskNameStats& t : m.tasks)
+    *w->mutable_worker_heartbeat()->add_tasks() = t;
   return absl::OkStatus();
 }
 
-absl::Status EncodeBody(const StatusRequest&, wire::Envelope* w) {
-  w->mutable_status();
+absl::Status EncodeBody(const StatusRequest& m, wire::Envelope* w) {
+  w->mutable_status()->set_tasks_by_name(m.tasks_by_name);
   return absl::OkStatus();
 }
 
@@ -336,9 +338,11 @@ absl::StatusOr<Message> TaskBodyFromWire(const wire::Envelope& w,
     case wire::Envelope::kWorkerHeartbeat:
       return WorkerHeartbeat{w.worker_heartbeat().worker_id(),
                              w.worker_heartbeat().tasks_done(),
-                             w.worker_heartbeat().blocked()};
+                             w.worker_heartbeat().blocked(),
+                             {w.worker_heartbeat().tasks().begin(),
+                              w.worker_heartbeat().tasks().end()}};
     case wire::Envelope::kStatus:
-      return StatusRequest{};
+      return StatusRequest{w.status().tasks_by_name()};
     case wire::Envelope::kNodeStatus:
       return w.node_status();
     case wire::Envelope::kStop:

@@ -1,6 +1,7 @@
 #include "observe/metrics.h"
 
 #include <exception>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -8,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
+#include "observe/task_stats.h"
 #include "prometheus/collectable.h"
 #include "prometheus/exposer.h"
 
@@ -48,6 +50,76 @@ ClientMetric Sample(MetricType type, double value,
 // "pool" or "actor" from WorkerStatus.role ("" or "actor <id> <class>").
 std::string RoleOf(const ipc::WorkerStatus& w) {
   return absl::StartsWith(w.role(), "actor") ? "actor" : "pool";
+}
+
+// A histogram sample of `buckets` (one count per bound of kLatencyBoundsUs,
+// then one above the last) and their sum of seconds.
+ClientMetric Histogram(const google::protobuf::RepeatedField<uint64_t>& buckets,
+                       double sum, std::vector<ClientMetric::Label> labels) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < kLatencyBoundsUs.size(); ++i) {
+    cumulative += i < static_cast<size_t>(buckets.size()) ? buckets[i] : 0;
+    m.histogram.bucket.push_back(
+        {cumulative, static_cast<double>(kLatencyBoundsUs[i]) * 1e-6});
+  }
+  if (buckets.size() > static_cast<int>(kLatencyBoundsUs.size()))
+    cumulative += buckets[kLatencyBoundsUs.size()];
+  m.histogram.bucket.push_back(
+      {cumulative, std::numeric_limits<double>::infinity()});
+  m.histogram.sample_count = cumulative;
+  m.histogram.sample_sum = sum;
+  return m;
+}
+
+// The families of the runs by task function (NodeStatus.tasks_by_name).
+void AppendTaskNameFamilies(const Figures& f, std::vector<MetricFamily>* out) {
+  const auto C = MetricType::Counter;
+  MetricFamily started{"shoal_task_runs_started_total",
+                       "Runs of a task function that a worker started",
+                       C,
+                       {}};
+  MetricFamily succeeded{"shoal_task_runs_succeeded_total",
+                         "Runs of a task function that finished without an "
+                         "error",
+                         C,
+                         {}};
+  MetricFamily failed{"shoal_task_runs_failed_total",
+                      "Runs of a task function that finished with an error "
+                      "(cancelled and timed out included)",
+                      C,
+                      {}};
+  MetricFamily retried{"shoal_task_runs_retried_total",
+                       "Runs of a task function that were a task's second "
+                       "attempt or later",
+                       C,
+                       {}};
+  MetricFamily run{"shoal_task_run_seconds",
+                   "How long runs of a task function ran on a worker",
+                   MetricType::Histogram,
+                   {}};
+  MetricFamily wait{"shoal_task_queue_wait_seconds",
+                    "How long runs of a task function waited in the queue",
+                    MetricType::Histogram,
+                    {}};
+  for (const wire::TaskNameStats& t : f.tasks_by_name()) {
+    std::vector<ClientMetric::Label> labels = {{"name", t.name()}};
+    started.metric.push_back(
+        Sample(C, static_cast<double>(t.started()), labels));
+    succeeded.metric.push_back(
+        Sample(C, static_cast<double>(t.succeeded()), labels));
+    failed.metric.push_back(Sample(C, static_cast<double>(t.failed()), labels));
+    retried.metric.push_back(
+        Sample(C, static_cast<double>(t.retried()), labels));
+    run.metric.push_back(Histogram(t.run_buckets(), t.run_seconds(), labels));
+    wait.metric.push_back(
+        Histogram(t.wait_buckets(), t.wait_seconds(), labels));
+  }
+  for (MetricFamily* family :
+       {&started, &succeeded, &failed, &retried, &run, &wait}) {
+    out->push_back(std::move(*family));
+  }
 }
 
 // The states a worker shows in `shoal status`, listed so that each has a
@@ -96,6 +168,7 @@ std::vector<MetricFamily> FamiliesOf(const Figures& f) {
   One(&out, "shoal_tasks_running", "Tasks a worker runs now", G, f.running());
   One(&out, "shoal_task_results_held",
       "Finished tasks whose results are not yet taken", G, f.results_held());
+  AppendTaskNameFamilies(f, &out);
 
   // Workers: the supervisor's, with their task-table slots' counters.
   MetricFamily by_state{"shoal_workers", "Worker processes by state", G, {}};

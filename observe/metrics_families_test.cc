@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "observe/metrics.h"
+#include "observe/task_stats.h"
 #include "prometheus/text_serializer.h"
 
 namespace shoal::observe {
@@ -78,6 +79,48 @@ TEST(MetricsFamiliesTest, NodeStatusBecomesSeries) {
   EXPECT_TRUE(HasLine(t, "shoal_store_evictions_total 3"));
   EXPECT_TRUE(
       HasLine(t, "shoal_node_info{job_id=\"job-a\",coordinator_pid=\"42\"} 1"));
+}
+
+TEST(MetricsFamiliesTest, RunsByNameBecomeCountersAndHistograms) {
+  Figures f = SomeFigures();
+  wire::TaskNameStats* t = f.add_tasks_by_name();
+  t->set_name("py:mod:train");
+  t->set_started(4);
+  t->set_succeeded(3);
+  t->set_failed(1);
+  t->set_retried(1);
+  for (size_t i = 0; i < kLatencyBuckets; ++i) {
+    t->add_run_buckets(i == 3 ? 3 : i == kLatencyBuckets - 1 ? 1 : 0);
+    t->add_wait_buckets(i == 0 ? 4 : 0);
+  }
+  t->set_run_seconds(200.5);
+  t->set_wait_seconds(0.0001);
+  const std::string s = Text(FamiliesOf(f));
+  EXPECT_TRUE(
+      HasLine(s, "shoal_task_runs_started_total{name=\"py:mod:train\"} 4"));
+  EXPECT_TRUE(
+      HasLine(s, "shoal_task_runs_succeeded_total{name=\"py:mod:train\"} 3"));
+  EXPECT_TRUE(
+      HasLine(s, "shoal_task_runs_failed_total{name=\"py:mod:train\"} 1"));
+  EXPECT_TRUE(
+      HasLine(s, "shoal_task_runs_retried_total{name=\"py:mod:train\"} 1"));
+  // Cumulative buckets in seconds: 3 runs <= 1 ms, the 4th above 100 s.
+  EXPECT_TRUE(HasLine(
+      s,
+      "shoal_task_run_seconds_bucket{name=\"py:mod:train\",le=\"0.00025\"} 0"));
+  EXPECT_TRUE(HasLine(
+      s,
+      "shoal_task_run_seconds_bucket{name=\"py:mod:train\",le=\"0.001\"} 3"));
+  EXPECT_TRUE(HasLine(
+      s, "shoal_task_run_seconds_bucket{name=\"py:mod:train\",le=\"100\"} 3"));
+  EXPECT_TRUE(HasLine(
+      s, "shoal_task_run_seconds_bucket{name=\"py:mod:train\",le=\"+Inf\"} 4"));
+  EXPECT_TRUE(
+      HasLine(s, "shoal_task_run_seconds_count{name=\"py:mod:train\"} 4"));
+  EXPECT_TRUE(
+      HasLine(s, "shoal_task_run_seconds_sum{name=\"py:mod:train\"} 200.5"));
+  EXPECT_TRUE(HasLine(
+      s, "shoal_task_queue_wait_seconds_count{name=\"py:mod:train\"} 4"));
 }
 
 TEST(MetricsFamiliesTest, DownIsUpZeroAlone) {

@@ -69,7 +69,8 @@ observe::FigureSource NodeFigures(std::string frontend) {
       if (!c.ok()) return c.status();
       state->client = *std::move(c);
     }
-    absl::StatusOr<ipc::NodeStatus> st = state->client->Status();
+    absl::StatusOr<ipc::NodeStatus> st =
+        state->client->Status(/*tasks_by_name=*/true);
     if (!st.ok()) state->client.reset();
     return st;
   };

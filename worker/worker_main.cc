@@ -16,6 +16,7 @@
 #include "base/mutex.h"
 #include "ipc/protocol.h"
 #include "ipc/socket.h"
+#include "observe/task_stats.h"
 #include "observe/timeline.h"
 #include "shm/store_client.h"
 #include "tasks/task_table.h"
@@ -75,6 +76,8 @@ void UseCompletionFd(tasks::TaskTable* table) {
 }
 
 class Heartbeat;
+// This process's runs by task function, sent with each heartbeat.
+observe::TaskStats g_task_stats;
 // ReportBlockedWait's: the waits now open, and the heartbeat to nudge.
 std::atomic<int> g_blocked_waits{0};
 std::atomic<Heartbeat*> g_heartbeat{nullptr};
@@ -134,8 +137,9 @@ class Heartbeat {
         if (blocked == sent_blocked) continue;
       }
       sent_blocked = g_blocked_waits.load() > 0;
-      send(ipc::WorkerHeartbeat{
-          o_.worker_id, done_->load(std::memory_order_relaxed), sent_blocked});
+      send(ipc::WorkerHeartbeat{o_.worker_id,
+                                done_->load(std::memory_order_relaxed),
+                                sent_blocked, g_task_stats.Snapshot()});
     }
   }
 
@@ -165,13 +169,17 @@ std::atomic<InlineRunner*> g_inline{nullptr};
 // a task and its wait on the main thread's stack (8 MiB by default).
 constexpr int kDefaultMaxInlineDepth = 100;
 
-// Puts task `c`, claimed → done now, on the timeline: an actor's call
-// ("<method>@actor=<id>") as kActorCall named by its method.
+// Counts task `c`, claimed → done now, by its name, and puts it on the
+// timeline: an actor's call ("<method>@actor=<id>") as kActorCall named by
+// its method.
 void RecordTask(const tasks::TaskClaim& c, int32_t code) {
+  const int64_t end_ns = MonotonicNs();
+  g_task_stats.Record(
+      {c.function, c.attempt, c.queued_ns, c.claimed_ns, end_ns, code == 0});
   if (!observe::TimelineOn()) return;
   observe::TimelineEvent e;
   e.start_ns = c.claimed_ns;
-  e.end_ns = MonotonicNs();
+  e.end_ns = end_ns;
   e.aux_ns = c.queued_ns;
   e.id = c.id;
   e.code = static_cast<int16_t>(code);

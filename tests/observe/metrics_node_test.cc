@@ -136,6 +136,46 @@ TEST(MetricsNodeTest, PromtoolPassesOnALiveNodesMetrics) {
   EXPECT_EQ(check.code, 0) << check.OutText() << check.err;
 }
 
+// Runs by task function reach the endpoint with the workers' heartbeats
+// (every 500 ms): counts, a failed run, and the latency histograms.
+TEST(MetricsNodeTest, RunsByTaskFunctionArriveWithTheHeartbeats) {
+  MetricsNode node;
+  ASSERT_TRUE(node.Start().ok());
+  node.Submit("noop", 3);
+  CommandResult failing = RunCommand(
+      {RunfilePath("tools/shoal"), "submit", "--job-id", node.job_id(), "fail"},
+      "submit");
+  EXPECT_NE(failing.code, 0) << failing.OutText();
+  const std::vector<std::string> want = {
+      "shoal_task_runs_started_total{name=\"noop\"} 3",
+      "shoal_task_runs_succeeded_total{name=\"noop\"} 3",
+      "shoal_task_runs_failed_total{name=\"fail\"} 1",
+      "shoal_task_run_seconds_count{name=\"noop\"} 3",
+      "shoal_task_queue_wait_seconds_bucket{name=\"noop\",le=\"+Inf\"} 3"};
+  std::string body;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  bool all = false;
+  while (!all && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+    absl::StatusOr<HttpResponse> r = HttpGet(node.metrics(), "/metrics");
+    ASSERT_TRUE(r.ok()) << r.status();
+    body = r->body;
+    all = true;
+    for (const std::string& line : want) all = all && HasLine(body, line);
+  }
+  for (const std::string& line : want)
+    EXPECT_TRUE(HasLine(body, line)) << line << "\n" << body;
+  // The histograms pass the format check too.
+  const std::string promtool = "/usr/bin/promtool";
+  if (!Executable(promtool)) GTEST_SKIP() << promtool << " is absent";
+  const std::string file = absl::StrCat(TempDir(), "/by_name.txt");
+  std::ofstream(file) << body;
+  CommandResult check = RunCommand(
+      {"/bin/sh", "-c", absl::StrCat(promtool, " check metrics < ", file)},
+      "promtool");
+  EXPECT_EQ(check.code, 0) << check.OutText() << check.err;
+}
+
 // A TCP port nobody listens on now (bound, read back, closed).
 int FreePort() {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
