@@ -86,7 +86,8 @@ std::optional<ipc::Message> Frontend::Handle(Session& s, uint64_t request_id,
             return OnReleaseOutput(s, m.id);
           },
           [&](const ipc::StatusRequest& m) -> std::optional<ipc::Message> {
-            return host_->Status(m.tasks_by_name);
+            // Other principals' function names are the owner's to see.
+            return host_->Status(m.tasks_by_name && s.principal->owner);
           },
           [&](const ipc::ActorCreateRequest& m) -> std::optional<ipc::Message> {
             return OnActorCreate(s, m);
