@@ -417,6 +417,7 @@ ipc::NodeStatus Coordinator::Impl::Status(bool tasks_by_name) {
   st.set_coordinator_pid(getpid());
   st.set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - started_));
   st.set_frontend(frontend_->ipc_endpoint());
+  *st.mutable_frontend_stats() = frontend_->Stats();
   for (ipc::WorkerStatus& w : supervisor_->Status()) {
     if (ListedInStatus(w)) *st.add_workers() = std::move(w);
   }

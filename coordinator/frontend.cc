@@ -258,6 +258,24 @@ static void SendRaw(void* socket, const std::string& routing_id,
   (void)zmq_send(socket, payload.data(), payload.size(), ZMQ_DONTWAIT);
 }
 
+ipc::FrontendStats Frontend::Stats() const {
+  ipc::FrontendStats st;
+  st.set_sessions(static_cast<uint32_t>(sessions_.sessions()));
+  st.set_principals(static_cast<uint32_t>(sessions_.principals()));
+  st.set_tcp_connections(static_cast<uint32_t>(guard_.open()));
+  st.set_requests(requests_);
+  st.set_request_bytes(request_bytes_);
+  st.set_reply_bytes(reply_bytes_);
+  for (uint64_t n : errors_) st.add_errors_by_code(n);
+  return st;
+}
+
+void Frontend::SendRefusal(void* socket, const std::string& routing_id,
+                           uint64_t request_id, const absl::Status& status) {
+  CountError(status.code());
+  SendRaw(socket, routing_id, ipc::EncodeError(request_id, status));
+}
+
 void Frontend::DrainRequests(bool tcp) {
   ipc::Socket& socket = tcp ? tcp_ : ipc_;
   touched_ |= tcp ? kTouchedTcp : kTouchedIpc;
@@ -265,6 +283,8 @@ void Frontend::DrainRequests(bool tcp) {
   for (int i = 0; i < kRequestsPerDrain; ++i) {
     if (i >= kMinReadsPerTurn && TurnSpent()) return;
     if (!Receive(socket.raw(), &in)) return;
+    ++requests_;
+    request_bytes_ += in.body.size();
     // Disconnects queued before this request was: the descriptor it came on
     // may be a closed connection's, reused.
     DrainEvents(tcp);
@@ -274,15 +294,14 @@ void Frontend::DrainRequests(bool tcp) {
     if (tcp && !in.user_id.empty()) {
       if (absl::Status s = guard_.OnRequest(in.fd, in.user_id, owner);
           !s.ok()) {
-        SendRaw(socket.raw(), in.routing_id, ipc::EncodeError(0, s));
+        SendRefusal(socket.raw(), in.routing_id, 0, s);
         continue;
       }
     }
     if (in.frames != 2) {
-      SendRaw(socket.raw(), in.routing_id,
-              ipc::EncodeError(0, absl::InvalidArgumentError(absl::StrCat(
-                                      "expected a single-frame message, got ",
-                                      in.frames - 1))));
+      SendRefusal(socket.raw(), in.routing_id, 0,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "expected a single-frame message, got ", in.frames - 1)));
       continue;
     }
     std::optional<ipc::Message> decoded;
@@ -335,8 +354,7 @@ std::optional<ipc::EnvelopeHead> Frontend::ReadHead(
   limits.max_frame_bytes = options_.max_request_bytes;
   ipc::DecodeResult d = ipc::Decode(frame, limits);
   if (!d.envelope.ok()) {
-    SendRaw(socket, routing_id,
-            ipc::EncodeError(d.request_id, d.envelope.status()));
+    SendRefusal(socket, routing_id, d.request_id, d.envelope.status());
     return std::nullopt;
   }
   ipc::EnvelopeHead h;
@@ -368,16 +386,14 @@ Session* Frontend::SessionFor(const Route& route, Principal& p,
   if (e.session != 0) {
     Session* s = sessions_.Resumable(p, e.session);
     if (s == nullptr) {
-      SendRaw(
-          socket, route.routing_id,
-          ipc::EncodeError(
-              e.request_id,
-              ipc::MarkSessionReset(absl::AbortedError(absl::StrCat(
-                  "the node does not know this client's session ", e.session,
-                  ": it ended (its connection stayed closed longer than "
-                  "the resume grace, or it broke the protocol), or the "
-                  "node restarted; its tasks and results are gone. Say "
-                  "hello again for a new session")))));
+      SendRefusal(
+          socket, route.routing_id, e.request_id,
+          ipc::MarkSessionReset(absl::AbortedError(absl::StrCat(
+              "the node does not know this client's session ", e.session,
+              ": it ended (its connection stayed closed longer than "
+              "the resume grace, or it broke the protocol), or the "
+              "node restarted; its tasks and results are gone. Say "
+              "hello again for a new session"))));
       return nullptr;
     }
     if (!s->attached || s->route.fd != route.fd || s->route.tcp != route.tcp ||
@@ -392,13 +408,11 @@ Session* Frontend::SessionFor(const Route& route, Principal& p,
   Session& s = sessions_.LegacySession(p, route, &fresh);
   if (fresh && p.sessions.size() > options_.max_sessions_per_client) {
     RemoveSession(s);
-    SendRaw(socket, route.routing_id,
-            ipc::EncodeError(
-                e.request_id,
+    SendRefusal(socket, route.routing_id, e.request_id,
                 absl::ResourceExhaustedError(absl::StrCat(
                     "this client has ", p.sessions.size(),
                     " sessions open: over the limit max_sessions_per_client = ",
-                    options_.max_sessions_per_client))));
+                    options_.max_sessions_per_client)));
     return nullptr;
   }
   if (s.route.fd != route.fd) sessions_.Reroute(s, route);

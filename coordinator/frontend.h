@@ -34,6 +34,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -152,6 +153,9 @@ class Frontend {
   // Whether the sockets should be polled for POLLOUT (replies wait for
   // room).
   bool WantsWritable() const { return unsent_sessions_ > 0 && !stalled_; }
+  // What it served since it started, and its peers now (the metrics
+  // endpoint's shoal_frontend_* families).
+  ipc::FrontendStats Stats() const;
   // When the loop must run at the latest with nothing ready.
   absl::Time NextWake(absl::Time now) const;
 
@@ -336,6 +340,15 @@ class Frontend {
   // ---- replies (frontend_outbox.cc)
   // Queues a reply for `s`'s client and sends what its queue takes.
   void Reply(Session& s, uint64_t request_id, ipc::Message body);
+  // Answers a request that reached no session (undecodable, refused, a
+  // reset session) with `status`: uncounted in any session, dropped if the
+  // client's queue is full.
+  void SendRefusal(void* socket, const std::string& routing_id,
+                   uint64_t request_id, const absl::Status& status);
+  void CountError(absl::StatusCode code) {
+    const size_t c = static_cast<size_t>(code);
+    ++errors_[c < errors_.size() ? c : errors_.size() - 1];
+  }
   // Sends `s`'s unsent replies while libzmq takes them. Whether any went.
   bool Flush(Session& s);
   // The client has every reply up to `ack`: they are let go.
@@ -426,6 +439,13 @@ class Frontend {
   // requests (serials): Pump looks only at these.
   std::set<uint64_t> unsent_;
   size_t unsent_sessions_ = 0;
+  // Stats(): requests read and their bytes, reply bytes queued, and the
+  // requests answered with an error, by status code (the last entry: codes
+  // above UNAUTHENTICATED).
+  uint64_t requests_ = 0;
+  uint64_t request_bytes_ = 0;
+  uint64_t reply_bytes_ = 0;
+  std::array<uint64_t, 18> errors_{};
   std::set<uint64_t> waiting_budget_;
   std::set<uint64_t> parked_;
   std::vector<uint64_t> expiring_;  // sessions to end (EndExpiring)

@@ -51,8 +51,11 @@ void Frontend::Reply(Session& s, uint64_t request_id, ipc::Message body) {
     frame = ipc::Encode(error);
     if (!frame.ok()) frame = ipc::EncodeError(request_id, frame.status());
   }
+  if (const auto* error = std::get_if<ipc::ErrorReply>(&e.body))
+    CountError(error->status.code());
   const bool behind = s.unsent < s.out.size();
   s.out_bytes += frame->size();
+  reply_bytes_ += frame->size();
   s.out.push_back(OutMessage{
       e.seq, std::make_shared<const std::string>(*std::move(frame))});
   // Behind replies kept for this session: in order, after them.

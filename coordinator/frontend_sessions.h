@@ -148,6 +148,7 @@ class SessionTable {
   uint32_t Remove(Session& s);
 
   std::map<uint64_t, std::unique_ptr<Session>>& all() { return sessions_; }
+  size_t sessions() const { return sessions_.size(); }
   size_t principals() const { return principals_.size(); }
 
  private:

@@ -301,6 +301,7 @@ struct StatusRequest {
 // Plain records (see the rule above): one worker, and the node as `shoal
 // status` shows it.
 using WorkerStatus = wire::WorkerStatus;
+using FrontendStats = wire::FrontendStats;
 using NodeStatus = wire::NodeStatus;
 
 struct StopRequest {};

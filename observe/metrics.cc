@@ -5,6 +5,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -122,6 +123,44 @@ void AppendTaskNameFamilies(const Figures& f, std::vector<MetricFamily>* out) {
   }
 }
 
+// The families of the frontend's figures (NodeStatus.frontend_stats).
+void AppendFrontendFamilies(const Figures& f, std::vector<MetricFamily>* out) {
+  const ipc::FrontendStats& s = f.frontend_stats();
+  const auto G = MetricType::Gauge;
+  const auto C = MetricType::Counter;
+  One(out, "shoal_frontend_sessions",
+      "Client sessions the frontend holds (attached, or within their resume "
+      "grace)",
+      G, s.sessions());
+  One(out, "shoal_frontend_principals",
+      "Distinct clients of the frontend (a key, the local owner, a peer)", G,
+      s.principals());
+  One(out, "shoal_frontend_tcp_connections", "Open TCP connections", G,
+      s.tcp_connections());
+  One(out, "shoal_frontend_requests_total", "Requests read from clients", C,
+      static_cast<double>(s.requests()));
+  One(out, "shoal_frontend_request_bytes_total", "Bytes of requests read", C,
+      static_cast<double>(s.request_bytes()));
+  One(out, "shoal_frontend_reply_bytes_total",
+      "Bytes of replies and pushed results queued for clients", C,
+      static_cast<double>(s.reply_bytes()));
+  MetricFamily errors{"shoal_frontend_errors_total",
+                      "Requests the frontend answered with an error (a "
+                      "refusal: a quota, a permission, bad input), by status "
+                      "code",
+                      C,
+                      {}};
+  for (int code = 1; code <= 16; ++code) {
+    const double n =
+        code < s.errors_by_code_size() ? s.errors_by_code(code) : 0;
+    errors.metric.push_back(Sample(
+        C, n,
+        {{"code",
+          absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}}));
+  }
+  out->push_back(std::move(errors));
+}
+
 // The states a worker shows in `shoal status`, listed so that each has a
 // series (0 included) from the first scrape.
 constexpr const char* kWorkerStates[] = {"idle", "busy", "running",
@@ -169,6 +208,7 @@ std::vector<MetricFamily> FamiliesOf(const Figures& f) {
   One(&out, "shoal_task_results_held",
       "Finished tasks whose results are not yet taken", G, f.results_held());
   AppendTaskNameFamilies(f, &out);
+  AppendFrontendFamilies(f, &out);
 
   // Workers: the supervisor's, with their task-table slots' counters.
   MetricFamily by_state{"shoal_workers", "Worker processes by state", G, {}};

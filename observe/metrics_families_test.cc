@@ -123,6 +123,30 @@ TEST(MetricsFamiliesTest, RunsByNameBecomeCountersAndHistograms) {
       s, "shoal_task_queue_wait_seconds_count{name=\"py:mod:train\"} 4"));
 }
 
+TEST(MetricsFamiliesTest, FrontendFiguresBecomeSeries) {
+  Figures f = SomeFigures();
+  ipc::FrontendStats* fs = f.mutable_frontend_stats();
+  fs->set_sessions(3);
+  fs->set_principals(2);
+  fs->set_tcp_connections(1);
+  fs->set_requests(100);
+  fs->set_request_bytes(5000);
+  fs->set_reply_bytes(7000);
+  for (int code = 0; code < 18; ++code)
+    fs->add_errors_by_code(code == 8 ? 4 : 0);
+  const std::string s = Text(FamiliesOf(f));
+  EXPECT_TRUE(HasLine(s, "shoal_frontend_sessions 3"));
+  EXPECT_TRUE(HasLine(s, "shoal_frontend_principals 2"));
+  EXPECT_TRUE(HasLine(s, "shoal_frontend_tcp_connections 1"));
+  EXPECT_TRUE(HasLine(s, "shoal_frontend_requests_total 100"));
+  EXPECT_TRUE(HasLine(s, "shoal_frontend_request_bytes_total 5000"));
+  EXPECT_TRUE(HasLine(s, "shoal_frontend_reply_bytes_total 7000"));
+  EXPECT_TRUE(
+      HasLine(s, "shoal_frontend_errors_total{code=\"RESOURCE_EXHAUSTED\"} 4"));
+  EXPECT_TRUE(
+      HasLine(s, "shoal_frontend_errors_total{code=\"PERMISSION_DENIED\"} 0"));
+}
+
 TEST(MetricsFamiliesTest, DownIsUpZeroAlone) {
   EXPECT_EQ(Text(DownFamilies()),
             "# HELP shoal_up 1 when the node's figures were gathered for this "

@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/subprocess.h"
+#include "coordinator/client.h"
 #include "gtest/gtest.h"
 #include "tests/observe/http_get.h"
 #include "tests/testing/command.h"
@@ -174,6 +175,34 @@ TEST(MetricsNodeTest, RunsByTaskFunctionArriveWithTheHeartbeats) {
       {"/bin/sh", "-c", absl::StrCat(promtool, " check metrics < ", file)},
       "promtool");
   EXPECT_EQ(check.code, 0) << check.OutText() << check.err;
+}
+
+// The frontend's figures: a client's session and requests, and a refused
+// request counted by its code.
+TEST(MetricsNodeTest, TheFrontendsRequestsAndRefusalsAreCounted) {
+  MetricsNode node;
+  ASSERT_TRUE(node.Start().ok());
+  coordinator::ClientOptions o;
+  o.job_id = node.job_id();
+  o.force_remote = true;
+  absl::StatusOr<std::unique_ptr<coordinator::Client>> c =
+      coordinator::Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(absl::IsNotFound((*c)->KillActor(12345)));
+  EXPECT_TRUE(absl::IsNotFound((*c)->KillActor(12346)));
+  absl::StatusOr<HttpResponse> r = HttpGet(node.metrics(), "/metrics");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(
+      HasLine(r->body, "shoal_frontend_errors_total{code=\"NOT_FOUND\"} 2"))
+      << r->body;
+  EXPECT_TRUE(HasLine(
+      r->body, "shoal_frontend_errors_total{code=\"PERMISSION_DENIED\"} 0"))
+      << r->body;
+  // This client's session and the metrics endpoint's own.
+  EXPECT_FALSE(HasLine(r->body, "shoal_frontend_sessions 0")) << r->body;
+  EXPECT_FALSE(HasLine(r->body, "shoal_frontend_requests_total 0")) << r->body;
+  EXPECT_TRUE(absl::StrContains(r->body, "\nshoal_frontend_reply_bytes_total "))
+      << r->body;
 }
 
 // A TCP port nobody listens on now (bound, read back, closed).
