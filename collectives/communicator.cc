@@ -66,7 +66,8 @@ namespace {
 void RecordCall(const Communicator::Impl::Op& op, const char* backend,
                 int64_t start_ns, const absl::Status& s) {
   observe::RecordSpan(observe::EventKind::kCollective, start_ns, op.name,
-                      backend, op.bytes, static_cast<int>(s.code()));
+                      backend, op.bytes, static_cast<int>(s.code()),
+                      observe::TakePeerWait());
 }
 
 }  // namespace
@@ -105,6 +106,7 @@ absl::StatusOr<Work> Communicator::Impl::Run(Op op, const CallOptions& call,
       lane.busy = true;
       mu_.Unlock();
       const int64_t start_ns = observe::TimelineOn() ? MonotonicNs() : 0;
+      observe::TakePeerWait();  // this call's waits only
       absl::Status s = op.shm(*host, timeout);
       if (start_ns != 0) RecordCall(op, backend_name, start_ns, s);
       mu_.Lock();
@@ -137,6 +139,7 @@ void Communicator::Impl::Worker(Lane& lane) {
       lane.busy = true;
     }
     const int64_t start_ns = observe::TimelineOn() ? MonotonicNs() : 0;
+    observe::TakePeerWait();  // this call's waits only
     absl::Status s = q.op.shm(*q.host, q.timeout);
     if (start_ns != 0) RecordCall(q.op, q.op.backend_name, start_ns, s);
     {

@@ -21,6 +21,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "base/monotonic_clock.h"
 #include "base/mutex.h"
 #include "base/spin_turn.h"
 #include "base/status_macros.h"
@@ -28,6 +29,7 @@
 #include "collectives/shm_communicator.h"
 #include "collectives/shm_layout.h"
 #include "ipc/tensor_meta.h"
+#include "observe/timeline.h"
 #include "shm/segment.h"
 
 namespace shoal::collectives {
@@ -181,6 +183,12 @@ template <typename Ready>
 absl::Status ShmCommunicator::Impl::WaitFor(
     Ready ready, int peer, const Call& call, absl::FunctionRef<bool(int)> needs,
     const std::atomic<int32_t>* peer_cpu) {
+  if (ready()) return absl::OkStatus();  // no wait: nothing to count
+  // The time this wait takes, for the call's span on the timeline.
+  struct CountWait {
+    int64_t start_ns = MonotonicNs();
+    ~CountWait() { observe::AddPeerWait(MonotonicNs() - start_ns); }
+  } count_wait;
   // Spin first: the peer is usually a few hundred nanoseconds away, on
   // another CPU. On this one it would wait for the spin to end (~100 µs
   // here) before it runs.

@@ -56,13 +56,27 @@ void Record(TimelineEvent e) {
   r->Write(e);
 }
 
+namespace {
+thread_local int64_t t_peer_wait_ns = 0;
+}  // namespace
+
+void AddPeerWait(int64_t ns) { t_peer_wait_ns += ns; }
+
+int64_t TakePeerWait() {
+  const int64_t ns = t_peer_wait_ns;
+  t_peer_wait_ns = 0;
+  return ns;
+}
+
 void RecordSpan(EventKind kind, int64_t start_ns, absl::string_view name,
-                absl::string_view detail, uint64_t bytes, int code) {
+                absl::string_view detail, uint64_t bytes, int code,
+                int64_t aux_ns) {
   TimelineRing* r = g_ring.load(std::memory_order_acquire);
   if (r == nullptr) return;
   TimelineEvent e;
   e.start_ns = start_ns;
   e.end_ns = MonotonicNs();
+  e.aux_ns = aux_ns;
   e.bytes = bytes;
   e.tid = TimelineThreadId();
   e.kind = static_cast<uint16_t>(kind);

@@ -46,9 +46,16 @@ void Record(TimelineEvent e);
 
 // A span of `kind` from `start_ns` to now (CLOCK_MONOTONIC). No-op when not
 // recording.
+// `aux_ns`: TimelineEvent::aux_ns (a collective's wait for its peers).
 void RecordSpan(EventKind kind, int64_t start_ns, absl::string_view name,
-                absl::string_view detail = {}, uint64_t bytes = 0,
-                int code = 0);
+                absl::string_view detail = {}, uint64_t bytes = 0, int code = 0,
+                int64_t aux_ns = 0);
+
+// The time the calling thread waited for its peers in the collective call it
+// runs: a backend adds each wait (AddPeerWait), the communicator takes the
+// sum when the call starts (to clear it) and when it records the call.
+void AddPeerWait(int64_t ns);
+int64_t TakePeerWait();
 
 // A moment (a restart, a failure). No-op when not recording.
 void RecordInstant(absl::string_view name, absl::string_view detail = {},

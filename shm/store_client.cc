@@ -7,7 +7,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/monotonic_clock.h"
 #include "base/status_macros.h"
+#include "observe/timeline.h"
 #include "shm/store_accounts.h"
 #include "shm/store_client_impl.h"
 
@@ -238,11 +240,32 @@ absl::StatusOr<std::unique_ptr<StoreClient>> StoreClient::Connect(
   return std::unique_ptr<StoreClient>(new StoreClient(std::move(impl)));
 }
 
+namespace {
+
+// Store operations of at least this many bytes are spans on the process's
+// timeline (when it records): the ones whose time is worth seeing, few
+// enough not to crowd out the tasks' events in the ring.
+constexpr uint64_t kTimelineMinBytes = uint64_t{1} << 20;
+
+// When a store operation starts, for the timeline (0: not recording).
+int64_t SpanStart() { return observe::TimelineOn() ? MonotonicNs() : 0; }
+
+// Records `what` on `id`, from `start_ns` to now, if it moved enough bytes.
+void RecordStoreSpan(observe::EventKind kind, int64_t start_ns,
+                     absl::string_view what, const ObjectId& id,
+                     uint64_t bytes) {
+  if (start_ns == 0 || bytes < kTimelineMinBytes) return;
+  observe::RecordSpan(kind, start_ns, what, id.ToHex(), bytes);
+}
+
+}  // namespace
+
 absl::StatusOr<MutableObjectBuffer> StoreClient::Create(
     const ObjectId& id, const TensorMeta& meta, const CreateOptions& options) {
   SHOAL_RETURN_IF_ERROR(meta.Validate());
   if (!meta.device.is_cpu())
     return impl_->CreateDevice(id, meta, options.account);
+  const int64_t start_ns = SpanStart();
   const int64_t nbytes = meta.NumBytes();
   ipc::CreateRequest request{id, meta, static_cast<uint64_t>(nbytes)};
   request.account = options.account;
@@ -258,6 +281,8 @@ absl::StatusOr<MutableObjectBuffer> StoreClient::Create(
       impl_->options_.populate_threshold_bytes) {
     seg.Populate(r.offset, static_cast<uint64_t>(nbytes));
   }
+  RecordStoreSpan(observe::EventKind::kStorePut, start_ns, "create", id,
+                  static_cast<uint64_t>(nbytes));
   return MutableObjectBuffer{id, seg.base() + r.offset,
                              static_cast<uint64_t>(nbytes), meta};
 }
@@ -300,6 +325,7 @@ absl::Status StoreClient::Abort(const ObjectId& id) {
 
 absl::Status StoreClient::Put(const ObjectId& id, const TensorMeta& meta,
                               const void* data, const CreateOptions& options) {
+  const int64_t start_ns = SpanStart();
   SHOAL_ASSIGN_OR_RETURN(MutableObjectBuffer buf, Create(id, meta, options));
   absl::Status s;
   if (!meta.device.is_cpu()) {
@@ -310,6 +336,9 @@ absl::Status StoreClient::Put(const ObjectId& id, const TensorMeta& meta,
   }
   if (s.ok()) s = Seal(id);
   if (!s.ok()) (void)Abort(id);
+  if (s.ok())
+    RecordStoreSpan(observe::EventKind::kStorePut, start_ns, "put", id,
+                    buf.nbytes);
   return s;
 }
 
@@ -321,14 +350,26 @@ absl::StatusOr<ObjectBuffer> StoreClient::Get(const ObjectId& id,
 absl::StatusOr<ObjectBuffer> StoreClient::Get(const ObjectId& id,
                                               absl::Duration timeout,
                                               void* cuda_stream) {
+  const int64_t start_ns = SpanStart();
   std::vector<absl::StatusOr<ObjectBuffer>> all =
       impl_->GetMany(absl::MakeConstSpan(&id, 1), timeout, cuda_stream);
+  if (all[0].ok())
+    RecordStoreSpan(observe::EventKind::kStoreGet, start_ns, "get", id,
+                    all[0]->nbytes);
   return std::move(all[0]);
 }
 
 std::vector<absl::StatusOr<ObjectBuffer>> StoreClient::Get(
     absl::Span<const ObjectId> ids, absl::Duration timeout) {
-  return impl_->GetMany(ids, timeout, nullptr);
+  const int64_t start_ns = SpanStart();
+  std::vector<absl::StatusOr<ObjectBuffer>> all =
+      impl_->GetMany(ids, timeout, nullptr);
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].ok())
+      RecordStoreSpan(observe::EventKind::kStoreGet, start_ns, "get", ids[i],
+                      all[i]->nbytes);
+  }
+  return all;
 }
 
 absl::Status StoreClient::Release(const ObjectId& id) {

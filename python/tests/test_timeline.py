@@ -107,6 +107,26 @@ def test_tasks_and_spans_of_a_node(node, tmp_path):
     assert driver[0]["dur"] >= 5000
 
 
+def test_large_store_reads_are_spans_on_the_worker(node, tmp_path):
+    import numpy as np
+    import tltasks
+    c = shoal.connect(job_id=node.job_id)
+    try:
+        big = np.ones(1 << 19, dtype=np.float32)  # 2 MiB: a store object
+        assert c.submit(tltasks.total, big).result(60) == float(1 << 19)
+    finally:
+        shoal.disconnect()
+    trace = run_timeline(node.job_id, str(tmp_path / "store.json"))
+    labels = tracks(trace)
+    gets = [e for e in trace["traceEvents"]
+            if e["ph"] == "X" and e["cat"] == "store_get"
+            and e["args"]["bytes"] >= 1 << 21]
+    assert gets, [e for e in trace["traceEvents"] if e["ph"] == "X"][-20:]
+    # The worker's read of its argument (the client's process may show
+    # reads of its own too, when it records).
+    assert any(labels[e["pid"]].startswith("worker ") for e in gets), gets
+
+
 def test_python_timeline_writes_the_same_trace(node, tmp_path):
     shoal.connect(job_id=node.job_id)
     try:
@@ -156,6 +176,12 @@ for _ in range(3):
     assert float(y[0]) == 3.0, y[0]
 with shoal.span("rank-region"):
     pass
+big = shoal.put(np.ones(1 << 19, dtype=np.float32))  # 2 MiB: a store span
+assert float(shoal.get(big)[7]) == 1.0
+if job.rank == 1:
+    import time
+    time.sleep(0.3)  # rank 0's fourth all_reduce waits for it
+shoal.all_reduce(x.copy())
 """
 
 
@@ -180,10 +206,16 @@ def test_launched_all_reduce_has_a_collective_span_per_rank(tmp_path):
     for rank in ("rank 0", "rank 1"):
         pid = next(p for p, v in labels.items() if v.startswith(rank + " "))
         calls = [e for e in spans if e["pid"] == pid and e["cat"] == "collective"]
-        reduces = [e for e in calls if e["name"] == "all_reduce"]
-        assert len(reduces) == 3, calls
+        reduces = sorted((e for e in calls if e["name"] == "all_reduce"),
+                         key=lambda e: e["ts"])
+        assert len(reduces) == 4, calls
         for e in reduces:
             assert e["args"]["bytes"] == 4096 and e["args"]["backend"] == "shm"
+            assert 0 <= e["args"]["wait_us"] <= e["dur"] + 1, e
+        if rank == "rank 0":  # the time it waited for rank 1 to arrive
+            assert reduces[3]["args"]["wait_us"] >= 200_000, reduces[3]
+        puts = [e for e in spans if e["pid"] == pid and e["cat"] == "store_put"]
+        assert any(e["args"]["bytes"] == 1 << 21 for e in puts), puts
         assert any(e["name"] == "rank-region" and e["pid"] == pid
                    for e in spans)
     launcher = next(p for p, v in labels.items() if v.startswith("launcher"))
