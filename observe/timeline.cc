@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <memory>
+#include <string_view>
 
 #include "absl/strings/numbers.h"
 #include "base/mutex.h"
@@ -30,6 +31,10 @@ absl::Status StartTimeline(absl::string_view job_id, absl::string_view label) {
   MutexLock lock(&g_start_mu);
   if (g_ring.load(std::memory_order_acquire) != nullptr)
     return absl::OkStatus();
+  if (const char* on = std::getenv("SHOAL_TIMELINE");
+      on != nullptr && std::string_view(on) == "0") {
+    return absl::OkStatus();  // recording switched off
+  }
   absl::StatusOr<std::unique_ptr<TimelineRing>> ring =
       TimelineRing::Create(job_id, label, RingEvents());
   if (!ring.ok()) return ring.status();

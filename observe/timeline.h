@@ -28,7 +28,8 @@ inline constexpr uint64_t kDefaultTimelineEvents = 16384;
 
 // Starts this process's ring for job `job_id`, labelled `label`. Once per
 // process: later calls return OK and keep the first ring (the label stays).
-// Errors: TimelineRing::Create's.
+// With SHOAL_TIMELINE=0 in the environment it starts none (OK: the process
+// records nothing). Errors: TimelineRing::Create's.
 absl::Status StartTimeline(absl::string_view job_id, absl::string_view label);
 
 // Whether this process records (StartTimeline succeeded).

@@ -167,6 +167,20 @@ def test_rings_are_private_and_go_with_the_node(tmp_path):
     assert not left
 
 
+def test_shoal_timeline_0_records_nothing(monkeypatch):
+    monkeypatch.setenv("SHOAL_TIMELINE", "0")
+    n = shoal.start_node(1, store_bytes="64M")
+    try:
+        c = shoal.connect(job_id=n.job_id)
+        assert c.submit("noop").result(60) is None
+        shoal.disconnect()
+        assert not [r for r in os.listdir("/dev/shm")
+                    if r.startswith(f"shoal-{n.job_id}-")
+                    and r.endswith("-timeline")]
+    finally:
+        n.stop()
+
+
 LAUNCHED = """
 import numpy as np, shoal
 job = shoal.init()
