@@ -184,10 +184,13 @@ absl::Status ShmCommunicator::Impl::WaitFor(
     Ready ready, int peer, const Call& call, absl::FunctionRef<bool(int)> needs,
     const std::atomic<int32_t>* peer_cpu) {
   if (ready()) return absl::OkStatus();  // no wait: nothing to count
-  // The time this wait takes, for the call's span on the timeline.
+  // The time this wait takes, for the call's span on the timeline (when
+  // this process records one).
   struct CountWait {
-    int64_t start_ns = MonotonicNs();
-    ~CountWait() { observe::AddPeerWait(MonotonicNs() - start_ns); }
+    int64_t start_ns = observe::TimelineOn() ? MonotonicNs() : 0;
+    ~CountWait() {
+      if (start_ns != 0) observe::AddPeerWait(MonotonicNs() - start_ns);
+    }
   } count_wait;
   // Spin first: the peer is usually a few hundred nanoseconds away, on
   // another CPU. On this one it would wait for the spin to end (~100 µs
