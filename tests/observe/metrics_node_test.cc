@@ -103,6 +103,23 @@ bool HasLine(const std::string& text, const std::string& line) {
                            absl::StrCat("\n", line, "\n"));
 }
 
+// `promtool check metrics` on `text` (kept as `name` in the test's folder);
+// skips the test, saying why, where promtool is absent.
+void ExpectPromtoolPasses(const std::string& text, const std::string& name) {
+  const std::string promtool = "/usr/bin/promtool";
+  if (!Executable(promtool)) {
+    GTEST_SKIP() << promtool
+                 << " is absent (Debian's prometheus package; tools/setup "
+                    "installs it): the format check is skipped";
+  }
+  const std::string file = absl::StrCat(TempDir(), "/", name);
+  std::ofstream(file) << text;
+  CommandResult check = RunCommand(
+      {"/bin/sh", "-c", absl::StrCat(promtool, " check metrics < ", file)},
+      "promtool");
+  EXPECT_EQ(check.code, 0) << check.OutText() << check.err;
+}
+
 TEST(MetricsNodeTest, PromtoolPassesOnALiveNodesMetrics) {
   MetricsNode node;
   ASSERT_TRUE(node.Start().ok());
@@ -123,18 +140,7 @@ TEST(MetricsNodeTest, PromtoolPassesOnALiveNodesMetrics) {
       << r->body;
   EXPECT_FALSE(HasLine(r->body, "shoal_store_capacity_bytes 0")) << r->body;
 
-  const std::string promtool = "/usr/bin/promtool";
-  if (!Executable(promtool)) {
-    GTEST_SKIP() << promtool
-                 << " is absent (Debian's prometheus package; tools/setup "
-                    "installs it): the format check is skipped";
-  }
-  const std::string file = absl::StrCat(TempDir(), "/metrics.txt");
-  std::ofstream(file) << r->body;
-  CommandResult check = RunCommand(
-      {"/bin/sh", "-c", absl::StrCat(promtool, " check metrics < ", file)},
-      "promtool");
-  EXPECT_EQ(check.code, 0) << check.OutText() << check.err;
+  ExpectPromtoolPasses(r->body, "metrics.txt");
 }
 
 // Runs by task function reach the endpoint with the workers' heartbeats
@@ -167,14 +173,7 @@ TEST(MetricsNodeTest, RunsByTaskFunctionArriveWithTheHeartbeats) {
   for (const std::string& line : want)
     EXPECT_TRUE(HasLine(body, line)) << line << "\n" << body;
   // The histograms pass the format check too.
-  const std::string promtool = "/usr/bin/promtool";
-  if (!Executable(promtool)) GTEST_SKIP() << promtool << " is absent";
-  const std::string file = absl::StrCat(TempDir(), "/by_name.txt");
-  std::ofstream(file) << body;
-  CommandResult check = RunCommand(
-      {"/bin/sh", "-c", absl::StrCat(promtool, " check metrics < ", file)},
-      "promtool");
-  EXPECT_EQ(check.code, 0) << check.OutText() << check.err;
+  ExpectPromtoolPasses(body, "by_name.txt");
 }
 
 // The frontend's figures: a client's session and requests, and a refused
