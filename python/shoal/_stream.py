@@ -29,6 +29,7 @@ import secrets
 import select
 import socket
 import struct
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from . import _errors, _future
 
@@ -44,10 +45,11 @@ _INLINE, _STORED, _END = b"v", b"r", b"e"
 _POLL_S = 0.05
 
 
-# ---- the worker's side -------------------------------------------------------
+# ---- the worker's side ------------------------------------------------------
 
 
-def produce(target, address, token, window, args, kwargs):
+def produce(target: Any, address: str, token: bytes, window: int,
+            args: Sequence[Any], kwargs: Mapping[str, Any]) -> int:
     """The task: runs the generator function `target` (_retry.resolve) and
     streams its items to the caller at `address`. Returns how many it sent.
     The caller gone: the generator is closed and the task ends."""
@@ -55,7 +57,8 @@ def produce(target, address, token, window, args, kwargs):
     gen = _retry.resolve(target)(*args, **kwargs)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(address)
-    held = {}  # item index → the ObjectRef/ValueRef the caller borrows
+    # Item index → the ObjectRef/ValueRef the caller borrows.
+    held: dict[int, Any] = {}
     sent = acked = 0
     try:
         sock.sendall(token, socket.MSG_NOSIGNAL)
@@ -87,7 +90,7 @@ def produce(target, address, token, window, args, kwargs):
 _LINGER_S = 2.0
 
 
-def _close_gently(sock):
+def _close_gently(sock: socket.socket) -> None:
     """Ends the stream, then reads the caller's last acknowledgements until
     it closes (or _LINGER_S): a socket closed with unread data resets the
     caller's end, which could then miss the last items or the error."""
@@ -101,7 +104,8 @@ def _close_gently(sock):
     sock.close()
 
 
-def _read_acks(sock, held, acked, block):
+def _read_acks(sock: socket.socket, held: dict[int, Any], acked: int,
+               block: bool) -> int:
     """Reads acknowledgements (one byte each): each drops the worker's
     reference to that item. Returns the new count."""
     if not block and not select.select([sock], [], [], 0)[0]:
@@ -115,7 +119,7 @@ def _read_acks(sock, held, acked, block):
     return acked
 
 
-# ---- the caller's end of a stream --------------------------------------------
+# ---- the caller's end of a stream -------------------------------------------
 
 # What next_frame returns when `gave_up` said stop before a frame came.
 _NOTHING = object()
@@ -127,15 +131,16 @@ class _Reader:
     caller on the node's machine, and by the relay actor of a caller off
     it."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.address = "\0shoal-stream-" + secrets.token_hex(16)
         self.token = secrets.token_bytes(16)
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener.bind(self.address)
-        self._listener.listen(1)
-        self._conn = None
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(self.address)
+        listener.listen(1)
+        self._listener: Optional[socket.socket] = listener
+        self._conn: Optional[socket.socket] = None
 
-    def next_frame(self, gave_up):
+    def next_frame(self, gave_up: Callable[[], bool]) -> Any:
         """The next frame, (kind, data); None when the stream ended (the end
         frame, or the task's connection closed); _NOTHING when `gave_up()`,
         asked every _POLL_S while nothing is readable, says stop first (one
@@ -144,28 +149,34 @@ class _Reader:
             return None  # closed
         if self._conn is None and not self._accept(gave_up):
             return _NOTHING
-        if not self._wait_readable(self._conn, gave_up):
+        conn = self._conn
+        if conn is None:
+            return None  # closed meanwhile
+        if not self._wait_readable(conn, gave_up):
             return _NOTHING
         # The producer sends each frame whole: its rest follows the header.
-        header = _recv_exact(self._conn, _HEADER.size)
+        header = _recv_exact(conn, _HEADER.size)
         if header is None:
             return None
         kind, n = _HEADER.unpack(header)
-        data = _recv_exact(self._conn, n) if n else b""
+        data = _recv_exact(conn, n) if n else b""
         if data is None or kind == _END:
             return None
         return kind, data
 
-    def ack(self):
+    def ack(self) -> None:
         """Tells the producer one more item was taken (it may drop it)."""
+        if self._conn is None:
+            return
         try:
             self._conn.sendall(b"\x01", socket.MSG_NOSIGNAL)
         except OSError:
             pass  # the task ended after its last item: no one to tell
 
     @staticmethod
-    def _wait_readable(sock, gave_up):
-        timeout = 0  # a first look that does not wait
+    def _wait_readable(sock: socket.socket,
+                       gave_up: Callable[[], bool]) -> bool:
+        timeout: float = 0  # a first look that does not wait
         while True:
             if select.select([sock], [], [], timeout)[0]:
                 return True
@@ -173,9 +184,10 @@ class _Reader:
                 return bool(select.select([sock], [], [], 0)[0])
             timeout = _POLL_S
 
-    def _accept(self, gave_up):
-        while self._wait_readable(self._listener, gave_up):
-            conn, _ = self._listener.accept()
+    def _accept(self, gave_up: Callable[[], bool]) -> bool:
+        listener = self._listener
+        while listener is not None and self._wait_readable(listener, gave_up):
+            conn, _ = listener.accept()
             conn.settimeout(5)  # the token comes at once
             creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
                                     struct.calcsize("3i"))
@@ -188,17 +200,18 @@ class _Reader:
             if ours:
                 conn.settimeout(_FRAME_S)
                 self._conn = conn
-                self._listener.close()
+                listener.close()
                 self._listener = None
                 return True
             conn.close()  # not our task
         return False
 
-    def close(self):
+    def close(self) -> None:
         for s in (self._conn, self._listener):
             if s is not None:
                 s.close()
-        self._conn = self._listener = None
+        self._conn = None
+        self._listener = None
 
 
 # Longest wait for the rest of a frame whose header came (the producer
@@ -213,21 +226,22 @@ class Relay:
     the node's frontend. Items stay held by the producer until taken, so
     back-pressure is the same as for a caller on the node."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._reader = _Reader()
         self._ended = False
 
-    def where(self):
+    def where(self) -> tuple[str, bytes]:
         """(address, token): what the producing task connects to."""
         return self._reader.address, self._reader.token
 
-    def take(self, most, wait_s):
+    def take(self, most: int,
+             wait_s: float) -> tuple[list[tuple[bytes, Any]], bool]:
         """Up to `most` items, waiting up to `wait_s` for the first: a list
         of (kind, payload), an inline item as its pickle, a stored one as
         its value; and whether the stream ended."""
         import time
         deadline = time.monotonic() + wait_s
-        items = []
+        items: list[tuple[bytes, Any]] = []
         while len(items) < most and not self._ended:
             frame = self._reader.next_frame(
                 (lambda: time.monotonic() >= deadline) if not items
@@ -260,11 +274,13 @@ class StreamingFutures:
     its error; then StopIteration. `task` is the task's own Future (its
     value: the number of items)."""
 
-    def __init__(self, client, target, args, kwargs, options, submit):
+    def __init__(self, client: Any, target: Any, args: Sequence[Any],
+                 kwargs: Mapping[str, Any], options: Mapping[str, Any],
+                 submit: Callable[..., Any]) -> None:
         self._client = client
-        self._reader = None
-        self._relay = None
-        self._taken = []  # (a remote caller's: items the relay gave)
+        self._reader: Optional[_Reader] = None
+        self._relay: Any = None  # an ActorHandle of a Relay
+        self._taken: list[Any] = []  # (a remote caller's: the relay's)
         self._ended = False
         self._relayed = not client.local
         if not self._relayed:
@@ -277,15 +293,18 @@ class StreamingFutures:
         self.task = submit(produce, (target, where[0], where[1], WINDOW,
                                      args, kwargs), {}, options)
 
-    def __iter__(self):
+    def __iter__(self) -> "StreamingFutures":
         return self
 
-    def __next__(self):
+    def __next__(self) -> _future.Future[Any]:
         if self._ended:
             raise StopIteration
         if self._relayed:
             return self._next_relayed()
-        frame = self._reader.next_frame(self.task.done)
+        reader = self._reader
+        if reader is None:
+            return self._end()
+        frame = reader.next_frame(self.task.done)
         if frame is None or frame is _NOTHING:
             return self._end()
         kind, data = frame
@@ -293,10 +312,10 @@ class StreamingFutures:
         if kind == _STORED:
             import shoal
             value = shoal.get(value)  # borrowed: now the worker may drop it
-        self._reader.ack()
+        reader.ack()
         return _future.finished(self._client, value)
 
-    def _next_relayed(self):
+    def _next_relayed(self) -> _future.Future[Any]:
         while not self._taken:
             if self._relay is None:
                 return self._end()
@@ -314,7 +333,7 @@ class StreamingFutures:
                 self._close_relay()
         return _future.finished(self._client, self._taken.pop())
 
-    def _end(self):
+    def _end(self) -> _future.Future[Any]:
         """The stream ended: StopIteration after the task's success, else a
         last future holding its error."""
         self._ended = True
@@ -325,7 +344,7 @@ class StreamingFutures:
             return _future.finished(self._client, None, e)
         raise StopIteration
 
-    def _close_relay(self):
+    def _close_relay(self) -> None:
         relay, self._relay = self._relay, None
         if relay is not None:
             from . import _actor
@@ -334,23 +353,23 @@ class StreamingFutures:
             except _errors.Error:
                 pass  # it ended already
 
-    def close(self):
+    def close(self) -> None:
         """Stops reading: the worker's generator is closed at its next item."""
         if self._reader is not None:
             self._reader.close()
         self._close_relay()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:  # noqa: BLE001 (the interpreter may be ending)
             pass
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<shoal.StreamingFutures of task {self.task.id}>"
 
 
-def _recv_exact(sock, n):
+def _recv_exact(sock: socket.socket, n: int) -> Optional[bytes]:
     """n bytes from `sock`, or None at its end (or past its timeout)."""
     out = bytearray()
     while len(out) < n:
