@@ -1,4 +1,4 @@
-"""The actors section of `shoal bench python` (issue 12, part B): method
+"""The actors section of `shoal bench python`: method
 calls on one actor — sync p50 (call + result, one at a time) and async
 calls/s (submit N, then wait for all) — beside Ray actor calls in the same
 run when Ray is there (shoal._bench_values.load_ray)."""
@@ -106,7 +106,7 @@ def run(ray_system, n_async, n_sync, rounds):
 
 
 def targets(rows):
-    """(text, met) for each goal of issue 12 part B."""
+    """(text, met) for each goal of the actors section."""
     mine = next((r for r in rows if r["system"] == SHOAL), None)
     ray = next((r for r in rows if r["system"].startswith("Ray")), None)
     out = []
@@ -133,6 +133,6 @@ def print_tables(rows):
     for r in rows:
         print(f"{r['system']:34} {r['calls_per_s']:>9.0f} "
               f"{r['p50_us']:>9.1f} {r['p99_us']:>9.1f}")
-    print("\n# targets (issue 12, part B)")
+    print("\n# targets (actors)")
     for text, met in targets(rows):
         print(f"{text} ({'met' if met else 'NOT met'})")

@@ -1,4 +1,4 @@
-"""The nested section of `shoal bench python` (issue 12, nested tasks): a
+"""The nested section of `shoal bench python`: nested tasks, a
 parent task that submits N children and gets them (children/s, from the
 parent's submit to its result), and a recursion D deep, each level waiting
 for the next (ms), beside Ray doing the same in the same run when Ray is

@@ -1,4 +1,4 @@
-"""`shoal bench python`, the values section (issue 12): what real Python
+"""`shoal bench python`, the values section: what real Python
 tasks pass, on a node of N workers, beside multiprocessing.Pool(N),
 concurrent.futures.ProcessPoolExecutor(N) and Ray (num_cpus=N), all in the
 same run:
@@ -341,7 +341,7 @@ def run(systems, n_async, n_sync, rounds, array_reps, blocks=10):
 
 
 def targets(rows):
-    """(text, met) for each goal of issue 12 part A."""
+    """(text, met) for each goal of the values section."""
     by = {(r["system"], r["case"]): r for r in rows}
     out = []
     noop, d, c = (by.get((SHOAL, w)) for w in ("noop", "dict", "closure"))
@@ -405,7 +405,7 @@ def print_tables(rows, workers, notes):
             print(f"{r['system']:34} {r['median_ms']:8.2f}   per rep: {per}")
     for n in notes:
         print(n)
-    print("\n# targets (issue 12, part A)")
+    print("\n# targets (values)")
     for text, met in targets(rows):
         print(text if met is None else
               f"{text} ({'met' if met else 'NOT met'})")

@@ -12,11 +12,11 @@ library's answers, in the same run, on the same cores.
           process (request → usable read-only view, µs) — beside
           multiprocessing.shared_memory (create + copy in; attach + view).
           Medians over repetitions, shoal and shared_memory alternating.
-  values  what Python programs pass (issue 12; shoal._bench_values): a
+  values  what Python programs pass (shoal._bench_values): a
           small dict, the same in a closure, a dict of two 32 MiB arrays —
           beside multiprocessing.Pool, ProcessPoolExecutor and Ray (from a
           virtualenv; skipped when absent).
-  actors  actor method calls (issue 12 part B; shoal._bench_actors): sync
+  actors  actor method calls (shoal._bench_actors): sync
           p50 and async calls/s on one actor, beside Ray actor calls.
   nested  tasks inside tasks (shoal._bench_nested): a parent fanning out
           to 100 children (children/s) and a recursion 20 deep (ms),
@@ -245,7 +245,7 @@ def bench_store(job_id, nbytes, reps):
 # ---- main -------------------------------------------------------------------
 
 def _ratios(task_rows, store_rows):
-    """(text, value, met) for each target of issue 7."""
+    """(text, value, met) for each target of the tasks and store sections."""
     out = []
     by = {(r["system"], r["mode"].split()[0]): r for r in task_rows}
     pool = next((r["system"] for r in task_rows if r["system"] != SHOAL),

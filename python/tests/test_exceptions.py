@@ -1,7 +1,7 @@
 """A task's exception comes back as its own type with the worker's
 traceback attached (a TaskError as __cause__), else as TaskError; values
 that cannot be pickled fail clearly at submit (arguments) or as the task's
-error (results), affecting nothing else (issue 12)."""
+error (results), affecting nothing else."""
 
 import pickle
 import socket

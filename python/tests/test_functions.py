@@ -1,7 +1,6 @@
 """Functions a worker cannot import by name go by value (cloudpickle):
 lambdas, closures, nested functions, bound methods, callables, functions
-of `python -c`; pickled once per client and unpickled once per worker
-(issue 12)."""
+of `python -c`; pickled once per client and unpickled once per worker"""
 
 import functools
 import os

@@ -1,4 +1,4 @@
-"""A future passed as an argument (issue 12): the task waits for it, and a
+"""A future passed as an argument: the task waits for it, and a
 result held in the store reaches the worker as that same store object (the
 client neither fetches nor re-serialises it; docs/python.md, "Futures as
 arguments")."""

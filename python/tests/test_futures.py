@@ -1,7 +1,7 @@
 """shoal.Future is a concurrent.futures.Future: as_completed, wait,
 add_done_callback and asyncio work without anyone calling result(); a
 future passed as an argument makes the task wait for it; shoal.get takes a
-list (issue 12)."""
+list."""
 
 import asyncio
 import concurrent.futures as cf

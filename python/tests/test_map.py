@@ -1,5 +1,5 @@
 """Client.map: results in order, many small items per task with
-chunksize (issue 12)."""
+chunksize."""
 
 import pytest
 

@@ -230,7 +230,7 @@ def test_remote_client_through_the_frontend(node):
 
 
 def test_a_remote_client_pipelines_its_tasks(node):
-    # Issue 15: a remote client's submits go pipelined (results pushed), and
+    # A remote client's submits go pipelined (results pushed), and
     # futures behave as over the table: results in order, wait for some,
     # callbacks, cancel, errors at result().
     c = shoal.connect(job_id=node.job_id, force_remote=True)

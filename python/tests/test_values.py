@@ -1,7 +1,7 @@
 """Any picklable argument and return value, end to end on a real node: the
 plain values as before, everything else pickled (protocol 5), with numpy
 arrays and torch CPU tensors inside containers put into the store once and
-viewed in place by the worker (issue 12)."""
+viewed in place by the worker."""
 
 import fractions
 import sys

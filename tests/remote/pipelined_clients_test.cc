@@ -1,4 +1,4 @@
-// The remote path's pipelined submission with pushed results (issue 15),
+// The remote path's pipelined submission with pushed results,
 // against a real `shoal start` node on its tcp+CURVE frontend:
 // - 64 concurrent clients, each submitting one SubmitAsync call per task
 //   through a small window, get each of their results exactly once;

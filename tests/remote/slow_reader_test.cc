@@ -1,5 +1,5 @@
 // A pushed result that finds the peer's ZeroMQ queue full is kept by the
-// frontend and sent when the socket is writable again (issue 15): a client
+// frontend and sent when the socket is writable again: a client
 // that does not read while its tasks finish, with a small receive queue and
 // far more tasks in flight than the queues between it and the node hold,
 // still gets every result exactly once. The node's send queue per peer is

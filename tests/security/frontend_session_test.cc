@@ -1,5 +1,5 @@
-// A remote client's session ends with its connection (issue 15,
-// docs/security.md "Sessions end with their connection"): a client process
+// A remote client's session ends with its connection
+// (docs/security.md "Sessions end with their connection"): a client process
 // SIGKILLed with tasks queued and running and an output object held has all
 // of them freed within seconds, not at remote_result_ttl (10 minutes).
 #include <signal.h>

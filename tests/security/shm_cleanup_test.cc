@@ -1,6 +1,6 @@
 // A coordinator killed with SIGKILL leaves no /dev/shm segment behind once
-// its workers are gone, with no later start needed (issue 14;
-// coordinator/janitor.h). Real nodes from `shoal start`.
+// its workers are gone, with no later start needed
+// (coordinator/janitor.h). Real nodes from `shoal start`.
 #include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>

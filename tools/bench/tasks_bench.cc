@@ -10,7 +10,7 @@
 // (the frontend's TCP transport) and plain (tasks_bench_zmq.h), and the
 // CURVE echo again with its ROUTER in another process; and, while the node is
 // up, the remote pushed sync task and both CURVE echoes timed interleaved
-// (tasks_bench_sync.h), which gives issue 15's goal line.
+// (tasks_bench_sync.h), which gives the remote path's goal line.
 #include <signal.h>
 #include <unistd.h>
 
@@ -352,7 +352,7 @@ std::string Joined(const std::vector<double>& r, double scale = 1,
   return out;
 }
 
-// Issue 15's goal line: shoal's pushed sync p50 over the raw CURVE round
+// The remote path's goal line: shoal's pushed sync p50 over the raw CURVE round
 // trip's, both from the interleaved measurement.
 void PrintGoal(const InterleavedSync& m, bool json) {
   constexpr double kGoal = 1.3;
@@ -382,7 +382,7 @@ void PrintGoal(const InterleavedSync& m, bool json) {
     return;
   }
   std::printf(
-      "# goal (issue 15), interleaved in %zu blocks: shoal pushed sync p50 "
+      "# goal, interleaved in %zu blocks: shoal pushed sync p50 "
       "%.1f us / raw CURVE p50 %.1f us = %.2fx (goal <= %.1fx: %s); per "
       "block %s\n"
       "#   vs the CURVE echo process (p50 %.1f us): %.2fx; per block %s\n"

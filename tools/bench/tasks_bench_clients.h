@@ -1,4 +1,4 @@
-// Many remote clients at once on a node's tcp+CURVE frontend (issue 15):
+// Many remote clients at once on a node's tcp+CURVE frontend:
 // `clients` threads, each its own coordinator::Client (its own connection
 // and peer), each runs `per_client` echo tasks through SubmitAsync with up
 // to `window` in flight, taking results in order. Every result is checked

@@ -1,4 +1,4 @@
-"""A remote Python client's no-op round (issue 15): sync p50 and async
+"""A remote Python client's no-op round: sync p50 and async
 tasks/s of `shoal.connect(force_remote=True)` against a 2-worker node, with
 the pipelined path (default) or, with SHOAL_PY_REMOTE_PIPELINE=0, one
 submit and one wait request per task. Not part of `shoal bench`; run as

@@ -1,4 +1,4 @@
-// The goal row of `shoal bench tasks` (issue 15: remote sync p50 ≤ 1.3× the
+// The goal row of `shoal bench tasks` (the goal: remote sync p50 ≤ 1.3× the
 // raw ZeroMQ round trip): shoal's pushed remote sync task and the raw CURVE
 // DEALER/ROUTER echo round trips, in-process and to an echo process, timed
 // interleaved (tasks_bench_interleave.h) while the node is up, so the three

@@ -1,5 +1,5 @@
 #!/bin/bash
-# W2's goal line (issue 15) in three placements: the quiet machine (full
+# W2's goal line in three placements: the quiet machine (full
 # runs), every thread on one vCPU (taskset -c 0), and beside one CPU hog per
 # CPU (`yes`, killed at the end). Prints the goal line's figures per run.
 #
