@@ -65,9 +65,8 @@ namespace {
 // One collective call, `start_ns` to now, on the calling thread's track.
 void RecordCall(const Communicator::Impl::Op& op, const char* backend,
                 int64_t start_ns, const absl::Status& s) {
-  observe::RecordSpan(observe::EventKind::kCollective, start_ns, op.name,
-                      backend, op.bytes, static_cast<int>(s.code()),
-                      observe::TakePeerWait());
+  observe::RecordCollective(start_ns, op.name, backend, op.bytes,
+                            static_cast<int>(s.code()));
 }
 
 }  // namespace

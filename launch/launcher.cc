@@ -31,6 +31,7 @@
 #include "launch/launcher_internal.h"
 #include "launch/local_group.h"
 #include "launch/slurm.h"
+#include "observe/metrics.h"
 #include "observe/timeline.h"
 #include "observe/timeline_read.h"
 #include "shm/store_service.h"
@@ -399,9 +400,9 @@ void Launcher::OnFirstFailure(int generation, LocalGroup& group,
                               LocalOutcome* outcome, bool* stopping) {
   *stopping = true;
   outcome->failure = group.first_failure();
-  observe::RecordInstant(
-      "first failure",
-      absl::StrCat("rank ", outcome->failure->rank), /*code=*/2);
+  observe::RecordInstant("first failure",
+                         absl::StrCat("rank ", outcome->failure->rank),
+                         /*code=*/2);
   if (kv_) {
     // The first failure anywhere is the root cause: set only if unset.
     (void)kv_->SetIfAbsent(
@@ -448,6 +449,18 @@ std::string Launcher::RootCause(const LocalOutcome& outcome) const {
   return out;
 }
 
+observe::LaunchFigures Launcher::Figures() const {
+  observe::LaunchFigures f;
+  f.job_id = o_.job_id;
+  f.node_rank = o_.node_rank;
+  f.local_ranks = nproc_;
+  f.restarts = restarts_.load(std::memory_order_relaxed);
+  absl::StatusOr<observe::Timeline> t =
+      observe::GatherCollectiveTallies(o_.job_id);
+  if (t.ok()) f.tallies = *std::move(t);
+  return f;
+}
+
 absl::StatusOr<int> Launcher::Run() {
   for (int generation = 0;; ++generation) {
     LocalOutcome outcome = Monitor(generation);
@@ -456,6 +469,7 @@ absl::StatusOr<int> Launcher::Run() {
       case Decision::kDone:
         return 0;
       case Decision::kRestart:
+        restarts_.fetch_add(1, std::memory_order_relaxed);
         observe::RecordInstant(absl::StrCat("restart ", generation + 1),
                                d.cause.substr(0, 15));
         std::fprintf(stderr,
@@ -497,10 +511,30 @@ absl::StatusOr<int> Launch(LaunchOptions options) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   const std::string timeline_out = options.timeline_out;
+  observe::MetricsServerOptions metrics_options;
+  metrics_options.port = options.metrics_port;
+  metrics_options.address = options.metrics_address;
   Launcher launcher(std::move(options));
   absl::Status setup = launcher.Setup();
+  // Serves while the ranks run; destroyed before `launcher`.
+  std::unique_ptr<observe::MetricsServer> metrics;
+  if (setup.ok() && metrics_options.port >= 0) {
+    absl::StatusOr<std::unique_ptr<observe::MetricsServer>> m =
+        observe::MetricsServer::Start(
+            metrics_options, observe::FamilySource([&launcher] {
+              return observe::LaunchFamiliesOf(launcher.Figures());
+            }));
+    if (m.ok()) {
+      metrics = *std::move(m);
+      std::fprintf(stderr, "shoal launch: metrics http://%s/metrics\n",
+                   metrics->address().c_str());
+    } else {
+      setup = m.status();
+    }
+  }
   absl::StatusOr<int> code =
       setup.ok() ? launcher.Run() : absl::StatusOr<int>(setup);
+  metrics.reset();
   // The job's ranks are gone: write its timeline if asked, then remove the
   // rings of this launcher and its ranks.
   const std::string& job = launcher.job_id();

@@ -52,6 +52,11 @@ struct LaunchOptions {
   // Where to write the job's timeline (Chrome trace-event JSON, all its
   // rings on this node hold) when it ends. Empty: nowhere.
   std::string timeline_out;
+  // Serve Prometheus metrics at /metrics on this port while the job runs
+  // (0: any free one; -1: none), on `metrics_address`
+  // (observe/launch_metrics.h).
+  int metrics_port = -1;
+  std::string metrics_address = "127.0.0.1";
 };
 
 // Fills nnodes, node_rank and coordinator from Slurm's environment when

@@ -6,6 +6,7 @@
 #ifndef SHOAL_LAUNCH_LAUNCHER_INTERNAL_H_
 #define SHOAL_LAUNCH_LAUNCHER_INTERNAL_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@
 #include "launch/launcher.h"
 #include "launch/local_group.h"
 #include "launch/node_keepalive.h"
+#include "observe/launch_metrics.h"
 #include "shm/store_service.h"
 
 namespace shoal::launch {
@@ -68,6 +70,9 @@ class Launcher {
   absl::StatusOr<int> Run();
   // Empty until Setup gave the job one.
   const std::string& job_id() const { return o_.job_id; }
+  // What its metrics endpoint reports (observe/launch_metrics.h); safe on
+  // another thread once Setup returned.
+  observe::LaunchFigures Figures() const;
 
  private:
   absl::Status ResolveProcesses();
@@ -117,6 +122,8 @@ class Launcher {
   // The node NodeKeepAlive found lost this generation, and why.
   std::optional<int> lost_node_;
   std::string lost_cause_;
+  // Times Run started the group again (read by the metrics endpoint).
+  std::atomic<int> restarts_{0};
 };
 
 }  // namespace launcher_internal

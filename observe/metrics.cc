@@ -291,22 +291,28 @@ std::vector<MetricFamily> FamiliesOf(const Figures& f) {
   return out;
 }
 
-// The Exposer's view of the node: the figures of each scrape, gathered then.
+// The Exposer's view of the endpoint: the families of each scrape, made then.
 class MetricsServer::Collector : public prometheus::Collectable {
  public:
-  explicit Collector(FigureSource source) : source_(std::move(source)) {}
+  explicit Collector(FamilySource source) : source_(std::move(source)) {}
 
   std::vector<MetricFamily> Collect() const override {
     MutexLock lock(&mu_);
-    absl::StatusOr<Figures> f = source_();
-    if (!f.ok()) return DownFamilies();
-    return FamiliesOf(*f);
+    return source_();
   }
 
  private:
-  mutable Mutex mu_;  // one FigureSource call at a time
-  FigureSource source_ ABSL_GUARDED_BY(mu_);
+  mutable Mutex mu_;  // one FamilySource call at a time
+  FamilySource source_ ABSL_GUARDED_BY(mu_);
 };
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
+    const MetricsServerOptions& options, FigureSource source) {
+  return Start(options, FamilySource([source = std::move(source)] {
+                 absl::StatusOr<Figures> f = source();
+                 return f.ok() ? FamiliesOf(*f) : DownFamilies();
+               }));
+}
 
 struct MetricsServer::State {
   std::shared_ptr<Collector> collector;
@@ -314,7 +320,7 @@ struct MetricsServer::State {
 };
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
-    const MetricsServerOptions& options, FigureSource source) {
+    const MetricsServerOptions& options, FamilySource source) {
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("metrics port ", options.port, " is outside 0..65535"));

@@ -37,6 +37,10 @@ std::vector<prometheus::MetricFamily> FamiliesOf(const Figures& f);
 // The families of a scrape whose figures could not be gathered: shoal_up 0.
 std::vector<prometheus::MetricFamily> DownFamilies();
 
+// Any endpoint's families, made at each scrape (a launcher's:
+// launch_metrics.h). Called on the HTTP server's threads, one call at a time.
+using FamilySource = std::function<std::vector<prometheus::MetricFamily>()>;
+
 struct MetricsServerOptions {
   // The address to listen on (an IPv4 or IPv6 literal). Default loopback:
   // the figures name the job, its workers' pids and its functions' load, and
@@ -58,6 +62,9 @@ class MetricsServer {
   // names it).
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
       const MetricsServerOptions& options, FigureSource source);
+  // The same for any families (errors as above).
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
+      const MetricsServerOptions& options, FamilySource source);
   ~MetricsServer();
 
   MetricsServer(const MetricsServer&) = delete;

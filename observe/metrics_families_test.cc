@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "observe/launch_metrics.h"
 #include "observe/metrics.h"
 #include "observe/task_stats.h"
 #include "prometheus/text_serializer.h"
@@ -145,6 +146,38 @@ TEST(MetricsFamiliesTest, FrontendFiguresBecomeSeries) {
       HasLine(s, "shoal_frontend_errors_total{code=\"RESOURCE_EXHAUSTED\"} 4"));
   EXPECT_TRUE(
       HasLine(s, "shoal_frontend_errors_total{code=\"PERMISSION_DENIED\"} 0"));
+}
+
+TEST(MetricsFamiliesTest, ALaunchersFiguresAndCollectiveTalliesBecomeSeries) {
+  LaunchFigures f;
+  f.job_id = "job-l";
+  f.node_rank = 1;
+  f.local_ranks = 2;
+  f.restarts = 3;
+  ProcessTimeline rank;
+  rank.label = "rank 2";
+  CollectiveCount c;
+  c.op = "all_reduce";
+  c.backend = "shm";
+  c.calls = 10;
+  c.bytes = 40960;
+  c.busy_ns = 2500000000;
+  c.wait_ns = 500000000;
+  rank.collectives.push_back(c);
+  f.tallies.processes.push_back(rank);
+  const std::string s = Text(LaunchFamiliesOf(f));
+  EXPECT_TRUE(HasLine(s, "shoal_up 1"));
+  EXPECT_TRUE(
+      HasLine(s, "shoal_launch_info{job_id=\"job-l\",node_rank=\"1\"} 1"));
+  EXPECT_TRUE(HasLine(s, "shoal_launch_local_ranks 2"));
+  EXPECT_TRUE(HasLine(s, "shoal_launch_restarts_total 3"));
+  const std::string labels =
+      "{process=\"rank 2\",op=\"all_reduce\",backend=\"shm\"}";
+  EXPECT_TRUE(HasLine(s, "shoal_collective_calls_total" + labels + " 10"));
+  EXPECT_TRUE(HasLine(s, "shoal_collective_bytes_total" + labels + " 40960"));
+  EXPECT_TRUE(HasLine(s, "shoal_collective_seconds_total" + labels + " 2.5"));
+  EXPECT_TRUE(
+      HasLine(s, "shoal_collective_wait_seconds_total" + labels + " 0.5"));
 }
 
 TEST(MetricsFamiliesTest, DownIsUpZeroAlone) {

@@ -74,14 +74,12 @@ int64_t TakePeerWait() {
 }
 
 void RecordSpan(EventKind kind, int64_t start_ns, absl::string_view name,
-                absl::string_view detail, uint64_t bytes, int code,
-                int64_t aux_ns) {
+                absl::string_view detail, uint64_t bytes, int code) {
   TimelineRing* r = g_ring.load(std::memory_order_acquire);
   if (r == nullptr) return;
   TimelineEvent e;
   e.start_ns = start_ns;
   e.end_ns = MonotonicNs();
-  e.aux_ns = aux_ns;
   e.bytes = bytes;
   e.tid = TimelineThreadId();
   e.kind = static_cast<uint16_t>(kind);
@@ -89,6 +87,25 @@ void RecordSpan(EventKind kind, int64_t start_ns, absl::string_view name,
   CopyString(e.name, sizeof(e.name), name);
   CopyString(e.detail, sizeof(e.detail), detail);
   r->Write(e);
+}
+
+void RecordCollective(int64_t start_ns, absl::string_view op,
+                      absl::string_view backend, uint64_t bytes, int code) {
+  TimelineRing* r = g_ring.load(std::memory_order_acquire);
+  const int64_t wait_ns = TakePeerWait();
+  if (r == nullptr) return;
+  TimelineEvent e;
+  e.start_ns = start_ns;
+  e.end_ns = MonotonicNs();
+  e.aux_ns = wait_ns;
+  e.bytes = bytes;
+  e.tid = TimelineThreadId();
+  e.kind = static_cast<uint16_t>(EventKind::kCollective);
+  e.code = static_cast<int16_t>(code);
+  CopyString(e.name, sizeof(e.name), op);
+  CopyString(e.detail, sizeof(e.detail), backend);
+  r->Write(e);
+  r->CountCollective(op, backend, bytes, e.end_ns - start_ns, wait_ns);
 }
 
 void RecordInstant(absl::string_view name, absl::string_view detail, int code) {

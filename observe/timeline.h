@@ -47,10 +47,16 @@ void Record(TimelineEvent e);
 
 // A span of `kind` from `start_ns` to now (CLOCK_MONOTONIC). No-op when not
 // recording.
-// `aux_ns`: TimelineEvent::aux_ns (a collective's wait for its peers).
 void RecordSpan(EventKind kind, int64_t start_ns, absl::string_view name,
-                absl::string_view detail = {}, uint64_t bytes = 0, int code = 0,
-                int64_t aux_ns = 0);
+                absl::string_view detail = {}, uint64_t bytes = 0,
+                int code = 0);
+
+// One collective call from `start_ns` to now: its span (kCollective: `op`,
+// `backend`, `bytes`, the outcome, the time it waited for peers, taken with
+// TakePeerWait) and its tally in the ring's header (what the launcher's
+// metrics read). No-op when not recording.
+void RecordCollective(int64_t start_ns, absl::string_view op,
+                      absl::string_view backend, uint64_t bytes, int code);
 
 // The time the calling thread waited for its peers in the collective call it
 // runs: a backend adds each wait (AddPeerWait), the communicator takes the

@@ -7,9 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstring>
-
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -60,10 +59,11 @@ void AppendArgs(std::string* out, const TimelineEvent& e) {
   const auto kind = static_cast<EventKind>(e.kind);
   const std::string detail = Field(e.detail, sizeof(e.detail));
   out->append("\"args\":{");
-  absl::StrAppendFormat(out, "\"outcome\":\"%s\"",
-                        e.code == 0 ? "ok"
-                                    : absl::StatusCodeToString(
-                                          static_cast<absl::StatusCode>(e.code)));
+  absl::StrAppendFormat(
+      out, "\"outcome\":\"%s\"",
+      e.code == 0
+          ? "ok"
+          : absl::StatusCodeToString(static_cast<absl::StatusCode>(e.code)));
   switch (kind) {
     case EventKind::kTask:
     case EventKind::kActorCall:
@@ -86,7 +86,8 @@ void AppendArgs(std::string* out, const TimelineEvent& e) {
       break;
   }
   if (!detail.empty()) {
-    out->append(kind == EventKind::kCollective ? ",\"backend\":" : ",\"detail\":");
+    out->append(kind == EventKind::kCollective ? ",\"backend\":"
+                                               : ",\"detail\":");
     AppendJsonString(out, detail);
   }
   out->append("}");
@@ -143,10 +144,10 @@ absl::StatusOr<Timeline> GatherTimeline(absl::string_view job_id,
   Timeline t;
   t.job_id = std::string(job_id);
   t.until_ns = MonotonicNs();
-  t.since_ns = last == absl::InfiniteDuration()
-                   ? 0
-                   : std::max<int64_t>(
-                         0, t.until_ns - absl::ToInt64Nanoseconds(last));
+  t.since_ns =
+      last == absl::InfiniteDuration()
+          ? 0
+          : std::max<int64_t>(0, t.until_ns - absl::ToInt64Nanoseconds(last));
   std::vector<std::string> segments = JobRings(job_id, nullptr);
   if (segments.empty()) {
     return absl::NotFoundError(absl::StrCat(
@@ -184,7 +185,8 @@ std::string TimelineToChromeJson(const Timeline& t) {
   // when one began before it, so no time is negative.
   int64_t base_ns = t.since_ns;
   for (const ProcessTimeline& p : t.processes) {
-    for (const TimelineEvent& e : p.events) base_ns = std::min(base_ns, e.start_ns);
+    for (const TimelineEvent& e : p.events)
+      base_ns = std::min(base_ns, e.start_ns);
   }
   int sort_index = 0;
   for (const ProcessTimeline& p : t.processes) {
@@ -209,7 +211,8 @@ std::string TimelineToChromeJson(const Timeline& t) {
       AppendJsonString(&out, Field(e.name, sizeof(e.name)));
       absl::StrAppendFormat(&out, ",\"cat\":\"%s\",", EventKindName(e.kind));
       if (static_cast<EventKind>(e.kind) == EventKind::kInstant) {
-        absl::StrAppendFormat(&out, "\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,", ts);
+        absl::StrAppendFormat(&out, "\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,",
+                              ts);
       } else {
         absl::StrAppendFormat(&out, "\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,",
                               ts, Micros(e.end_ns - e.start_ns));
@@ -234,10 +237,10 @@ std::string TimelineToChromeJson(const Timeline& t) {
 absl::Status WriteTimelineFile(const std::string& path,
                                const std::string& json) {
   const int fd =
-      path == "-" ? STDOUT_FILENO
-                  : open(path.c_str(),
-                         O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-                         0600);
+      path == "-"
+          ? STDOUT_FILENO
+          : open(path.c_str(),
+                 O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
     return absl::InternalError(
         absl::StrCat("cannot write ", path, ": ", strerror(errno)));
@@ -266,6 +269,36 @@ absl::Status WriteJobTimeline(absl::string_view job_id,
   absl::StatusOr<Timeline> t = GatherTimeline(job_id, absl::InfiniteDuration());
   if (!t.ok()) return t.status();
   return WriteTimelineFile(path, TimelineToChromeJson(*t));
+}
+
+absl::StatusOr<Timeline> GatherCollectiveTallies(absl::string_view job_id) {
+  if (job_id.empty()) return absl::InvalidArgumentError("no job id");
+  Timeline t;
+  t.job_id = std::string(job_id);
+  t.since_ns = t.until_ns = MonotonicNs();
+  std::vector<std::string> segments = JobRings(job_id, nullptr);
+  if (segments.size() > kMaxTimelineRings) {
+    t.skipped_rings = segments.size() - kMaxTimelineRings;
+    segments.resize(kMaxTimelineRings);
+  }
+  for (const std::string& seg : segments) {
+    absl::StatusOr<RingSnapshot> snap = ReadRing(seg, 0, /*events=*/false);
+    if (!snap.ok()) {
+      ++t.skipped_rings;
+      continue;
+    }
+    ProcessTimeline p;
+    p.pid = snap->pid;
+    p.label = std::move(snap->label);
+    p.dropped = snap->dropped;
+    p.collectives = std::move(snap->collectives);
+    t.processes.push_back(std::move(p));
+  }
+  std::sort(t.processes.begin(), t.processes.end(),
+            [](const ProcessTimeline& a, const ProcessTimeline& b) {
+              return a.pid < b.pid;
+            });
+  return t;
 }
 
 int RemoveTimelineRings(absl::string_view job_id, bool only_dead) {

@@ -24,10 +24,11 @@ inline constexpr size_t kMaxTimelineRings = 1024;
 // One process's events (a track per thread: TimelineEvent::tid).
 struct ProcessTimeline {
   int pid = 0;
-  std::string label;    // "worker 3", "rank 1", "launcher 0", "client"
-  uint64_t dropped = 0;  // events lost to a busy slot since the ring began
+  std::string label;         // "worker 3", "rank 1", "launcher 0", "client"
+  uint64_t dropped = 0;      // events lost to a busy slot since the ring began
   bool overwritten = false;  // the ring wrapped: older events are gone
   std::vector<TimelineEvent> events;  // oldest first (by when they ended)
+  std::vector<CollectiveCount> collectives;  // its collective tallies
 };
 
 struct Timeline {
@@ -44,6 +45,12 @@ struct Timeline {
 // empty job id), NotFound (no ring of that job here).
 absl::StatusOr<Timeline> GatherTimeline(absl::string_view job_id,
                                         absl::Duration last);
+
+// The collective tallies of every ring of job `job_id` on this machine (no
+// events: `events` stay empty), by pid. Rings that cannot be read are
+// counted in skipped_rings. No ring of the job is an empty Timeline.
+// Errors: InvalidArgument (an empty job id).
+absl::StatusOr<Timeline> GatherCollectiveTallies(absl::string_view job_id);
 
 // The Chrome trace-event JSON of `t`: a process (pid, named by its label)
 // per ring, a thread track per writing thread, spans as complete events

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/ascii.h"
@@ -197,8 +198,38 @@ void TimelineRing::Write(const TimelineEvent& e) {
   s.seq.store(claim + 1, std::memory_order_release);
 }
 
+void TimelineRing::CountCollective(absl::string_view op,
+                                   absl::string_view backend, uint64_t bytes,
+                                   int64_t busy_ns, int64_t wait_ns) {
+  op = op.substr(0, kTallyOpBytes - 1);
+  backend = backend.substr(0, kTallyBackendBytes - 1);
+  for (CollectiveTally& t : header_->tallies) {
+    uint32_t state = t.state.load(std::memory_order_acquire);
+    if (state == 0) {
+      if (t.state.compare_exchange_strong(state, 1,
+                                          std::memory_order_acquire)) {
+        CopyString(t.op, sizeof(t.op), op);
+        CopyString(t.backend, sizeof(t.backend), backend);
+        t.state.store(2, std::memory_order_release);
+        state = 2;
+      }
+    }
+    // Another thread names it now: its name is known in a moment.
+    while (state == 1) state = t.state.load(std::memory_order_acquire);
+    if (op != t.op || backend != t.backend) continue;
+    t.calls.fetch_add(1, std::memory_order_relaxed);
+    t.bytes.fetch_add(bytes, std::memory_order_relaxed);
+    t.busy_ns.fetch_add(static_cast<uint64_t>(std::max<int64_t>(busy_ns, 0)),
+                        std::memory_order_relaxed);
+    t.wait_ns.fetch_add(static_cast<uint64_t>(std::max<int64_t>(wait_ns, 0)),
+                        std::memory_order_relaxed);
+    return;
+  }
+  header_->tallies_full.fetch_add(1, std::memory_order_relaxed);
+}
+
 absl::StatusOr<RingSnapshot> ReadRing(const std::string& segment,
-                                      int64_t since_ns) {
+                                      int64_t since_ns, bool events) {
   const std::string path = absl::StrCat(kShmDir, segment);
   const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
@@ -248,6 +279,18 @@ absl::StatusOr<RingSnapshot> ReadRing(const std::string& segment,
   snap.capacity = capacity;
   snap.written = h->head.load(std::memory_order_acquire);
   snap.dropped = h->dropped.load(std::memory_order_relaxed);
+  for (const CollectiveTally& t : h->tallies) {
+    if (t.state.load(std::memory_order_acquire) != 2) continue;
+    CollectiveCount c;
+    c.op = FieldString(t.op, sizeof(t.op));
+    c.backend = FieldString(t.backend, sizeof(t.backend));
+    c.calls = t.calls.load(std::memory_order_relaxed);
+    c.bytes = t.bytes.load(std::memory_order_relaxed);
+    c.busy_ns = t.busy_ns.load(std::memory_order_relaxed);
+    c.wait_ns = t.wait_ns.load(std::memory_order_relaxed);
+    snap.collectives.push_back(std::move(c));
+  }
+  if (!events) return snap;
   const auto* slots = reinterpret_cast<const TimelineSlot*>(
       static_cast<const char*>(base) + kTimelineHeaderBytes);
   const uint64_t first = snap.written > capacity ? snap.written - capacity : 0;

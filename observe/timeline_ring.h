@@ -3,7 +3,8 @@
 // user read (`shoal timeline`), also after the writer died.
 //
 //   /dev/shm/shoal-<job>-<pid>-<12 random hex digits>-timeline
-//   [TimelineHeader: magic, layout, capacity, pid, job, label, head]
+//   [TimelineHeader: magic, layout, capacity, pid, job, label, head,
+//    the collective tallies]
 //   [TimelineSlot × capacity]  (capacity a power of two)
 //
 // Writing takes no lock and makes no system call: a writer takes the next
@@ -35,7 +36,7 @@
 namespace shoal::observe {
 
 inline constexpr uint64_t kTimelineMagic = 0x4c4e4c54414f4853ULL;  // SHOALTLN
-inline constexpr uint32_t kTimelineLayoutVersion = 1;
+inline constexpr uint32_t kTimelineLayoutVersion = 2;
 inline constexpr uint32_t kTimelineNameBytes = 56;    // including the NUL
 inline constexpr uint32_t kTimelineDetailBytes = 16;  // including the NUL
 inline constexpr uint32_t kTimelineLabelBytes = 64;   // including the NUL
@@ -79,6 +80,25 @@ struct alignas(64) TimelineSlot {
 };
 static_assert(sizeof(TimelineSlot) == 128);
 
+// What one kind of collective call came to in a process: its calls, bytes,
+// time in the calls and time waiting for peers, by (op, backend). Kept in the
+// ring's header, so that the launcher reads them for its metrics without the
+// process (and after it ended). Named once (state 0 → 1 → 2 by the thread
+// that claims it), then only added to.
+inline constexpr uint32_t kCollectiveTallies = 32;
+inline constexpr uint32_t kTallyOpBytes = 24;       // including the NUL
+inline constexpr uint32_t kTallyBackendBytes = 16;  // including the NUL
+struct CollectiveTally {
+  std::atomic<uint32_t> state;  // 0: free; 1: being named; 2: named
+  char op[kTallyOpBytes];
+  char backend[kTallyBackendBytes];
+  std::atomic<uint64_t> calls;
+  std::atomic<uint64_t> bytes;
+  std::atomic<uint64_t> busy_ns;  // in the calls
+  std::atomic<uint64_t> wait_ns;  // of that, waiting for peers
+};
+static_assert(sizeof(CollectiveTally) == 80);
+
 struct TimelineHeader {
   uint64_t magic;
   uint32_t layout_version;
@@ -91,6 +111,9 @@ struct TimelineHeader {
   char label[kTimelineLabelBytes];         // "worker 3", "rank 1", "launcher"
   alignas(64) std::atomic<uint64_t> head;  // the next index
   alignas(64) std::atomic<uint64_t> dropped;
+  // Collectives of kinds beyond kCollectiveTallies (not counted).
+  std::atomic<uint64_t> tallies_full;
+  alignas(64) CollectiveTally tallies[kCollectiveTallies];
 };
 inline constexpr uint64_t kTimelineHeaderBytes = 4096;
 static_assert(sizeof(TimelineHeader) <= kTimelineHeaderBytes);
@@ -112,6 +135,10 @@ class TimelineRing {
   // Appends `e` (lock-free, no system call). Drops it, counting it in the
   // header, when a writer of an older lap still holds its slot.
   void Write(const TimelineEvent& e);
+  // Adds one collective call to its (op, backend) tally (lock-free; names
+  // are cut to the tally's fields).
+  void CountCollective(absl::string_view op, absl::string_view backend,
+                       uint64_t bytes, int64_t busy_ns, int64_t wait_ns);
 
   const std::string& name() const { return name_; }
   uint64_t capacity() const { return header_->capacity; }
@@ -140,6 +167,16 @@ std::string TimelineSegmentName(absl::string_view job_id, int pid,
 bool IsTimelineSegmentOf(absl::string_view name, absl::string_view job_id,
                          int* pid);
 
+// A tally as a reader copied it.
+struct CollectiveCount {
+  std::string op;
+  std::string backend;
+  uint64_t calls = 0;
+  uint64_t bytes = 0;
+  uint64_t busy_ns = 0;
+  uint64_t wait_ns = 0;
+};
+
 // A ring's contents as a reader copied them.
 struct RingSnapshot {
   std::string segment;  // its /dev/shm name
@@ -148,15 +185,17 @@ struct RingSnapshot {
   uint64_t capacity = 0;
   uint64_t written = 0;  // events ever written (the head)
   uint64_t dropped = 0;
-  std::vector<TimelineEvent> events;  // whole events, oldest first
+  std::vector<TimelineEvent> events;         // whole events, oldest first
+  std::vector<CollectiveCount> collectives;  // the named tallies
 };
 
 // Copies the events of the ring in /dev/shm/<segment> whose end is at or
-// after `since_ns` (0: all). Errors: NotFound, PermissionDenied (another
-// user's file, a link, or one others may read or write), DataLoss (not a
-// ring of this layout, or a size that does not match its header).
+// after `since_ns` (0: all; with `events` false, none), and its tallies.
+// Errors: NotFound, PermissionDenied (another user's file, a link, or one
+// others may read or write), DataLoss (not a ring of this layout, or a size
+// that does not match its header).
 absl::StatusOr<RingSnapshot> ReadRing(const std::string& segment,
-                                      int64_t since_ns);
+                                      int64_t since_ns, bool events = true);
 
 }  // namespace shoal::observe
 

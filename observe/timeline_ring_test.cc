@@ -141,13 +141,16 @@ TEST(TimelineRingTest, ReadsOnlyPrivateRingsOfItsLayout) {
   ASSERT_EQ(chmod(path.c_str(), 0600), 0);
 
   // A link under a ring's name: refused, not followed.
-  const std::string link_name = absl::StrCat("shoal-", job, "-1-aaaaaaaaaaaa-timeline");
+  const std::string link_name =
+      absl::StrCat("shoal-", job, "-1-aaaaaaaaaaaa-timeline");
   Unlinker unlink_link{link_name};
-  ASSERT_EQ(symlink(path.c_str(), absl::StrCat("/dev/shm/", link_name).c_str()), 0);
+  ASSERT_EQ(symlink(path.c_str(), absl::StrCat("/dev/shm/", link_name).c_str()),
+            0);
   EXPECT_TRUE(absl::IsPermissionDenied(ReadRing(link_name, 0).status()));
 
   // A file of the right size but not a ring, and one of another size.
-  const std::string junk = absl::StrCat("shoal-", job, "-2-bbbbbbbbbbbb-timeline");
+  const std::string junk =
+      absl::StrCat("shoal-", job, "-2-bbbbbbbbbbbb-timeline");
   Unlinker unlink_junk{junk};
   const int fd = open(absl::StrCat("/dev/shm/", junk).c_str(),
                       O_RDWR | O_CREAT | O_EXCL, 0600);
@@ -165,16 +168,55 @@ TEST(TimelineRingTest, ReadsOnlyPrivateRingsOfItsLayout) {
   EXPECT_EQ(t->skipped_rings, 2u);
 }
 
+TEST(TimelineRingTest, CollectiveTalliesAddUpByOpAndBackend) {
+  auto ring = TimelineRing::Create(UniqueJob("tally"), "rank 0", 64);
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  Unlinker gone{(*ring)->name()};
+  // Four threads counting two kinds at once, each naming them first.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i) {
+        (*ring)->CountCollective("all_reduce", "shm", 4096, 10, 3);
+        (*ring)->CountCollective("broadcast", "gloo", 8, 20, 0);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  // Kinds beyond the tallies are not counted (and do not disturb others).
+  for (uint32_t k = 0; k < kCollectiveTallies; ++k)
+    (*ring)->CountCollective(absl::StrCat("op", k), "shm", 1, 1, 1);
+  auto snap = ReadRing((*ring)->name(), 0, /*events=*/false);
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  EXPECT_TRUE(snap->events.empty());
+  ASSERT_EQ(snap->collectives.size(), kCollectiveTallies);
+  const CollectiveCount& a = snap->collectives[0];
+  const CollectiveCount& b = snap->collectives[1];
+  EXPECT_EQ(a.op, "all_reduce");
+  EXPECT_EQ(a.backend, "shm");
+  EXPECT_EQ(a.calls, 4000u);
+  EXPECT_EQ(a.bytes, 4000u * 4096);
+  EXPECT_EQ(a.busy_ns, 40000u);
+  EXPECT_EQ(a.wait_ns, 12000u);
+  EXPECT_EQ(b.op, "broadcast");
+  EXPECT_EQ(b.backend, "gloo");
+  EXPECT_EQ(b.calls, 4000u);
+  EXPECT_EQ(snap->collectives[2].op, "op0");
+  EXPECT_EQ(snap->collectives.back().op, "op29");
+}
+
 TEST(TimelineRingTest, SegmentNamesParseFromTheEnd) {
   int pid = 0;
-  EXPECT_TRUE(IsTimelineSegmentOf("shoal-a-1-42-0123456789ab-timeline", "a-1",
-                                  &pid));
+  EXPECT_TRUE(
+      IsTimelineSegmentOf("shoal-a-1-42-0123456789ab-timeline", "a-1", &pid));
   EXPECT_EQ(pid, 42);
-  EXPECT_FALSE(IsTimelineSegmentOf("shoal-a-1-42-0123456789ab-timeline", "a",
-                                   &pid));
+  EXPECT_FALSE(
+      IsTimelineSegmentOf("shoal-a-1-42-0123456789ab-timeline", "a", &pid));
   EXPECT_FALSE(IsTimelineSegmentOf("shoal-a-42-0123456789ab-store", "a", &pid));
-  EXPECT_FALSE(IsTimelineSegmentOf("shoal-a-x-0123456789ab-timeline", "a", &pid));
-  EXPECT_FALSE(IsTimelineSegmentOf("shoal-a-42-0123456789zz-timeline", "a", &pid));
+  EXPECT_FALSE(
+      IsTimelineSegmentOf("shoal-a-x-0123456789ab-timeline", "a", &pid));
+  EXPECT_FALSE(
+      IsTimelineSegmentOf("shoal-a-42-0123456789zz-timeline", "a", &pid));
   EXPECT_FALSE(TimelineRing::Create("bad/job", "x", 64).ok());
 }
 
@@ -194,7 +236,8 @@ TEST(TimelineRingTest, JsonEscapesWhateverARingHolds) {
             std::string::npos)
       << json;
   EXPECT_NE(json.find("worker \\\"0\\\""), std::string::npos) << json;
-  for (unsigned char c : json) EXPECT_TRUE(c == '\n' || (c >= 0x20 && c < 0x7f));
+  for (unsigned char c : json)
+    EXPECT_TRUE(c == '\n' || (c >= 0x20 && c < 0x7f));
 }
 
 }  // namespace

@@ -39,9 +39,9 @@ int LaunchCommand(int argc, char** argv) {
   bool& tee = p.Bool("tee", false, "prefix each output line with [rank]");
   std::string& log_dir =
       p.String("log-dir", "", "also write rank<R>.stdout/.stderr here");
-  std::string& timeline = p.String(
-      "timeline", "",
-      "at the end, write the job's timeline here (Chrome trace JSON)");
+  std::string& timeline =
+      p.String("timeline", "",
+               "at the end, write the job's timeline here (Chrome trace JSON)");
   absl::Duration& start_timeout =
       p.Duration("start-timeout", absl::Minutes(5),
                  "how long to wait for all nodes to join (300, 5m, ...)");
@@ -55,6 +55,15 @@ int LaunchCommand(int argc, char** argv) {
   uint64_t& store_bytes =
       p.Bytes("store-bytes", 0, "each node's store (default: 30% RAM)");
   std::string& job_id = p.String("job-id", "", "job id (default: a fresh one)");
+  int64_t& metrics_port =
+      p.Int("metrics-port", -1,
+            "serve Prometheus metrics (the ranks' collectives, restarts) on "
+            "this port at /metrics while the job runs (0: any free one; "
+            "default: none)");
+  std::string& metrics_address =
+      p.String("metrics-address", "127.0.0.1",
+               "the address --metrics-port listens on (the endpoint has no "
+               "authentication: see docs/security.md before widening it)");
   if (absl::Status s = p.Parse(argc, argv); !s.ok()) return Fail(s);
   if (!p.positional().empty()) {
     return Fail(absl::InvalidArgumentError(
@@ -82,6 +91,16 @@ int LaunchCommand(int argc, char** argv) {
   o.keepalive_timeout = keepalive_timeout;
   o.store_bytes = store_bytes;
   o.job_id = job_id;
+  if (metrics_port > 65535 || (metrics_port < 0 && p.seen("metrics-port"))) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--metrics-port ", metrics_port, " is outside 0..65535")));
+  }
+  if (metrics_port < 0 && p.seen("metrics-address")) {
+    return Fail(
+        absl::InvalidArgumentError("--metrics-address needs --metrics-port"));
+  }
+  o.metrics_port = static_cast<int>(metrics_port);
+  o.metrics_address = metrics_address;
   if (standalone && (nnodes != 1 || !coordinator.empty())) {
     return Fail(absl::InvalidArgumentError(
         "--standalone is for one node without --coordinator"));

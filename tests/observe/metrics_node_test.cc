@@ -204,6 +204,65 @@ TEST(MetricsNodeTest, TheFrontendsRequestsAndRefusalsAreCounted) {
       << r->body;
 }
 
+// `shoal launch --metrics-port 0`: while two ranks all_reduce, the
+// launcher's endpoint reports each rank's calls by op and backend, and its
+// own figures; the text passes promtool.
+TEST(MetricsNodeTest, ALaunchersEndpointCountsItsRanksCollectives) {
+  const std::string stop = absl::StrCat(TempDir(), "/stop-ranks");
+  SubprocessOptions o;
+  o.pipe_stdout = true;
+  o.parent_death_signal = SIGKILL;
+  absl::StatusOr<Subprocess> launch = Subprocess::Start(
+      {"/bin/sh", "-c",
+       absl::StrCat("exec ", RunfilePath("tools/shoal"),
+                    " launch --nproc-per-node 2 --store-bytes 64M "
+                    "--metrics-port 0 -- ",
+                    RunfilePath("tests/observe/dashboard_ranks"), " ", stop,
+                    " 2>&1")},
+      o);
+  ASSERT_TRUE(launch.ok()) << launch.status();
+  std::string metrics;
+  while (metrics.empty()) {
+    absl::StatusOr<std::string> line = launch->ReadLine(absl::Seconds(60));
+    ASSERT_TRUE(line.ok()) << line.status();
+    const std::string key = "metrics http://";
+    if (const size_t at = line->find(key); at != std::string::npos) {
+      const size_t from = at + key.size();
+      metrics = line->substr(from, line->find('/', from) - from);
+    }
+  }
+  const std::vector<std::string> want = {"shoal_up 1",
+                                         "shoal_launch_local_ranks 2",
+                                         "shoal_launch_restarts_total 0"};
+  std::string body;
+  bool both = false;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!both && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(200));
+    absl::StatusOr<HttpResponse> r = HttpGet(metrics, "/metrics");
+    ASSERT_TRUE(r.ok()) << r.status();
+    body = r->body;
+    // Each rank's all_reduce calls, counted (at least one each).
+    both = true;
+    for (const char* rank : {"rank 0", "rank 1"}) {
+      const std::string series =
+          absl::StrCat("\nshoal_collective_calls_total{process=\"", rank,
+                       "\",op=\"all_reduce\",backend=\"shm\"} ");
+      both = both && absl::StrContains(body, series);
+    }
+  }
+  EXPECT_TRUE(both) << body;
+  for (const std::string& line : want)
+    EXPECT_TRUE(HasLine(body, line)) << line << "\n" << body;
+  EXPECT_TRUE(absl::StrContains(body, "\nshoal_collective_wait_seconds_total{"))
+      << body;
+  std::ofstream(stop) << "stop";
+  absl::StatusOr<int> code = launch->Wait(absl::Seconds(60));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0);
+  ExpectPromtoolPasses(body, "launch.txt");
+}
+
 // A TCP port nobody listens on now (bound, read back, closed).
 int FreePort() {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
