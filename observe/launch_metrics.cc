@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "observe/metrics.h"
 
 namespace shoal::observe {
 
@@ -11,18 +12,6 @@ using prometheus::MetricFamily;
 using prometheus::MetricType;
 
 namespace {
-
-ClientMetric Sample(MetricType type, double value,
-                    std::vector<ClientMetric::Label> labels) {
-  ClientMetric m;
-  m.label = std::move(labels);
-  if (type == MetricType::Counter) {
-    m.counter.value = value;
-  } else {
-    m.gauge.value = value;
-  }
-  return m;
-}
 
 MetricFamily Family(std::string name, std::string help, MetricType type) {
   return MetricFamily{std::move(name), std::move(help), type, {}};
@@ -37,22 +26,22 @@ std::vector<MetricFamily> LaunchFamiliesOf(const LaunchFigures& f) {
   MetricFamily up =
       Family("shoal_up",
              "1 when the launcher's figures were gathered for this scrape", G);
-  up.metric.push_back(Sample(G, 1, {}));
+  up.metric.push_back(MetricSample(G, 1, {}));
   out.push_back(std::move(up));
   MetricFamily info =
       Family("shoal_launch_info",
              "The launched job's id and this node's rank (value 1)", G);
-  info.metric.push_back(Sample(
+  info.metric.push_back(MetricSample(
       G, 1, {{"job_id", f.job_id}, {"node_rank", absl::StrCat(f.node_rank)}}));
   out.push_back(std::move(info));
   MetricFamily ranks = Family("shoal_launch_local_ranks",
                               "Ranks this launcher starts on its node", G);
-  ranks.metric.push_back(Sample(G, f.local_ranks, {}));
+  ranks.metric.push_back(MetricSample(G, f.local_ranks, {}));
   out.push_back(std::move(ranks));
   MetricFamily restarts =
       Family("shoal_launch_restarts_total",
              "Times this launcher started its ranks again", C);
-  restarts.metric.push_back(Sample(C, f.restarts, {}));
+  restarts.metric.push_back(MetricSample(C, f.restarts, {}));
   out.push_back(std::move(restarts));
 
   MetricFamily calls =
@@ -72,12 +61,14 @@ std::vector<MetricFamily> LaunchFamiliesOf(const LaunchFigures& f) {
     for (const CollectiveCount& c : p.collectives) {
       std::vector<ClientMetric::Label> labels = {
           {"process", p.label}, {"op", c.op}, {"backend", c.backend}};
-      calls.metric.push_back(Sample(C, static_cast<double>(c.calls), labels));
-      bytes.metric.push_back(Sample(C, static_cast<double>(c.bytes), labels));
+      calls.metric.push_back(
+          MetricSample(C, static_cast<double>(c.calls), labels));
+      bytes.metric.push_back(
+          MetricSample(C, static_cast<double>(c.bytes), labels));
       seconds.metric.push_back(
-          Sample(C, static_cast<double>(c.busy_ns) * 1e-9, labels));
+          MetricSample(C, static_cast<double>(c.busy_ns) * 1e-9, labels));
       wait.metric.push_back(
-          Sample(C, static_cast<double>(c.wait_ns) * 1e-9, labels));
+          MetricSample(C, static_cast<double>(c.wait_ns) * 1e-9, labels));
     }
   }
   for (MetricFamily* family : {&calls, &bytes, &seconds, &wait})

@@ -36,18 +36,6 @@ void One(std::vector<MetricFamily>* out, std::string name, std::string help,
   out->push_back(std::move(f));
 }
 
-ClientMetric Sample(MetricType type, double value,
-                    std::vector<ClientMetric::Label> labels) {
-  ClientMetric m;
-  m.label = std::move(labels);
-  if (type == MetricType::Counter) {
-    m.counter.value = value;
-  } else {
-    m.gauge.value = value;
-  }
-  return m;
-}
-
 // "pool" or "actor" from WorkerStatus.role ("" or "actor <id> <class>").
 std::string RoleOf(const ipc::WorkerStatus& w) {
   return absl::StartsWith(w.role(), "actor") ? "actor" : "pool";
@@ -107,12 +95,13 @@ void AppendTaskNameFamilies(const Figures& f, std::vector<MetricFamily>* out) {
   for (const wire::TaskNameStats& t : f.tasks_by_name()) {
     std::vector<ClientMetric::Label> labels = {{"name", t.name()}};
     started.metric.push_back(
-        Sample(C, static_cast<double>(t.started()), labels));
+        MetricSample(C, static_cast<double>(t.started()), labels));
     succeeded.metric.push_back(
-        Sample(C, static_cast<double>(t.succeeded()), labels));
-    failed.metric.push_back(Sample(C, static_cast<double>(t.failed()), labels));
+        MetricSample(C, static_cast<double>(t.succeeded()), labels));
+    failed.metric.push_back(
+        MetricSample(C, static_cast<double>(t.failed()), labels));
     retried.metric.push_back(
-        Sample(C, static_cast<double>(t.retried()), labels));
+        MetricSample(C, static_cast<double>(t.retried()), labels));
     run.metric.push_back(Histogram(t.run_buckets(), t.run_seconds(), labels));
     wait.metric.push_back(
         Histogram(t.wait_buckets(), t.wait_seconds(), labels));
@@ -153,7 +142,7 @@ void AppendFrontendFamilies(const Figures& f, std::vector<MetricFamily>* out) {
   for (int code = 1; code <= 16; ++code) {
     const double n =
         code < s.errors_by_code_size() ? s.errors_by_code(code) : 0;
-    errors.metric.push_back(Sample(
+    errors.metric.push_back(MetricSample(
         C, n,
         {{"code",
           absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}}));
@@ -167,6 +156,18 @@ constexpr const char* kWorkerStates[] = {"idle", "busy", "running",
                                          "restarting", "stopped"};
 
 }  // namespace
+
+ClientMetric MetricSample(MetricType type, double value,
+                          std::vector<ClientMetric::Label> labels) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  if (type == MetricType::Counter) {
+    m.counter.value = value;
+  } else {
+    m.gauge.value = value;
+  }
+  return m;
+}
 
 std::vector<MetricFamily> DownFamilies() {
   std::vector<MetricFamily> out;
@@ -188,9 +189,9 @@ std::vector<MetricFamily> FamiliesOf(const Figures& f) {
                       G,
                       {}};
     info.metric.push_back(
-        Sample(G, 1,
-               {{"job_id", f.job_id()},
-                {"coordinator_pid", absl::StrCat(f.coordinator_pid())}}));
+        MetricSample(G, 1,
+                     {{"job_id", f.job_id()},
+                      {"coordinator_pid", absl::StrCat(f.coordinator_pid())}}));
     out.push_back(std::move(info));
   }
   One(&out, "shoal_uptime_seconds", "Seconds since the node started", G,
@@ -240,14 +241,15 @@ std::vector<MetricFamily> FamiliesOf(const Figures& f) {
     std::vector<ClientMetric::Label> labels = {{"worker", absl::StrCat(w.id())},
                                                {"role", role}};
     done.metric.push_back(
-        Sample(C, static_cast<double>(w.tasks_done()), labels));
+        MetricSample(C, static_cast<double>(w.tasks_done()), labels));
     failed.metric.push_back(
-        Sample(C, static_cast<double>(w.tasks_failed()), labels));
-    restarts.metric.push_back(Sample(C, w.restarts(), labels));
-    rss.metric.push_back(Sample(G, static_cast<double>(w.rss_bytes()), labels));
+        MetricSample(C, static_cast<double>(w.tasks_failed()), labels));
+    restarts.metric.push_back(MetricSample(C, w.restarts(), labels));
+    rss.metric.push_back(
+        MetricSample(G, static_cast<double>(w.rss_bytes()), labels));
   }
   for (const auto& [state, n] : states)
-    by_state.metric.push_back(Sample(G, n, {{"state", state}}));
+    by_state.metric.push_back(MetricSample(G, n, {{"state", state}}));
   out.push_back(std::move(by_state));
   out.push_back(std::move(done));
   out.push_back(std::move(failed));

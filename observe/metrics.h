@@ -29,6 +29,11 @@ using Figures = ipc::NodeStatus;
 // time. An error makes the scrape report shoal_up 0 and nothing else.
 using FigureSource = std::function<absl::StatusOr<Figures>()>;
 
+// A sample of a counter or a gauge (by `type`) with `labels`.
+prometheus::ClientMetric MetricSample(
+    prometheus::MetricType type, double value,
+    std::vector<prometheus::ClientMetric::Label> labels = {});
+
 // The metric families of `f` (names in docs/observability.md). Every family
 // is present even where its value is 0, so that a series exists from the
 // first scrape.

@@ -73,20 +73,31 @@ int64_t TakePeerWait() {
   return ns;
 }
 
-void RecordSpan(EventKind kind, int64_t start_ns, absl::string_view name,
-                absl::string_view detail, uint64_t bytes, int code) {
-  TimelineRing* r = g_ring.load(std::memory_order_acquire);
-  if (r == nullptr) return;
+namespace {
+
+// An event of `kind` from `start_ns` to `end_ns` on the calling thread.
+TimelineEvent EventOf(EventKind kind, int64_t start_ns, int64_t end_ns,
+                      absl::string_view name, absl::string_view detail,
+                      uint64_t bytes, int code) {
   TimelineEvent e;
   e.start_ns = start_ns;
-  e.end_ns = MonotonicNs();
+  e.end_ns = end_ns;
   e.bytes = bytes;
   e.tid = TimelineThreadId();
   e.kind = static_cast<uint16_t>(kind);
   e.code = static_cast<int16_t>(code);
   CopyString(e.name, sizeof(e.name), name);
   CopyString(e.detail, sizeof(e.detail), detail);
-  r->Write(e);
+  return e;
+}
+
+}  // namespace
+
+void RecordSpan(EventKind kind, int64_t start_ns, absl::string_view name,
+                absl::string_view detail, uint64_t bytes, int code) {
+  TimelineRing* r = g_ring.load(std::memory_order_acquire);
+  if (r == nullptr) return;
+  r->Write(EventOf(kind, start_ns, MonotonicNs(), name, detail, bytes, code));
 }
 
 void RecordCollective(int64_t start_ns, absl::string_view op,
@@ -94,16 +105,9 @@ void RecordCollective(int64_t start_ns, absl::string_view op,
   TimelineRing* r = g_ring.load(std::memory_order_acquire);
   const int64_t wait_ns = TakePeerWait();
   if (r == nullptr) return;
-  TimelineEvent e;
-  e.start_ns = start_ns;
-  e.end_ns = MonotonicNs();
+  TimelineEvent e = EventOf(EventKind::kCollective, start_ns, MonotonicNs(), op,
+                            backend, bytes, code);
   e.aux_ns = wait_ns;
-  e.bytes = bytes;
-  e.tid = TimelineThreadId();
-  e.kind = static_cast<uint16_t>(EventKind::kCollective);
-  e.code = static_cast<int16_t>(code);
-  CopyString(e.name, sizeof(e.name), op);
-  CopyString(e.detail, sizeof(e.detail), backend);
   r->Write(e);
   r->CountCollective(op, backend, bytes, e.end_ns - start_ns, wait_ns);
 }
@@ -111,14 +115,8 @@ void RecordCollective(int64_t start_ns, absl::string_view op,
 void RecordInstant(absl::string_view name, absl::string_view detail, int code) {
   TimelineRing* r = g_ring.load(std::memory_order_acquire);
   if (r == nullptr) return;
-  TimelineEvent e;
-  e.start_ns = e.end_ns = MonotonicNs();
-  e.tid = TimelineThreadId();
-  e.kind = static_cast<uint16_t>(EventKind::kInstant);
-  e.code = static_cast<int16_t>(code);
-  CopyString(e.name, sizeof(e.name), name);
-  CopyString(e.detail, sizeof(e.detail), detail);
-  r->Write(e);
+  const int64_t now = MonotonicNs();
+  r->Write(EventOf(EventKind::kInstant, now, now, name, detail, 0, code));
 }
 
 }  // namespace shoal::observe

@@ -114,6 +114,35 @@ std::vector<std::string> JobRings(absl::string_view job_id,
   return names;
 }
 
+// Copies `segments` (at most kMaxTimelineRings; the rest and the unreadable
+// counted in t->skipped_rings) into t->processes, by pid: their tallies, and
+// with `events` their events that ended since t->since_ns.
+void ReadRings(std::vector<std::string> segments, bool events, Timeline* t) {
+  if (segments.size() > kMaxTimelineRings) {
+    t->skipped_rings = segments.size() - kMaxTimelineRings;
+    segments.resize(kMaxTimelineRings);
+  }
+  for (const std::string& seg : segments) {
+    absl::StatusOr<RingSnapshot> snap = ReadRing(seg, t->since_ns, events);
+    if (!snap.ok()) {
+      ++t->skipped_rings;
+      continue;
+    }
+    ProcessTimeline p;
+    p.pid = snap->pid;
+    p.label = std::move(snap->label);
+    p.dropped = snap->dropped;
+    p.overwritten = snap->written > snap->capacity;
+    p.events = std::move(snap->events);
+    p.collectives = std::move(snap->collectives);
+    t->processes.push_back(std::move(p));
+  }
+  std::sort(t->processes.begin(), t->processes.end(),
+            [](const ProcessTimeline& a, const ProcessTimeline& b) {
+              return a.pid < b.pid;
+            });
+}
+
 }  // namespace
 
 const char* EventKindName(uint16_t kind) {
@@ -154,28 +183,7 @@ absl::StatusOr<Timeline> GatherTimeline(absl::string_view job_id,
         "no timeline of job ", job_id,
         " on this machine (is it running here, and started by this user?)"));
   }
-  if (segments.size() > kMaxTimelineRings) {
-    t.skipped_rings = segments.size() - kMaxTimelineRings;
-    segments.resize(kMaxTimelineRings);
-  }
-  for (const std::string& seg : segments) {
-    absl::StatusOr<RingSnapshot> snap = ReadRing(seg, t.since_ns);
-    if (!snap.ok()) {
-      ++t.skipped_rings;
-      continue;
-    }
-    ProcessTimeline p;
-    p.pid = snap->pid;
-    p.label = std::move(snap->label);
-    p.dropped = snap->dropped;
-    p.overwritten = snap->written > snap->capacity;
-    p.events = std::move(snap->events);
-    t.processes.push_back(std::move(p));
-  }
-  std::sort(t.processes.begin(), t.processes.end(),
-            [](const ProcessTimeline& a, const ProcessTimeline& b) {
-              return a.pid < b.pid;
-            });
+  ReadRings(std::move(segments), /*events=*/true, &t);
   return t;
 }
 
@@ -276,28 +284,7 @@ absl::StatusOr<Timeline> GatherCollectiveTallies(absl::string_view job_id) {
   Timeline t;
   t.job_id = std::string(job_id);
   t.since_ns = t.until_ns = MonotonicNs();
-  std::vector<std::string> segments = JobRings(job_id, nullptr);
-  if (segments.size() > kMaxTimelineRings) {
-    t.skipped_rings = segments.size() - kMaxTimelineRings;
-    segments.resize(kMaxTimelineRings);
-  }
-  for (const std::string& seg : segments) {
-    absl::StatusOr<RingSnapshot> snap = ReadRing(seg, 0, /*events=*/false);
-    if (!snap.ok()) {
-      ++t.skipped_rings;
-      continue;
-    }
-    ProcessTimeline p;
-    p.pid = snap->pid;
-    p.label = std::move(snap->label);
-    p.dropped = snap->dropped;
-    p.collectives = std::move(snap->collectives);
-    t.processes.push_back(std::move(p));
-  }
-  std::sort(t.processes.begin(), t.processes.end(),
-            [](const ProcessTimeline& a, const ProcessTimeline& b) {
-              return a.pid < b.pid;
-            });
+  ReadRings(JobRings(job_id, nullptr), /*events=*/false, &t);
   return t;
 }
 
