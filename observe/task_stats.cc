@@ -60,7 +60,7 @@ TaskStats::Entry& TaskStats::EntryFor(absl::string_view name) {
     if (by_name_.size() >= kMaxTaskNames) name = kOtherTaskName;
     it = by_name_.try_emplace(std::string(name)).first;
   }
-  last_name_ = std::string(name);
+  last_name_.assign(name.data(), name.size());  // (reuses its buffer)
   last_ = &it->second;
   return it->second;
 }
@@ -69,6 +69,7 @@ void TaskStats::Record(const TaskRun& run) {
   const int64_t wait = std::max<int64_t>(0, run.claimed_ns - run.queued_ns);
   const int64_t ran = std::max<int64_t>(0, run.end_ns - run.claimed_ns);
   MutexLock lock(&mu_);
+  ++runs_;
   Entry& e = EntryFor(TaskStatsName(run.function));
   ++e.started;
   ++(run.ok ? e.succeeded : e.failed);
@@ -77,6 +78,11 @@ void TaskStats::Record(const TaskRun& run) {
   ++e.run[LatencyBucket(ran)];
   e.wait_seconds += static_cast<double>(wait) * 1e-9;
   e.run_seconds += static_cast<double>(ran) * 1e-9;
+}
+
+uint64_t TaskStats::runs() const {
+  MutexLock lock(&mu_);
+  return runs_;
 }
 
 std::vector<wire::TaskNameStats> TaskStats::Snapshot() const {
@@ -117,6 +123,7 @@ void AddTaskNameStats(const wire::TaskNameStats& from,
 
 void TaskStatsSum::Report(uint32_t worker, int32_t pid,
                           const std::vector<wire::TaskNameStats>& stats) {
+  if (stats.empty()) return;  // unchanged since its last report
   Process& p = latest_[worker];
   if (p.pid != pid) {  // a new process: the old one's counts are final
     for (const wire::TaskNameStats& s : p.stats) AddInto(&retired_, s);

@@ -64,6 +64,8 @@ class TaskStats {
   void Record(const TaskRun& run) ABSL_LOCKS_EXCLUDED(mu_);
   // Every name's counts so far, sorted by name.
   std::vector<wire::TaskNameStats> Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs recorded so far: a heartbeat sends a snapshot only when it moved.
+  uint64_t runs() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Entry {
@@ -74,6 +76,7 @@ class TaskStats {
   Entry& EntryFor(absl::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable Mutex mu_;
+  uint64_t runs_ ABSL_GUARDED_BY(mu_) = 0;
   // A node map: `last_` points into it across inserts.
   absl::node_hash_map<std::string, Entry> by_name_ ABSL_GUARDED_BY(mu_);
   // The last name recorded and its entry: a worker often runs one function
@@ -88,7 +91,8 @@ class TaskStatsSum {
  public:
   // Worker `worker`'s process `pid` reports `stats` (its totals so far).
   // Entries malformed (a bucket count other than kLatencyBuckets) are
-  // skipped; at most kMaxTaskNames are kept per process.
+  // skipped; at most kMaxTaskNames are kept per process. An empty report
+  // says nothing changed (a process's totals never go back to none).
   void Report(uint32_t worker, int32_t pid,
               const std::vector<wire::TaskNameStats>& stats);
   // The sums over every process, by name (at most kMaxTaskNames, then

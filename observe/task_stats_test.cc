@@ -47,6 +47,7 @@ TEST(TaskStatsTest, CountsOutcomesRetriesAndTimesByName) {
   stats.Record(MakeRun("sleep", 2000, 30000, /*ok=*/false, /*attempt=*/2));
   stats.Record(MakeRun("noop", 300, 5, /*ok=*/false));
   std::vector<wire::TaskNameStats> s = stats.Snapshot();
+  EXPECT_EQ(stats.runs(), 4u);
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].name(), "noop");
   EXPECT_EQ(s[0].started(), 3u);
@@ -91,6 +92,7 @@ TEST(TaskStatsTest, TheSumKeepsARestartedWorkersEarlierCounts) {
   sum.Report(1, 100, first.Snapshot());
   sum.Report(1, 100, first.Snapshot());  // the same totals again: no double
   sum.Report(2, 200, other_worker.Snapshot());
+  sum.Report(2, 200, {});                 // nothing new from worker 2
   sum.Report(1, 101, second.Snapshot());  // worker 1 restarted
   std::vector<wire::TaskNameStats> s = sum.Sum();
   ASSERT_EQ(s.size(), 2u);

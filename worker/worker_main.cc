@@ -124,6 +124,7 @@ class Heartbeat {
                           RegisteredTasks()});
     MutexLock lock(&mu_);
     bool sent_blocked = false;
+    uint64_t sent_runs = 0;  // g_task_stats.runs() when last sent
     while (!stop_) {
       cv_.WaitWithDeadline(&mu_, absl::Now() + o_.heartbeat_interval);
       if (stop_) break;
@@ -137,9 +138,17 @@ class Heartbeat {
         if (blocked == sent_blocked) continue;
       }
       sent_blocked = g_blocked_waits.load() > 0;
+      // The runs by name only when there are new ones (else none: the
+      // coordinator keeps the last totals it had).
+      const uint64_t runs = g_task_stats.runs();
+      std::vector<wire::TaskNameStats> tasks;
+      if (runs != sent_runs) {
+        tasks = g_task_stats.Snapshot();
+        sent_runs = runs;
+      }
       send(ipc::WorkerHeartbeat{o_.worker_id,
                                 done_->load(std::memory_order_relaxed),
-                                sent_blocked, g_task_stats.Snapshot()});
+                                sent_blocked, std::move(tasks)});
     }
   }
 
