@@ -13,7 +13,7 @@
 #include "base/mutex.h"
 #include "base/status_macros.h"
 #include "collectives/communicator_impl.h"
-#include "collectives/kv_rendezvous.h"
+#include "collectives/rendezvous/kv_rendezvous.h"
 #include "gpu/device_pointer.h"
 #include "observe/timeline.h"
 

@@ -16,7 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "collectives/communicator_impl.h"
-#include "collectives/kv_rendezvous.h"
+#include "collectives/rendezvous/kv_rendezvous.h"
 
 namespace shoal::collectives {
 

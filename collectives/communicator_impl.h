@@ -20,12 +20,12 @@
 #include "absl/time/time.h"
 #include "base/mutex.h"
 #include "collectives/communicator.h"
-#include "collectives/gloo_communicator.h"
-#include "collectives/hierarchical_communicator.h"
+#include "collectives/gloo/gloo_communicator.h"
+#include "collectives/hierarchical/hierarchical_communicator.h"
 #include "collectives/host_collectives.h"
-#include "collectives/nccl_communicator.h"
+#include "collectives/nccl/nccl_communicator.h"
 #include "collectives/rendezvous.h"
-#include "collectives/shm_communicator.h"
+#include "collectives/shm/shm_communicator.h"
 #include "launch/job.h"
 
 namespace shoal::collectives {

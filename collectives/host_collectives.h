@@ -19,7 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "collectives/reduce_op.h"
-#include "collectives/shm_communicator.h"
+#include "collectives/shm/shm_communicator.h"
 #include "ipc/tensor_meta.h"
 
 namespace shoal::collectives {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "collectives/reduce_kernels.h"
+#include "collectives/reduce/reduce_kernels.h"
 
 namespace shoal::collectives::testing {
 

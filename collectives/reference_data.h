@@ -1,5 +1,5 @@
 // The collectives tests' data and reference results, shared by the
-// in-process tests (collectives/shm_test_support.h) and the process probe
+// in-process tests (collectives/shm/shm_test_support.h) and the process probe
 // under `shoal launch` (tests/collectives/coll_probe.cc), so both check the
 // kernels against one definition of what a reduction must give.
 #ifndef SHOAL_COLLECTIVES_REFERENCE_DATA_H_

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
-#include "collectives/reduce_kernels.h"
+#include "collectives/reduce/reduce_kernels.h"
 #include "tools/bench/bench_util.h"
 #include "tools/cli/args.h"
 

@@ -19,7 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "collectives/communicator.h"
-#include "collectives/reduce_kernels.h"
+#include "collectives/reduce/reduce_kernels.h"
 #include "gpu/device_buffer.h"
 #include "launch/job.h"
 #include "tools/bench/bench_util.h"

@@ -26,9 +26,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "collectives/communicator.h"
-#include "collectives/gloo_communicator.h"
-#include "collectives/hierarchical_communicator.h"
-#include "collectives/kv_rendezvous.h"
+#include "collectives/gloo/gloo_communicator.h"
+#include "collectives/hierarchical/hierarchical_communicator.h"
+#include "collectives/rendezvous/kv_rendezvous.h"
 #include "launch/job.h"
 
 namespace {
