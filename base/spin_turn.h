@@ -1,14 +1,13 @@
 // Spin turns that stop when the CPU is contended.
 //
 // shoal's waits spin a little before they sleep: a futex or eventfd wake-up of
-// an idle vCPU costs ~20 µs here, a spin turn ~1-3 µs. A turn gives the CPU up
+// an idle vCPU costs several times a spin turn. A turn gives the CPU up
 // with sched_yield, so that a process of ours on the same CPU (the worker the
 // waiter waits for) runs at once. That pays only while the CPU's other
 // runnable threads are ours. Beside a thread that uses its whole time slice (a
 // data loader, a compiler, `yes`), the scheduler (CFS) hands the CPU to it for
 // the rest of its slice on every yield, which is milliseconds; a spinner that
-// would have seen its event in microseconds sees it milliseconds late (local
-// and remote sync tasks went from 2-90 µs to ~4 ms beside two such threads).
+// would have seen its event in microseconds sees it milliseconds late.
 // A sleeper, woken, preempts such a thread at once.
 //
 // So every turn is timed. A turn that kept the thread away longer than
@@ -28,9 +27,9 @@ namespace shoal {
 // The decision, apart from the clock (tests drive it with made-up times).
 class SpinContention {
  public:
-  // A hog's slice here is 1-4 ms (the scheduler tick); our own processes'
-  // bursts and a hypervisor's pauses stay mostly below 0.5 ms (at 0.1 ms
-  // the quiet machine's remote sync p50 went from ~80 to ~120 µs).
+  // A hog's slice is 1-4 ms (the scheduler tick); our own processes'
+  // bursts and a hypervisor's pauses stay mostly below 0.5 ms, and a bound
+  // below them would stop spins that pay.
   static constexpr int64_t kStolenTurnNs = 500'000;        // 500 µs
   static constexpr int64_t kMinBackoffNs = 4'000'000;      // 4 ms
   static constexpr int64_t kMaxBackoffNs = 1'000'000'000;  // 1 s

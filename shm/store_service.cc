@@ -88,8 +88,8 @@ absl::Status StoreService::Impl::CreateSegment(const std::string& name,
   SHOAL_RETURN_IF_ERROR(InitRobustLock(&h->lock));
   // Allocate the index's pages now, in one kernel call: clients map them with
   // MAP_POPULATE at connect instead of faulting in a fresh page inside a get
-  // (measured: a cold get costs ~10 µs with lazily allocated index pages,
-  // ~3-4 µs without). The object table (tens of MiB for a large store) and
+  // (a fault on a fresh shared page costs several times a whole warm get).
+  // The object table (tens of MiB for a large store) and
   // the client slots are left to be allocated as they are first written: the
   // service writes an entry before any client reads it, and start-up stays
   // independent of the store's size.

@@ -22,9 +22,9 @@ struct WorkerOptions {
   std::string backend;         // SHOAL_BACKEND_ENDPOINT (ipc://)
   std::vector<std::string> plugins;  // SHOAL_PLUGINS, ':'-separated
   // How long an idle worker keeps looking for work (yielding the CPU) before
-  // it sleeps. Default 200 µs (SHOAL_WORKER_SPIN_US): a remote client's sync
-  // tasks come ~90 µs apart, so at 50 µs every one paid a futex wake-up
-  // (17-30 µs on a 2-vCPU guest); docs/BENCHMARKS.md has the A/B.
+  // it sleeps. Default 200 µs (SHOAL_WORKER_SPIN_US): longer than the gap
+  // between a remote client's sync tasks, so that they do not each pay a
+  // futex wake-up.
   absl::Duration spin = absl::Microseconds(200);
   // Heartbeat period. Default 500 ms.
   absl::Duration heartbeat_interval = absl::Milliseconds(500);
