@@ -37,7 +37,7 @@ bool Coordinator::Impl::ListedInStatus(const ipc::WorkerStatus& w) const {
 
 void Coordinator::Impl::OnWorkerBlocked(uint32_t worker, bool blocked) {
   // An actor's process holds no pool slot: its waits block nobody else.
-  if (actor_of_worker_.count(worker) != 0) return;
+  if (actors_->IsActorWorker(worker)) return;
   if (!blocked) {
     blocked_workers_.erase(worker);
     return;
@@ -72,8 +72,7 @@ void Coordinator::Impl::OnWorkerBlocked(uint32_t worker, bool blocked) {
   spec.max_restarts = 0;
   spec.label = absl::StrCat(kTemporaryLabel, worker);
   spec.env["SHOAL_WORKER_IDLE_EXIT_MS"] = kTemporaryIdleExitMs;
-  const uint32_t id = static_cast<uint32_t>(worker_slot_.size());
-  worker_slot_.push_back(-1);
+  const uint32_t id = ReserveWorker();
   absl::StatusOr<uint32_t> started = supervisor_->Add(std::move(spec));
   if (!started.ok() || *started != id) {
     SHOAL_LOG(

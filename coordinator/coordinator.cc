@@ -219,8 +219,12 @@ absl::Status Coordinator::Impl::StartWorkers() {
   Supervisor::Hooks hooks;
   hooks.before_start =
       [this](uint32_t w) -> absl::StatusOr<std::map<std::string, std::string>> {
-    if (auto a = actor_of_worker_.find(w); a != actor_of_worker_.end())
-      return BeforeActorStart(actors_.at(a->second), w);
+    if (actors_->IsActorWorker(w)) {
+      SHOAL_ASSIGN_OR_RETURN(ActorDirectory::Start start,
+                             actors_->BeforeStart(w));
+      worker_slot_[w] = static_cast<int32_t>(start.slot);
+      return std::move(start.env);
+    }
     SHOAL_ASSIGN_OR_RETURN(
         const uint32_t slot,
         table_->AddWorker(0, static_cast<uint32_t>(options_.cpus_per_worker),
@@ -236,6 +240,15 @@ absl::Status Coordinator::Impl::StartWorkers() {
   };
   supervisor_ = std::make_unique<Supervisor>(std::move(so), std::move(specs),
                                              std::move(hooks));
+  ActorDirectory::Options ao;
+  ao.host = this;
+  ao.table = table_.get();
+  ao.own_client = own_client_;
+  ao.store = store_client_.get();
+  ao.supervisor = supervisor_.get();
+  ao.node_gpus = node_gpus_;
+  ao.max_actors_per_client = options_.max_actors_per_client;
+  actors_ = std::make_unique<ActorDirectory>(std::move(ao));
   return supervisor_->StartAll();
 }
 
@@ -267,6 +280,43 @@ void Coordinator::Impl::DrainBackend() {
   }
 }
 
+uint32_t Coordinator::Impl::ReserveWorker() {
+  worker_slot_.push_back(-1);
+  return static_cast<uint32_t>(worker_slot_.size() - 1);
+}
+
+void Coordinator::Impl::CountSessionActor(uint64_t session, int delta) {
+  if (delta > 0) {
+    frontend_->ActorStarted(session);
+  } else {
+    frontend_->ActorEnded(session);
+  }
+}
+
+absl::StatusOr<ipc::ActorCreateReply> Coordinator::Impl::CreateActor(
+    const ActorCreator& creator, const ipc::ActorCreateRequest& m) {
+  // The process it ends with, when the request names a local client's.
+  pid_t owner = 0;
+  for (const auto& [slot, c] : local_clients_) {
+    if (c.pid == m.pid() && m.pid() > 0) owner = c.pid;
+  }
+  return actors_->Create(creator, m, owner);
+}
+
+absl::Status Coordinator::Impl::KillActor(const ActorCreator& caller,
+                                          uint32_t actor) {
+  return actors_->Kill(caller, actor);
+}
+
+absl::Status Coordinator::Impl::MayCallActor(const std::string& principal,
+                                             uint32_t actor) const {
+  return actors_->MayCall(principal, actor);
+}
+
+void Coordinator::Impl::EndActorsOfSession(uint64_t session) {
+  actors_->EndOfSession(session);
+}
+
 void Coordinator::Impl::OnLocalClientExit(uint32_t client) {
   auto it = local_clients_.find(client);
   if (it == local_clients_.end()) return;
@@ -275,7 +325,7 @@ void Coordinator::Impl::OnLocalClientExit(uint32_t client) {
             it->second.pid);
   const pid_t pid = it->second.pid;
   local_clients_.erase(it);
-  EndActorsOwnedBy(pid);
+  actors_->EndOwnedBy(pid);
   absl::StatusOr<std::vector<std::string>> freed = table_->RemoveClient(client);
   if (!freed.ok()) {
     SHOAL_LOG(ERROR, "freeing a dead client's tasks: %s",
@@ -295,19 +345,20 @@ void Coordinator::Impl::OnLocalClientExit(uint32_t client) {
 }
 
 void Coordinator::Impl::OnWorkerExit(uint32_t w, const std::string& how) {
-  if (auto a = actor_of_worker_.find(w); a != actor_of_worker_.end()) {
-    OnActorWorkerExit(actors_.at(a->second), how);
-    return;
-  }
   const int32_t slot = worker_slot_[w];
-  if (slot < 0) return;
   worker_slot_[w] = -1;
+  // Its timed-out task (if any) is no longer waited on.
   bool timed_out = false;
-  for (auto it = expiring_.begin(); it != expiring_.end();) {
+  for (auto it = expiring_.begin(); slot >= 0 && it != expiring_.end();) {
     const bool mine = it->second.worker == static_cast<uint32_t>(slot);
     timed_out |= mine;
     it = mine ? expiring_.erase(it) : std::next(it);
   }
+  if (actors_->IsActorWorker(w)) {
+    actors_->OnWorkerExit(w, slot, how);
+    return;
+  }
+  if (slot < 0) return;
   // A task cancelled before its worker died (a forced cancellation kills the
   // worker of a task that goes on, python_interrupt.h) is not retried: it
   // completes as Cancelled.

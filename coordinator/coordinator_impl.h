@@ -1,7 +1,9 @@
 // Internal to coordinator/: the coordinator's state, split across
-// coordinator.cc (start-up, exits, timeouts), event_loop.cc (the event loop),
-// actors.cc and blocked_workers.cc. What clients send is the Frontend's
-// (coordinator/frontend.h); the coordinator is its FrontendHost.
+// coordinator.cc (start-up, exits, timeouts), event_loop.cc (the event loop)
+// and blocked_workers.cc. It wires together the jobs that own their state:
+// the Frontend (what clients send, coordinator/frontend.h; the coordinator is
+// its FrontendHost), the Supervisor (worker processes), the ActorDirectory
+// (actors) and the Janitor (segments left by a crash).
 #ifndef SHOAL_COORDINATOR_COORDINATOR_IMPL_H_
 #define SHOAL_COORDINATOR_COORDINATOR_IMPL_H_
 
@@ -21,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/event_fd.h"
+#include "coordinator/actor_directory.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/frontend.h"
 #include "coordinator/janitor.h"
@@ -34,7 +37,7 @@
 
 namespace shoal::coordinator {
 
-class Coordinator::Impl : public FrontendHost {
+class Coordinator::Impl : public FrontendHost, public ActorDirectory::Host {
  public:
   explicit Impl(CoordinatorOptions options) : options_(std::move(options)) {}
   ~Impl() override;
@@ -62,6 +65,10 @@ class Coordinator::Impl : public FrontendHost {
                             uint32_t actor) const override;
   void EndActorsOfSession(uint64_t session) override;
 
+  // ActorDirectory::Host.
+  uint32_t ReserveWorker() override;
+  void CountSessionActor(uint64_t session, int delta) override;
+
  private:
   // A client on this machine that uses the task table directly.
   struct LocalClient {
@@ -72,28 +79,6 @@ class Coordinator::Impl : public FrontendHost {
     uint32_t worker;
     absl::Time kill_at;
   };
-  // An actor: a worker process of its own whose class in the task table
-  // holds its calls (actors.cc, docs/actors.md).
-  struct Actor {
-    uint32_t id = 0;
-    uint32_t worker = 0;  // the supervisor's id of its process
-    std::string name;
-    std::string init_function;
-    std::string python_path;
-    ObjectId init_object;  // the constructor's argument, held by us
-    uint64_t init_bytes = 0;
-    // What it ends with: its owner process (a local client), or the
-    // frontend session that made it; neither: detached (lives until killed
-    // or the node stops; the owner's only).
-    pid_t owner = 0;
-    uint64_t session = 0;
-    std::string principal;  // who made it (Principal key): who may call it
-    std::vector<int> gpus;  // the node's logical GPUs it holds
-    std::optional<uint64_t> init_task;  // the constructor call in flight
-    bool ended = false;
-    std::string end_message;  // why it ended, for the call it was running
-  };
-
   // Start-up pieces.
   absl::Status StartStore();
   absl::Status StartTaskTable();
@@ -178,20 +163,6 @@ class Coordinator::Impl : public FrontendHost {
   bool ListedInStatus(const ipc::WorkerStatus& w) const;
   void CheckTimeouts(absl::Time now);
 
-  // Actors (actors.cc).
-  absl::StatusOr<std::vector<int>> PickActorGpus(uint32_t count) const;
-  // The before_start hook of an actor's worker: its table slot, and its
-  // constructor call queued first in its class.
-  absl::StatusOr<std::map<std::string, std::string>> BeforeActorStart(
-      Actor& a, uint32_t worker);
-  void OnActorWorkerExit(Actor& a, const std::string& how);
-  // Constructor calls that finished: a failed one ends its actor.
-  void CheckActorInits();
-  // Ends an actor: fails its queued calls with `why`, kills its process,
-  // drops its constructor argument.
-  void EndActor(Actor& a, const std::string& why);
-  void EndActorsOwnedBy(pid_t pid);
-
   CoordinatorOptions options_;
   std::string job_dir_;
   // Removes the node's segments if this process dies without doing so.
@@ -242,13 +213,11 @@ class Coordinator::Impl : public FrontendHost {
   // The workers' runs by task function, from their heartbeats.
   observe::TaskStatsSum task_stats_;
   std::vector<std::string> node_gpus_;  // the node's GPUs (for actors)
-  std::map<uint32_t, Actor> actors_;    // by actor id
-  std::map<uint32_t, uint32_t> actor_of_worker_;  // supervisor id → actor
+  std::unique_ptr<ActorDirectory> actors_;
   // Nested tasks (blocked_workers.cc): pool workers whose task waits for
   // tasks, and the temporary workers started for them (supervisor ids).
   std::set<uint32_t> blocked_workers_;
   std::vector<uint32_t> temporary_workers_;
-  uint32_t next_actor_ = 1;
 };
 
 }  // namespace shoal::coordinator

@@ -172,7 +172,7 @@ void Coordinator::Impl::ServeReady(const PollSet& ps, bool completed,
       frontend_->completions_owed()) {
     completion_.Drain();
     frontend_->OnCompletions();
-    CheckActorInits();
+    actors_->CheckInits();
   }
   const bool writable =
       ((items[kFrontendItem].revents | items[kTcpFrontendItem].revents) &

@@ -47,6 +47,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "coordinator/actor_directory.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/frontend_sessions.h"
 #include "ipc/connection_guard.h"
@@ -57,13 +58,6 @@
 #include "tasks/task_table.h"
 
 namespace shoal::coordinator {
-
-// Who made an actor, for the coordinator's actor table.
-struct ActorCreator {
-  std::string principal;  // Principal key
-  uint64_t session = 0;   // the frontend's serial of the creating session
-  bool owner = false;     // the node's owner
-};
 
 // What the frontend asks of the rest of the node. Implemented by the
 // coordinator.

@@ -175,7 +175,7 @@ def from_status(code: int, message: Union[str, bytes]) -> Error:
     """The exception for a status (code as absl::StatusCode's number).
 
     Unavailable whose message starts "actor " is the node saying an actor
-    ended (coordinator/actors.cc, tasks' Submit): ActorDiedError."""
+    ended (coordinator/actor_directory.h, tasks' Submit): ActorDiedError."""
     message = _text(message)
     if code == 14 and message.startswith("actor "):
         return ActorDiedError(message)

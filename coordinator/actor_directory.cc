@@ -1,12 +1,6 @@
-// Actors: a worker process of its own per actor, and a class of its own in
-// the task table that only that process claims from (docs/actors.md).
-//
-// The coordinator makes the actor (its class, its constructor argument in the
-// store, its process), queues the constructor call first in its class at
-// every (re)start, and ends it when it is killed, when its owner process
-// exits, when its constructor fails, or when it dies with no restarts left.
-// Method calls never pass through here: clients submit them to the table
-// like any task, named "<function>@actor=<id>".
+// The node's actors (actor_directory.h, docs/actors.md).
+#include "coordinator/actor_directory.h"
+
 #include <signal.h>
 
 #include <algorithm>
@@ -16,7 +10,6 @@
 #include "absl/strings/strip.h"
 #include "base/log.h"
 #include "base/status_macros.h"
-#include "coordinator/coordinator_impl.h"
 #include "gpu/device_visibility.h"
 #include "ipc/task_payload.h"
 
@@ -40,29 +33,32 @@ std::string Describe(uint32_t id, const std::string& name) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<int>> Coordinator::Impl::PickActorGpus(
+absl::StatusOr<std::vector<int>> ActorDirectory::PickGpus(
     uint32_t count) const {
   if (count == 0) return std::vector<int>{};
-  std::vector<bool> held(node_gpus_.size(), false);
+  std::vector<bool> held(options_.node_gpus.size(), false);
   for (const auto& [id, a] : actors_) {
     if (a.ended) continue;
     for (int g : a.gpus) held[static_cast<size_t>(g)] = true;
   }
   std::vector<int> out;
-  for (size_t g = 0; g < node_gpus_.size() && out.size() < count; ++g) {
+  for (size_t g = 0; g < options_.node_gpus.size() && out.size() < count; ++g) {
     if (!held[g]) out.push_back(static_cast<int>(g));
   }
   if (out.size() < count) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "the actor asks for ", count, " GPUs; the node has ", node_gpus_.size(),
-        ", of which ", node_gpus_.size() - out.size(),
-        " are held by other actors"));
+        "the actor asks for ", count, " GPUs; the node has ",
+        options_.node_gpus.size(), ", of which ",
+        options_.node_gpus.size() - out.size(), " are held by other actors"));
   }
   return out;
 }
 
-absl::StatusOr<ipc::ActorCreateReply> Coordinator::Impl::CreateActor(
-    const ActorCreator& creator, const ipc::ActorCreateRequest& m) {
+ActorDirectory::ActorDirectory(Options options)
+    : options_(std::move(options)) {}
+
+absl::Status ActorDirectory::CheckCreate(
+    const ActorCreator& creator, const ipc::ActorCreateRequest& m) const {
   if (m.init_function().empty() || m.init_function().size() > 80 ||
       m.name().size() > kMaxActorNameBytes) {
     return absl::InvalidArgumentError(
@@ -97,19 +93,20 @@ absl::StatusOr<ipc::ActorCreateReply> Coordinator::Impl::CreateActor(
                        options_.max_actors_per_client, " (kill one first)"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ipc::ActorCreateReply> ActorDirectory::Create(
+    const ActorCreator& creator, const ipc::ActorCreateRequest& m,
+    pid_t owner_pid) {
+  SHOAL_RETURN_IF_ERROR(CheckCreate(creator, m));
   // Not detached: it ends with its owner process when that is a local
   // client of this node, else with the frontend session that made it.
-  pid_t owner = 0;
-  uint64_t session = 0;
-  if (!m.detached()) {
-    for (const auto& [slot, c] : local_clients_) {
-      if (c.pid == m.pid() && m.pid() > 0) owner = c.pid;
-    }
-    if (owner == 0) session = creator.session;
-  }
-  SHOAL_ASSIGN_OR_RETURN(std::vector<int> gpus, PickActorGpus(m.gpus()));
+  const pid_t owner = m.detached() ? 0 : owner_pid;
+  const uint64_t session = m.detached() || owner != 0 ? 0 : creator.session;
+  SHOAL_ASSIGN_OR_RETURN(std::vector<int> gpus, PickGpus(m.gpus()));
   SHOAL_ASSIGN_OR_RETURN(std::string visible,
-                         gpu::ChildVisibleDevices(node_gpus_, gpus));
+                         gpu::ChildVisibleDevices(options_.node_gpus, gpus));
 
   Actor a;
   a.id = next_actor_++;
@@ -122,22 +119,21 @@ absl::StatusOr<ipc::ActorCreateReply> Coordinator::Impl::CreateActor(
   a.gpus = gpus;
   a.init_object = ObjectId::Random();
   a.init_bytes = m.init().size();
-  SHOAL_RETURN_IF_ERROR(store_client_->Put(
+  SHOAL_RETURN_IF_ERROR(options_.store->Put(
       a.init_object, TensorMeta::Bytes(static_cast<int64_t>(m.init().size())),
       m.init().data()));
-  if (absl::Status s = table_->AddActor(a.id); !s.ok()) {
-    (void)store_client_->Release(a.init_object);
-    (void)store_client_->Delete(a.init_object);
+  if (absl::Status s = options_.table->AddActor(a.id); !s.ok()) {
+    (void)options_.store->Release(a.init_object);
+    (void)options_.store->Delete(a.init_object);
     return s;
   }
-  const uint32_t worker = static_cast<uint32_t>(worker_slot_.size());
-  worker_slot_.push_back(-1);
+  const uint32_t worker = options_.host->ReserveWorker();
   a.worker = worker;
   const uint32_t id = a.id;
   actors_.emplace(id, std::move(a));
   actor_of_worker_[worker] = id;
   // Counted in its session until EndActor.
-  if (session != 0 && frontend_ != nullptr) frontend_->ActorStarted(session);
+  if (session != 0) options_.host->CountSessionActor(session, +1);
   WorkerSpec spec;
   spec.cpus = std::max<uint32_t>(1, m.cpus());
   spec.gpus = m.gpus();
@@ -145,13 +141,13 @@ absl::StatusOr<ipc::ActorCreateReply> Coordinator::Impl::CreateActor(
   spec.max_restarts = static_cast<int>(m.max_restarts());
   spec.label =
       absl::StrCat("actor ", id, m.name().empty() ? "" : " ", m.name());
-  absl::StatusOr<uint32_t> started = supervisor_->Add(std::move(spec));
+  absl::StatusOr<uint32_t> started = options_.supervisor->Add(std::move(spec));
   if (!started.ok() || *started != worker) {
     const absl::Status why = started.ok()
                                  ? absl::InternalError("worker ids out of step")
                                  : started.status();
-    EndActor(actors_.at(id),
-             absl::StrCat("its process did not start: ", why.message()));
+    End(actors_.at(id),
+        absl::StrCat("its process did not start: ", why.message()));
     return why;
   }
   SHOAL_LOG(INFO, "%s started as worker %d (owner pid %d)",
@@ -162,19 +158,18 @@ absl::StatusOr<ipc::ActorCreateReply> Coordinator::Impl::CreateActor(
   return reply;
 }
 
-absl::Status Coordinator::Impl::KillActor(const ActorCreator& caller,
-                                          uint32_t actor) {
+absl::Status ActorDirectory::Kill(const ActorCreator& caller, uint32_t actor) {
   auto it = actors_.find(actor);
   // Another client's actor is reported as unknown, as another's task is.
   if (it == actors_.end() ||
       (!caller.owner && it->second.principal != caller.principal))
     return absl::NotFoundError(absl::StrCat("no actor ", actor));
-  if (!it->second.ended) EndActor(it->second, "it was killed (shoal.kill)");
+  if (!it->second.ended) End(it->second, "it was killed (shoal.kill)");
   return absl::OkStatus();
 }
 
-absl::Status Coordinator::Impl::MayCallActor(const std::string& principal,
-                                             uint32_t actor) const {
+absl::Status ActorDirectory::MayCall(const std::string& principal,
+                                     uint32_t actor) const {
   auto a = actors_.find(actor);
   if (a == actors_.end() || a->second.principal != principal) {
     return absl::PermissionDeniedError(
@@ -183,20 +178,20 @@ absl::Status Coordinator::Impl::MayCallActor(const std::string& principal,
   return absl::OkStatus();
 }
 
-void Coordinator::Impl::EndActorsOfSession(uint64_t session) {
+void ActorDirectory::EndOfSession(uint64_t session) {
   for (auto& [id, a] : actors_) {
     if (!a.ended && a.session == session && session != 0)
-      EndActor(a, "its client's session ended");
+      End(a, "its client's session ended");
   }
 }
 
-absl::StatusOr<std::map<std::string, std::string>>
-Coordinator::Impl::BeforeActorStart(Actor& a, uint32_t worker) {
+absl::StatusOr<ActorDirectory::Start> ActorDirectory::BeforeStart(
+    uint32_t worker) {
+  Actor& a = actors_.at(actor_of_worker_.at(worker));
   if (a.ended) return absl::FailedPreconditionError("the actor has ended");
-  SHOAL_ASSIGN_OR_RETURN(
-      const uint32_t slot,
-      table_->AddWorker(0, 1, static_cast<uint32_t>(a.gpus.size()), a.id));
-  worker_slot_[worker] = static_cast<int32_t>(slot);
+  SHOAL_ASSIGN_OR_RETURN(const uint32_t slot,
+                         options_.table->AddWorker(
+                             0, 1, static_cast<uint32_t>(a.gpus.size()), a.id));
   // The constructor runs first, ahead of calls queued while it restarted.
   tasks::TaskSubmission init;
   init.function = tasks::ActorFunction(a.init_function, a.id);
@@ -208,24 +203,23 @@ Coordinator::Impl::BeforeActorStart(Actor& a, uint32_t worker) {
   arg.nbytes = a.init_bytes;
   init.args = ipc::EncodeTaskArgs({Value{arg}}, a.python_path);
   absl::StatusOr<std::vector<uint64_t>> ids =
-      table_->Submit(own_client_, {init});
+      options_.table->Submit(options_.own_client, {init});
   if (!ids.ok()) {
-    (void)table_->RemoveWorker(slot);
-    worker_slot_[worker] = -1;
+    (void)options_.table->RemoveWorker(slot);
     return ids.status();
   }
   a.init_task = (*ids)[0];
-  return std::map<std::string, std::string>{
-      {"SHOAL_WORKER_SLOT", absl::StrCat(slot)},
-      {"SHOAL_ACTOR_ID", absl::StrCat(a.id)},
-      {"RANK", absl::StrCat(worker)},
-      {"LOCAL_RANK", absl::StrCat(worker)}};
+  return Start{slot,
+               {{"SHOAL_WORKER_SLOT", absl::StrCat(slot)},
+                {"SHOAL_ACTOR_ID", absl::StrCat(a.id)},
+                {"RANK", absl::StrCat(worker)},
+                {"LOCAL_RANK", absl::StrCat(worker)}}};
 }
 
-void Coordinator::Impl::OnActorWorkerExit(Actor& a, const std::string& how) {
-  const int32_t slot = worker_slot_[a.worker];
-  worker_slot_[a.worker] = -1;
-  const bool restarting = supervisor_->WillRestart(a.worker);
+void ActorDirectory::OnWorkerExit(uint32_t worker, int32_t slot,
+                                  const std::string& how) {
+  Actor& a = actors_.at(actor_of_worker_.at(worker));
+  const bool restarting = options_.supervisor->WillRestart(a.worker);
   if (slot >= 0) {
     // Ended first (killed, constructor failed, owner gone): the call that
     // was running fails for that reason, not for the SIGKILL that followed.
@@ -233,22 +227,17 @@ void Coordinator::Impl::OnActorWorkerExit(Actor& a, const std::string& how) {
         a.ended ? a.end_message
                 : absl::StrCat(Describe(a.id, a.name), " died (", how,
                                ") while running this call");
-    for (auto it = expiring_.begin(); it != expiring_.end();) {
-      it = it->second.worker == static_cast<uint32_t>(slot)
-               ? expiring_.erase(it)
-               : std::next(it);
-    }
     // Not gated on RunningOn: that reads the slot without the table's lock,
     // and a process SIGKILLed inside Complete has cleared it already while
     // its journal still holds the undo. FailRunning's lock rolls that back
     // first and then fails the call; the gate would have skipped it and left
     // the call running forever (RemoveWorker cleared the slot). NotFound:
     // it ran nothing.
-    (void)table_->FailRunning(
+    (void)options_.table->FailRunning(
         static_cast<uint32_t>(slot),
         static_cast<int32_t>(absl::StatusCode::kUnavailable),
         ipc::EncodeTaskOutcome(died, {}));
-    (void)table_->RemoveWorker(static_cast<uint32_t>(slot));
+    (void)options_.table->RemoveWorker(static_cast<uint32_t>(slot));
   }
   if (a.ended) return;
   if (restarting) {
@@ -256,17 +245,17 @@ void Coordinator::Impl::OnActorWorkerExit(Actor& a, const std::string& how) {
               how);
     return;
   }
-  EndActor(a, absl::StrCat("its process died (", how,
-                           ") and it has no restarts left"));
+  End(a,
+      absl::StrCat("its process died (", how, ") and it has no restarts left"));
 }
 
-void Coordinator::Impl::CheckActorInits() {
+void ActorDirectory::CheckInits() {
   for (auto& [id, a] : actors_) {
     if (!a.init_task) continue;
-    absl::StatusOr<tasks::TaskState> state = table_->Poll(*a.init_task);
+    absl::StatusOr<tasks::TaskState> state = options_.table->Poll(*a.init_task);
     if (state.ok() && *state != tasks::TaskState::kDone) continue;
-    absl::StatusOr<tasks::TaskOutcome> out =
-        table_->Take(own_client_, *a.init_task, /*release=*/true);
+    absl::StatusOr<tasks::TaskOutcome> out = options_.table->Take(
+        options_.own_client, *a.init_task, /*release=*/true);
     a.init_task.reset();
     if (!out.ok() || out->code == 0 || a.ended) continue;
     absl::StatusOr<ipc::TaskOutcomeBody> body =
@@ -277,30 +266,30 @@ void Coordinator::Impl::CheckActorInits() {
     // (restarts); one that raised ends the actor.
     if (out->code == static_cast<int32_t>(absl::StatusCode::kUnavailable))
       continue;
-    EndActor(a, absl::StrCat("its constructor failed: ", message));
+    End(a, absl::StrCat("its constructor failed: ", message));
   }
 }
 
-void Coordinator::Impl::EndActor(Actor& a, const std::string& why) {
+void ActorDirectory::End(Actor& a, const std::string& why) {
   a.ended = true;
   const std::string message =
       absl::StrCat(Describe(a.id, a.name), " has ended: ", why);
   a.end_message = message;
   SHOAL_LOG(INFO, "%s", message);
-  absl::Status s = table_->EndActor(
+  absl::Status s = options_.table->EndActor(
       a.id, static_cast<int32_t>(absl::StatusCode::kUnavailable),
       ipc::EncodeTaskOutcome(message, {}));
   if (!s.ok()) SHOAL_LOG(WARNING, "ending actor %d: %s", a.id, s.ToString());
-  supervisor_->Retire(a.worker);
-  (void)store_client_->Release(a.init_object);
-  (void)store_client_->Delete(a.init_object);
-  if (a.session != 0 && frontend_ != nullptr) frontend_->ActorEnded(a.session);
+  options_.supervisor->Retire(a.worker);
+  (void)options_.store->Release(a.init_object);
+  (void)options_.store->Delete(a.init_object);
+  if (a.session != 0) options_.host->CountSessionActor(a.session, -1);
 }
 
-void Coordinator::Impl::EndActorsOwnedBy(pid_t pid) {
+void ActorDirectory::EndOwnedBy(pid_t pid) {
   for (auto& [id, a] : actors_) {
     if (!a.ended && a.owner == pid)
-      EndActor(a, absl::StrCat("its owner (pid ", pid, ") exited"));
+      End(a, absl::StrCat("its owner (pid ", pid, ") exited"));
   }
 }
 
