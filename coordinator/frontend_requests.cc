@@ -16,6 +16,7 @@
 #include "base/status_macros.h"
 #include "coordinator/frontend.h"
 #include "ipc/protocol.h"
+#include "ipc/task_name.h"
 #include "tasks/task_results.h"
 
 namespace shoal::coordinator {
@@ -29,16 +30,6 @@ constexpr absl::Duration kHoldIdsFor = absl::Microseconds(50);
 // A pushed submit with at most this many unfinished tasks makes the event
 // loop spin briefly for its result (a sync client).
 constexpr size_t kSpinUnfinishedAtMost = 4;
-
-// "py:a.b:f" → "a.b"; "" for names that are not by module.
-std::string PythonModuleOf(absl::string_view function) {
-  absl::string_view rest = function;
-  if (!absl::ConsumePrefix(&rest, "py:")) return "";
-  absl::ConsumeSuffix(&rest, "!");
-  const size_t colon = rest.find(':');
-  return colon == absl::string_view::npos ? std::string(rest)
-                                          : std::string(rest.substr(0, colon));
-}
 
 }  // namespace
 
@@ -156,10 +147,11 @@ absl::Status Frontend::CheckTask(const Session& s,
                                  const ipc::TaskSpec& t) const {
   const Principal& p = *s.principal;
   const std::string& function = t.function;
+  SHOAL_ASSIGN_OR_RETURN(const ipc::TaskName name,
+                         ipc::ParseTaskName(function));
   const std::set<std::string>& known = host_->Functions();
-  if (!known.empty() && known.count(function) == 0 &&
-      !absl::StartsWith(function, "py:") &&
-      !absl::StrContains(function, "@actor=")) {
+  if (!known.empty() && known.count(function) == 0 && !name.python() &&
+      name.actor == 0) {
     return absl::NotFoundError(
         absl::StrCat("no worker has a task function '", function, "' (",
                      known.size(), " known: ", absl::StrJoin(known, ", "),
@@ -172,30 +164,23 @@ absl::Status Frontend::CheckTask(const Session& s,
         "' sets python_path, which only the node's owner may: its workers "
         "import from the node's own paths"));
   }
-  if (const size_t at = function.find("@actor="); at != std::string::npos) {
-    uint32_t actor = 0;
-    if (!absl::SimpleAtoi(function.substr(at + 7), &actor)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", function, "' names no actor"));
-    }
-    if (!p.owner) SHOAL_RETURN_IF_ERROR(host_->MayCallActor(p.key, actor));
-  }
-  if (options_.allowed_modules.empty() || !absl::StartsWith(function, "py:"))
+  if (name.actor != 0 && !p.owner)
+    SHOAL_RETURN_IF_ERROR(host_->MayCallActor(p.key, name.actor));
+  if (options_.allowed_modules.empty() || !name.python())
     return absl::OkStatus();
-  const std::string module = PythonModuleOf(function);
-  if (absl::StartsWith(function, "py:=") ||
-      absl::StartsWith(function, "py:#") || absl::EndsWith(function, "!")) {
+  if (name.by_value() || name.envelope) {
     return absl::PermissionDeniedError(absl::StrCat(
         "'", function,
         "' carries pickled code or arguments, which this node refuses: it "
         "admits only Python modules under --allow-modules"));
   }
   for (const std::string& prefix : options_.allowed_modules) {
-    if (module == prefix || absl::StartsWith(module, absl::StrCat(prefix, ".")))
+    if (name.module == prefix ||
+        absl::StartsWith(name.module, absl::StrCat(prefix, ".")))
       return absl::OkStatus();
   }
   return absl::PermissionDeniedError(absl::StrCat(
-      "module '", module, "' is not in this node's --allow-modules list"));
+      "module '", name.module, "' is not in this node's --allow-modules list"));
 }
 
 absl::StatusOr<uint32_t> Frontend::AccountOf(Principal& p) {

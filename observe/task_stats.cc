@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "ipc/task_name.h"
+
 namespace shoal::observe {
 
 namespace {
@@ -39,7 +41,7 @@ std::vector<wire::TaskNameStats> Sorted(
 }  // namespace
 
 absl::string_view TaskStatsName(absl::string_view function) {
-  const size_t at = function.find("@actor=");
+  const size_t at = function.rfind(ipc::kActorMarker);
   if (at != absl::string_view::npos) function = function.substr(0, at);
   if (function.size() > kMaxTaskNameBytes)
     function = function.substr(function.size() - kMaxTaskNameBytes);

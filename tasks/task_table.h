@@ -46,14 +46,12 @@ struct TaskTableOptions {
   absl::Duration lock_timeout = absl::Seconds(10);
 };
 
-// A task for an actor names it in its function: "<function>@actor=<id>"
-// (these three functions are the only readers and writers of that form; a
-// client may append a marker after the id, "<function>@actor=<id>!", which
-// stays on the function). Submit queues
-// it in that actor's class, which only the actor's worker claims; the worker
-// runs <function>. Naming the actor in the function keeps every submit path
-// (local clients, the remote proxy) routing actor calls with no new field.
-inline constexpr char kActorSuffix[] = "@actor=";
+// A task for an actor names it in its function, "<function>@actor=<id>"
+// (ipc/task_name.h). Submit queues it in that actor's class, which only the
+// actor's worker claims; the worker runs <function>. Naming the actor in the
+// function keeps every submit path (local clients, the remote proxy)
+// routing actor calls with no new field. These three forward to
+// ipc/task_name.h's readers and writer.
 // The actor a function name is addressed to, or 0 for an ordinary task.
 uint32_t ActorOfFunction(absl::string_view function);
 // The function without "@actor=<id>" (what the actor's worker runs).

@@ -11,6 +11,7 @@
 #include "base/monotonic_clock.h"
 #include "base/spin_turn.h"
 #include "base/status_macros.h"
+#include "ipc/task_name.h"
 #include "tasks/task_table.h"
 #include "tasks/task_table_op.h"
 
@@ -48,42 +49,16 @@ bool Serves(const TaskWorkerSlot& s, const ResourceClass& c) {
 
 }  // namespace
 
-namespace {
-
-// Where "@actor=<digits>" sits in `function`: {start, length}; length 0 if
-// it has none. Text may follow the digits (a runner's marker, e.g. "!").
-std::pair<size_t, size_t> FindActorSuffix(absl::string_view function) {
-  const size_t at = function.rfind(kActorSuffix);
-  if (at == absl::string_view::npos) return {0, 0};
-  size_t end = at + sizeof(kActorSuffix) - 1;
-  const size_t digits = end;
-  while (end < function.size() && function[end] >= '0' && function[end] <= '9')
-    ++end;
-  if (end == digits || end - digits > 9) return {0, 0};
-  return {at, end - at};
-}
-
-}  // namespace
-
 uint32_t ActorOfFunction(absl::string_view function) {
-  const auto [at, n] = FindActorSuffix(function);
-  uint32_t actor = 0;
-  if (n == 0 || !absl::SimpleAtoi(function.substr(at + sizeof(kActorSuffix) - 1,
-                                                  n - sizeof(kActorSuffix) + 1),
-                                  &actor)) {
-    return 0;
-  }
-  return actor;
+  return ipc::ActorOfTaskName(function);
 }
 
 std::string FunctionWithoutActor(absl::string_view function) {
-  const auto [at, n] = FindActorSuffix(function);
-  if (n == 0) return std::string(function);
-  return absl::StrCat(function.substr(0, at), function.substr(at + n));
+  return ipc::TaskNameWithoutActor(function);
 }
 
 std::string ActorFunction(absl::string_view function, uint32_t actor) {
-  return absl::StrCat(function, kActorSuffix, actor);
+  return ipc::ActorTaskName(function, actor);
 }
 
 absl::StatusOr<uint32_t> TaskTable::ClassOf(Op& op, const TaskSubmission& t) {
@@ -528,8 +503,8 @@ void TaskTable::WaitForWork(uint32_t worker, absl::Duration spin,
   };
   if (runnable()) return;
   // Spin, yielding the CPU: another process on this core runs at once, and a
-  // task submitted meanwhile is picked up without a wake-up (a futex wake-up
-  // costs ~20 µs here; the yield loop ~3 µs).
+  // task submitted meanwhile is picked up without a wake-up (a futex
+  // wake-up of an idle vCPU costs several times a yield loop's turn).
   // Not while the CPU is contended: each yield would then wait out another
   // thread's time slice (base/spin_turn.h).
   const absl::Time spin_until = absl::Now() + spin;

@@ -18,11 +18,12 @@
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "ipc/object_id.h"
+#include "ipc/task_name.h"
 #include "ipc/task_payload.h"
+#include "pyvalues/python_values.h"
+#include "pyvalues/small_call_pickle.h"
 #include "worker/python_interrupt.h"
 #include "worker/python_task_io.h"
-#include "worker/python_values.h"
-#include "worker/small_call_pickle.h"
 
 namespace shoal::worker {
 namespace py = pybind11;
@@ -49,45 +50,44 @@ TaskContext& CurrentTask() {
   return *g_current_task;
 }
 
-// A Python task's name, parsed (grammar in python_runner.h).
+// What the runner keeps of a Python task's name (ipc::ParseTaskName).
 struct TaskName {
   enum class Kind { kByName, kStored, kCarried };
   Kind kind = Kind::kByName;
   std::string module, qualname;  // kByName
   std::string hex;               // kStored: object id; kCarried: hash
-  std::string cache_key;         // the name without "!"
+  std::string cache_key;         // the name without "py:" and "!"
   bool envelope = false;         // "!": args[0] is the pickled call
 };
 
 absl::StatusOr<TaskName> ParseName(absl::string_view function) {
-  TaskName n;
-  absl::string_view rest = function.substr(sizeof(kPythonTaskPrefix) - 1);
-  if (absl::ConsumeSuffix(&rest, kPythonEnvelopeSuffix)) n.envelope = true;
-  n.cache_key = std::string(rest);
-  auto bad = [&] {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", function,
-        "' is not a Python task name: use py:package.module:function"));
-  };
-  if (absl::ConsumePrefix(&rest, kPythonStoredFunctionPrefix) ||
-      absl::ConsumePrefix(&rest, kPythonCarriedFunctionPrefix)) {
-    n.kind = function[sizeof(kPythonTaskPrefix) - 1] == '='
-                 ? TaskName::Kind::kStored
-                 : TaskName::Kind::kCarried;
-    if (rest.size() != 32 ||
-        (n.kind == TaskName::Kind::kCarried && !n.envelope))
-      return bad();
-    for (char c : rest) {
-      if (!absl::ascii_isxdigit(static_cast<unsigned char>(c))) return bad();
-    }
-    // dump_function's hexdigest is lowercase; the hash is compared as such.
-    n.hex = absl::AsciiStrToLower(rest);
-    return n;
+  SHOAL_ASSIGN_OR_RETURN(const ipc::TaskName parsed,
+                         ipc::ParseTaskName(function));
+  if (!parsed.python()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", function, "' is not a Python task name"));
   }
-  std::vector<absl::string_view> parts = absl::StrSplit(rest, ':');
-  if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) return bad();
-  n.module = std::string(parts[0]);
-  n.qualname = std::string(parts[1]);
+  TaskName n;
+  n.envelope = parsed.envelope;
+  n.cache_key =
+      std::string(parsed.function.substr(sizeof(ipc::kPythonTaskPrefix) - 1));
+  switch (parsed.kind) {
+    case ipc::TaskName::Kind::kPythonModule:
+      n.kind = TaskName::Kind::kByName;
+      n.module = std::string(parsed.module);
+      n.qualname = std::string(parsed.qualname);
+      break;
+    case ipc::TaskName::Kind::kPythonStored:
+    case ipc::TaskName::Kind::kPythonCarried:
+      n.kind = parsed.kind == ipc::TaskName::Kind::kPythonStored
+                   ? TaskName::Kind::kStored
+                   : TaskName::Kind::kCarried;
+      // dump_function's hexdigest is lowercase; the hash is compared as such.
+      n.hex = absl::AsciiStrToLower(parsed.hex);
+      break;
+    case ipc::TaskName::Kind::kNative:
+      break;
+  }
   return n;
 }
 
@@ -307,7 +307,7 @@ class PythonRunner : public TaskRunner {
   }
 
   bool Handles(absl::string_view function) const override {
-    return absl::StartsWith(function, kPythonTaskPrefix);
+    return absl::StartsWith(function, ipc::kPythonTaskPrefix);
   }
 
   std::string Describe() const override {
@@ -913,7 +913,7 @@ class PythonRunner : public TaskRunner {
     auto it = plan.functions.find(name.cache_key);
     if (it != plan.functions.end()) return it->second.fn;
     const std::string function =
-        absl::StrCat(kPythonTaskPrefix, name.cache_key);
+        absl::StrCat(ipc::kPythonTaskPrefix, name.cache_key);
     try {
       py::module_ importlib = py::module_::import("importlib");
       py::object obj;

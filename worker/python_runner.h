@@ -2,7 +2,8 @@
 // embedded CPython interpreter (one per worker process, so N workers run N
 // tasks truly in parallel, each under its own GIL).
 //
-// Task names (python/shoal/_client.py makes them):
+// Task names (ipc/task_name.h has their grammar and parser;
+// python/shoal/_naming.py and _client.py make them):
 //   py:package.module:function   imported by name once and cached (the
 //                                function may be a dotted attribute path,
 //                                "py:pkg.mod:Class.method");
@@ -77,16 +78,9 @@
 
 namespace shoal::worker {
 
-// The prefix that routes a task to the Python runner.
-inline constexpr char kPythonTaskPrefix[] = "py:";
 // TaskSpec::python_path "@<32 hex digits>": the path is that store object's
 // bytes (python/shoal/_client.py makes these).
 inline constexpr char kPythonPathObjectPrefix[] = "@";
-// After "py:": a function by value in a store object / in the call.
-inline constexpr char kPythonStoredFunctionPrefix[] = "=";
-inline constexpr char kPythonCarriedFunctionPrefix[] = "#";
-// At the end of a task name: the call envelope.
-inline constexpr char kPythonEnvelopeSuffix[] = "!";
 
 struct PythonRunnerOptions {
   // Whether each task's python_path and the modules imported from it are

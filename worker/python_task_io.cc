@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "worker/python_values.h"
+#include "pyvalues/python_values.h"
 
 namespace shoal::worker::python_io {
 namespace py = pybind11;

@@ -16,6 +16,7 @@
 #include "base/mutex.h"
 #include "ipc/protocol.h"
 #include "ipc/socket.h"
+#include "ipc/task_name.h"
 #include "observe/task_stats.h"
 #include "observe/timeline.h"
 #include "shm/store_client.h"
@@ -193,7 +194,7 @@ void RecordTask(const tasks::TaskClaim& c, int32_t code) {
   e.id = c.id;
   e.code = static_cast<int16_t>(code);
   absl::string_view name = c.function;
-  const size_t at = name.find("@actor=");
+  const size_t at = name.rfind(ipc::kActorMarker);
   e.kind = static_cast<uint16_t>(at == absl::string_view::npos
                                      ? observe::EventKind::kTask
                                      : observe::EventKind::kActorCall);

@@ -17,7 +17,7 @@
 #include "python/ext/module.h"
 #include "python/ext/store.h"
 #include "python/ext/values.h"
-#include "worker/small_call_pickle.h"
+#include "pyvalues/small_call_pickle.h"
 
 namespace shoal::pyext {
 namespace {

@@ -6,7 +6,7 @@
 #include <array>
 
 #include "absl/strings/str_cat.h"
-#include "worker/python_values.h"
+#include "pyvalues/python_values.h"
 
 namespace shoal::pyext {
 namespace {

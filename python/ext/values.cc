@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "python/ext/store.h"
-#include "worker/python_values.h"
+#include "pyvalues/python_values.h"
 
 namespace shoal::pyext {
 namespace {

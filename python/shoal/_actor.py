@@ -12,7 +12,7 @@
     c.add.remote(1).result()          # 11: calls run in order, state stays
     shoal.kill(c)
 
-The node makes the actor (coordinator/actors.cc): a worker process of its own
+The node makes the actor (coordinator/actor_directory.h): a worker process of its own
 (its own interpreter; its GPUs, per num_gpus, through CUDA_VISIBLE_DEVICES),
 and a queue of its own in the task table that only that process claims from.
 A call is an ordinary task named "py:shoal._actor:_call@actor=<id>", so it
@@ -37,18 +37,18 @@ import re
 import sys
 from typing import Any, Callable, Iterable, Mapping, NoReturn, Optional
 
-from . import _context, _errors, _ext
+from . import _context, _errors, _ext, _naming
 
 try:
     import cloudpickle
 except ImportError:  # the class must then be importable by name
     cloudpickle = None
 
-_INIT_FUNCTION = "py:shoal._actor:_init"
-_CALL_FUNCTION = "py:shoal._actor:_call"
+_INIT_FUNCTION = _naming.by_module("shoal._actor", "_init")
+_CALL_FUNCTION = _naming.by_module("shoal._actor", "_call")
 _ACTOR_OPTIONS = ("num_cpus", "num_gpus", "max_restarts", "lifetime", "name")
 # A named actor's name goes to the node with this prefix, which makes it
-# unique among the node's live actors (coordinator/actors.cc); its worker's
+# unique among the node's live actors (coordinator/actor_directory.h); its worker's
 # role in the node's status is then "actor <id> name:<name>".
 _NAME_PREFIX = "name:"
 _NAMED_ROLE = re.compile(r"actor (\d+) name:(.*)", re.S)
@@ -152,7 +152,7 @@ class ActorHandle:
         # Future until its answer is read; None: not checked).
         self._cls = cls
         self._methods = methods
-        self._call = f"{_CALL_FUNCTION}@actor={actor_id}"
+        self._call = _naming.for_actor(_CALL_FUNCTION, actor_id)
 
     def _bound_client(self) -> Any:
         if self._client is None:

@@ -18,14 +18,17 @@ from typing import (Any, Callable, Iterable, Iterator, Mapping, Optional,
 
 import numpy as np
 
-from . import (_errors, _ext, _paths, _progress, _serialize, _store,
-               _zero_copy)
+from . import (_errors, _ext, _naming, _paths, _progress, _serialize,
+               _store, _zero_copy)
 from ._naming import _fingerprint, client_search_path, task_name
 from ._collector import _MIN_SWEEP, Collector
 from ._future import (_DONE_STATES, Future, ItemFuture, NestedFuture,
                       ValueByReference, _finished)
 
 _T = TypeVar("_T")
+# The prefix of Python task names (_naming.py), bound here for the submit
+# paths.
+_PY = _naming.PYTHON_PREFIX
 
 _OPTIONS = ("timeout", "max_retries", "cpus", "gpus", "num_cpus", "num_gpus")
 # A module path longer than this goes to the workers as a store object
@@ -405,16 +408,16 @@ class Client(Collector):
         for a in args:
             if type(a) not in _PLAIN_TYPES:
                 if (isinstance(a, Future) or type(a) is _store.ValueRef or
-                        not name.startswith("py:")):
+                        not name.startswith(_PY)):
                     return None
                 plain = False
             elif (type(a) is np.ndarray and _zero_copy.active and
-                  name.startswith("py:") and _zero_copy.by_reference(a)):
+                  name.startswith(_PY) and _zero_copy.by_reference(a)):
                 plain = False  # in store memory already: by reference
         if len(self._forgotten) >= self._sweep_at:
             self._release_forgotten()
         timeout, retries, cpus, gpus = opts
-        path = self._python_path() if name.startswith("py:") else ""
+        path = self._python_path() if name.startswith(_PY) else ""
         if plain:
             try:
                 task_id, keep = self._handle.submit(
@@ -427,7 +430,7 @@ class Client(Collector):
         # The common small call: its pickle written by the extension, and
         # submitted, in one step; None when an argument is not a plain
         # value or an exact dict, list or tuple of them.
-        envelope_name = name + "!"  # the worker's mark of a pickled call
+        envelope_name = _naming.enveloped(name)
         done = self._handle.submit_small_call(
             envelope_name, fn_bytes, args, path, timeout, retries, cpus, gpus)
         if done is not None:
@@ -452,11 +455,11 @@ class Client(Collector):
         if len(self._forgotten) >= self._sweep_at:
             self._release_forgotten()
         name, fn_keep, fn_bytes = self._function(fn)
-        path = self._python_path() if name.startswith("py:") else ""
+        path = self._python_path() if name.startswith(_PY) else ""
         timeout, retries, cpus, gpus = opts
         if (not kwargs and fn_bytes is None and
                 all(type(a) in _PLAIN_TYPES for a in args) and
-                not (_zero_copy.active and name.startswith("py:") and any(
+                not (_zero_copy.active and name.startswith(_PY) and any(
                     type(a) is np.ndarray and _zero_copy.by_reference(a)
                     for a in args))):
             try:
@@ -464,9 +467,9 @@ class Client(Collector):
                     name, args, path, timeout, retries, cpus, gpus)
                 return task_id, _keep_also(keep, fn_keep)
             except _errors.InvalidArgumentError:
-                if not name.startswith("py:"):
+                if not name.startswith(_PY):
                     raise  # C++ tasks take plain values only
-        if not name.startswith("py:"):
+        if not name.startswith(_PY):
             raise _errors.InvalidArgumentError(
                 f"the C++ task {name!r} takes positional plain values only "
                 "(None, bool, int, float, str, bytes, arrays)")
@@ -481,7 +484,8 @@ class Client(Collector):
         except Exception as e:  # noqa: BLE001 (any pickling failure)
             raise _serialize.unpicklable_argument(args, kwargs, e) from None
         task_id, keep = self._handle.submit(
-            name + "!", values, path, timeout, retries, cpus, gpus)
+            _naming.enveloped(name), values, path, timeout, retries, cpus,
+            gpus)
         return task_id, _keep_also(keep, fn_keep)
 
     def _submit_resolved(self, fn: Any, args: Any, kwargs: Any,
@@ -494,7 +498,7 @@ class Client(Collector):
         outputs only (None, scalars, str, small arrays, a small pickled
         result), one given to a C++ task, and any future of a remote client
         (it has no store) go by value. Raises a failed dependency's error."""
-        by_ref = self._local and self._function(fn)[0].startswith("py:")
+        by_ref = self._local and self._function(fn)[0].startswith(_PY)
         refs: list[Any] = []
 
         def resolve(x: Any) -> Any:
@@ -592,9 +596,9 @@ class Client(Collector):
                     self._handle.store, np.frombuffer(data, dtype=np.uint8),
                     "raw")
                 self.function_stats["stored"] += 1
-                entry = ("py:=" + ref.id, ref, None)
+                entry = (_naming.stored(ref.id), ref, None)
             else:
-                entry = ("py:#" + digest, None, data)
+                entry = (_naming.carried(digest), None, data)
             if len(self._by_hash) >= _MAX_STORED_FUNCTIONS:
                 self._by_hash.pop(next(iter(self._by_hash)))
             self._by_hash[digest] = entry
@@ -613,14 +617,14 @@ class Client(Collector):
         mod.f, a function sent by value ("py:=<id>", "py:#<hash>") by its
         qualified name."""
         def name(m: "re.Match[str]") -> str:
-            whole = m.group(0).rstrip("!")
+            whole = m.group(0).rstrip(_naming.ENVELOPE)
             known = self._readable_names.get(whole)
             if known is not None:
                 return known
-            if whole.startswith(("py:=", "py:#")):
+            if _naming.is_by_value(whole):
                 return "a function sent by value"
-            return whole[3:].replace(":", ".")
-        return _TASK_NAME.sub(name, text)
+            return whole[len(_naming.PYTHON_PREFIX):].replace(":", ".")
+        return _naming.NAME_IN_TEXT.sub(name, text)
 
     # ---- completions (_collector.Collector) ---------------------------
 
@@ -686,9 +690,6 @@ def _nested_futures(args: Any, kwargs: Any) -> list[Future[Any]]:
 
         CloudRecorder(io.BytesIO(), 5).dump((args, kwargs))
     return list(found.values())
-
-
-_TASK_NAME = re.compile(r"py:(?:[=#][0-9a-fA-F]+|[\w.]+:[\w.]+)!?")
 
 
 def _qualified_name(fn: Any) -> str:

@@ -1,13 +1,20 @@
-"""Function naming for task submission: the task name a worker runs a
-function by ("py:module:qualname" when a worker can import it, else None:
-the client sends it by value), the folders of sys.path a worker needs to
-import the client's modules, and the fingerprint that tells when a
-function sent by value was rebound. The one place the rule for a Python
-task name lives (python_name, MAX_NAME_BYTES): used by _client.Client and
+"""Task names and function naming for task submission.
+
+A task's name says what runs it (ipc/task_name.h has the grammar and the
+node's one parser; this module is the Python side's one writer):
+"py:module:qualname" (a function a worker imports by name), "py:=<object
+id>" and "py:#<hash>" (a function sent by value: in a store object, or
+carried in the call), a C++ task's own name, each optionally followed by
+"@actor=<id>" (a call to that actor) and then "!" (the call envelope: the
+arguments are one pickle). Also here: the folders of sys.path a worker
+needs to import the client's modules, and the fingerprint that tells when
+a function sent by value was rebound. The rule for a Python task name
+(python_name, MAX_NAME_BYTES) lives here only: used by _client.Client and
 _remote.RemoteFunction."""
 
 import ast
 import os
+import re
 import site
 import sys
 import sysconfig
@@ -15,6 +22,52 @@ import types
 import weakref
 
 from . import _errors, _paths
+
+# The prefix of every Python task name.
+PYTHON_PREFIX = "py:"
+# Between a function's name and the actor a call goes to.
+ACTOR_MARKER = "@actor="
+# At the end of a Python task name: the arguments are the call envelope.
+ENVELOPE = "!"
+# A Python task name inside a message (readable_message rewrites them).
+NAME_IN_TEXT = re.compile(r"py:(?:[=#][0-9a-fA-F]+|[\w.]+:[\w.]+)!?")
+
+
+def is_python(name: str) -> bool:
+    """Whether task name `name` is run by a worker's Python runner."""
+    return name.startswith(PYTHON_PREFIX)
+
+
+def by_module(module: str, qualname: str) -> str:
+    """"py:module:qualname": a function a worker imports by name."""
+    return f"{PYTHON_PREFIX}{module}:{qualname}"
+
+
+def stored(object_id: str) -> str:
+    """The name of a function whose pickle is store object `object_id`."""
+    return f"{PYTHON_PREFIX}={object_id}"
+
+
+def carried(digest: str) -> str:
+    """The name of a function whose pickle the call carries (`digest`: its
+    blake2b-128 hex digest); used with the envelope only."""
+    return f"{PYTHON_PREFIX}#{digest}"
+
+
+def is_by_value(name: str) -> bool:
+    """Whether `name` (without "!") names a function sent by value."""
+    return name.startswith((PYTHON_PREFIX + "=", PYTHON_PREFIX + "#"))
+
+
+def enveloped(name: str) -> str:
+    """`name` marked as a call whose arguments are one pickle."""
+    return name + ENVELOPE
+
+
+def for_actor(name: str, actor_id: int) -> str:
+    """`name` as a call to actor `actor_id`."""
+    return f"{name}{ACTOR_MARKER}{actor_id}"
+
 
 
 def _fingerprint(fn):
@@ -84,9 +137,9 @@ def task_name(fn, by_value_ok=False):
     `by_value_ok` (the caller sends them by value), else
     InvalidArgumentError."""
     if isinstance(fn, str):
-        if fn.startswith("py:") or ":" not in fn:
+        if is_python(fn) or ":" not in fn:
             return fn
-        return "py:" + fn
+        return PYTHON_PREFIX + fn
     try:
         name = _NAMES[fn]  # "" for a function that goes by value
     except (KeyError, TypeError):
@@ -135,7 +188,7 @@ def python_name(module, qualname, is_target, main_by_name):
         names = _main_import_names()
         if names is not None and qualname.split(".")[0] not in names:
             return None  # bound only when run as a script: by value
-    name = f"py:{module}:{qualname}"
+    name = by_module(module, qualname)
     return name if len(name.encode()) <= MAX_NAME_BYTES else None
 
 

@@ -6,8 +6,8 @@
 // that meets anything else returns nullptr, and the worker then hands the
 // bytes to pickle.loads, which reads every pickle (so the format may grow on
 // the writer's side first).
-#ifndef SHOAL_WORKER_SMALL_CALL_PICKLE_H_
-#define SHOAL_WORKER_SMALL_CALL_PICKLE_H_
+#ifndef SHOAL_PYVALUES_SMALL_CALL_PICKLE_H_
+#define SHOAL_PYVALUES_SMALL_CALL_PICKLE_H_
 
 #include <Python.h>
 
@@ -37,4 +37,4 @@ PyObject* UnpickleSmallCall(absl::string_view pickle);
 
 }  // namespace shoal::python
 
-#endif  // SHOAL_WORKER_SMALL_CALL_PICKLE_H_
+#endif  // SHOAL_PYVALUES_SMALL_CALL_PICKLE_H_

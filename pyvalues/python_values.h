@@ -5,8 +5,8 @@
 //
 // REQUIRES (every function and method here, unless it says otherwise): the
 // calling thread holds the GIL.
-#ifndef SHOAL_WORKER_PYTHON_VALUES_H_
-#define SHOAL_WORKER_PYTHON_VALUES_H_
+#ifndef SHOAL_PYVALUES_PYTHON_VALUES_H_
+#define SHOAL_PYVALUES_PYTHON_VALUES_H_
 
 #include <Python.h>
 
@@ -102,4 +102,4 @@ std::string ExceptionTypeName(PyObject* type);
 
 }  // namespace shoal::python
 
-#endif  // SHOAL_WORKER_PYTHON_VALUES_H_
+#endif  // SHOAL_PYVALUES_PYTHON_VALUES_H_

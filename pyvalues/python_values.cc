@@ -1,4 +1,4 @@
-#include "worker/python_values.h"
+#include "pyvalues/python_values.h"
 
 #include <dlpack/dlpack.h>
 

@@ -1,4 +1,4 @@
-#include "worker/small_call_pickle.h"
+#include "pyvalues/small_call_pickle.h"
 
 #include <algorithm>
 #include <cstdint>
