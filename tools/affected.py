@@ -38,7 +38,7 @@ PYTEST_PATHS = (
 
 # What the type check reads: the package's sources and stubs, and its
 # configuration (pyproject.toml's [tool.mypy]).
-TYPED_PATHS = ("python/shoal/", "pyproject.toml")
+TYPED_PATHS = ("python/shoal/", "tools/bench/python/", "pyproject.toml")
 
 # The target every pytest file imports the package from.
 PYTHON_SITE = "//python:site"

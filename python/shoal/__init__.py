@@ -60,7 +60,7 @@ function to dodge a cycle); the arrows name its imports besides _errors:
     _errors        Error and its subclasses, TaskError  (no shoal imports)
     _version       __version__, generated from VERSION by Bazel
     task           shoal.task, for code running as a task
-    bench          `python -m shoal.bench` (and _bench_tasks): on the public API
+    bench          `python -m shoal_bench` (and _bench_tasks): on the public API
 """
 
 from ._version import __version__

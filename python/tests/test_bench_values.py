@@ -1,10 +1,10 @@
-"""The values benchmark's sync phase (shoal/_bench_values.py): a system's
+"""The values benchmark's sync phase (shoal/values.py): a system's
 workloads interleaved in blocks, against a real node."""
 
-from shoal import _bench_tasks, _bench_values
+from shoal_bench import tasks, values
 
 
-class _Recording(_bench_values._Shoal):
+class _Recording(values._Shoal):
     """The benchmark's shoal system, noting which function each submit ran."""
 
     def __init__(self, client):
@@ -18,9 +18,9 @@ class _Recording(_bench_values._Shoal):
 
 def test_sync_interleaved_alternates_blocks_and_counts_each(client):
     system = _Recording(client)
-    cases = [(w, *_bench_values._workload_fn(system, w))
+    cases = [(w, *values._workload_fn(system, w))
              for w in ("noop", "dict", "closure")]
-    out = _bench_values._sync_interleaved(system, cases, n_sync=12, blocks=4)
+    out = values._sync_interleaved(system, cases, n_sync=12, blocks=4)
     assert set(out) == {"noop", "dict", "closure"}
     for w, (lat, failed) in out.items():
         assert len(lat) == 12 // 4 * 4, w
@@ -33,11 +33,11 @@ def test_sync_interleaved_alternates_blocks_and_counts_each(client):
         for fn in (fns if b % 2 == 0 else fns[::-1]):
             expect += [fn] * 3
     assert system.calls == expect
-    assert fns[0] is _bench_tasks.noop and fns[1] is _bench_tasks.take_dict
+    assert fns[0] is tasks.noop and fns[1] is tasks.take_dict
 
 
 def test_run_reports_every_workload_with_interleaved_sync(client):
-    rows = _bench_values.run([_bench_values._Shoal(client)], n_async=20,
+    rows = values.run([values._Shoal(client)], n_async=20,
                              n_sync=20, rounds=1, array_reps=1, blocks=2)
     cases = {r["case"]: r for r in rows if r["system"] == "shoal"}
     for w in ("noop", "dict", "closure"):

@@ -53,7 +53,7 @@ int BenchCommand(int argc, char** argv) {
     return bench::PythonBench(argc - 1, argv + 1);
   if (std::strcmp(argv[1], "torch") == 0)
     return bench::TorchBench(argc - 1, argv + 1);
-  // python -m shoal.bench dataloader [flags]
+  // python -m shoal_bench dataloader [flags]
   if (std::strcmp(argv[1], "dataloader") == 0)
     return bench::PythonBench(argc, argv);
   std::fprintf(stderr, "shoal bench: unknown workload '%s'\n\n%s", argv[1],

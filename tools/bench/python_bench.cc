@@ -1,6 +1,7 @@
-// `shoal bench python`: the Python client benchmark (python/shoal/bench.py),
-// run by Debian's interpreter with the shoal package built beside this
-// binary and this binary as the node's workers.
+// `shoal bench python`: the Python client benchmark
+// (tools/bench/python/shoal_bench/__main__.py), run by Debian's interpreter
+// with the shoal package built beside this binary and this binary as the node's
+// workers.
 #include <unistd.h>
 
 #include <cstdio>
@@ -29,7 +30,7 @@ int PythonBench(int argc, char** argv) {
   const char* python =
       access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
   std::vector<char*> args = {const_cast<char*>(python), const_cast<char*>("-m"),
-                             const_cast<char*>("shoal.bench")};
+                             const_cast<char*>("shoal_bench")};
   for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
   args.push_back(nullptr);
   execvp(python, args.data());

@@ -1,6 +1,7 @@
 // `shoal bench torch`: torch.distributed with backend "shoal" beside "gloo"
-// (python/shoal/_torch_bench.py), run with the shoal package built beside
-// this binary by the interpreter the build is for (SHOAL_BENCH_PYTHON_DEFAULT:
+// (tools/bench/python/shoal_bench/torch_dist.py), run with the shoal package
+// built beside this binary by the interpreter the build is for
+// (SHOAL_BENCH_PYTHON_DEFAULT:
 // @shoal_python's, e.g. a venv's python with torch 2.x; the environment's
 // SHOAL_BENCH_PYTHON overrides it), and this binary for the
 // `shoal bench collective` comparison.
@@ -39,7 +40,7 @@ int TorchBench(int argc, char** argv) {
                            : SHOAL_BENCH_PYTHON_DEFAULT;
   if (access(python, X_OK) != 0) python = "python3";
   std::vector<char*> args = {const_cast<char*>(python), const_cast<char*>("-m"),
-                             const_cast<char*>("shoal._torch_bench")};
+                             const_cast<char*>("shoal_bench.torch_dist")};
   for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
   args.push_back(nullptr);
   execvp(python, args.data());

@@ -1,4 +1,4 @@
-"""Task functions of shoal.bench (kept apart so workers import nothing
+"""Task functions of shoal_bench (kept apart so workers import nothing
 else for them)."""
 
 import time

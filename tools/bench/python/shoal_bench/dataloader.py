@@ -259,7 +259,7 @@ def _one(args):
 # ---- the harness --------------------------------------------------------------
 
 def _spawn(workload, kind, args):
-    cmd = [sys.executable, "-m", "shoal._bench_dataloader", "--run",
+    cmd = [sys.executable, "-m", "shoal_bench.dataloader", "--run",
            workload, "--loader", kind, "--tokens-gib", str(args.tokens_gib),
            "--tokens-batches", str(args.tokens_batches),
            "--images", str(args.images)]

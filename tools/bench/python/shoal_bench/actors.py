@@ -1,7 +1,7 @@
 """The actors section of `shoal bench python`: method
 calls on one actor — sync p50 (call + result, one at a time) and async
 calls/s (submit N, then wait for all) — beside Ray actor calls in the same
-run when Ray is there (shoal._bench_values.load_ray)."""
+run when Ray is there (shoal_bench.values.load_ray)."""
 
 import statistics
 import time
@@ -78,7 +78,7 @@ def _async_round(system, n):
 def run(ray_system, n_async, n_sync, rounds):
     """Rows, one per system: calls/s (async) and p50/p99 µs (sync), medians
     of `rounds` rounds alternating the systems. `ray_system`: the Ray peer of
-    _bench_values (or None: Ray skipped)."""
+    values (or None: Ray skipped)."""
     systems = [_ShoalActor()]
     if ray_system is not None:
         systems.append(_RayActor(ray_system))

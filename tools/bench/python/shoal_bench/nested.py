@@ -2,7 +2,7 @@
 parent task that submits N children and gets them (children/s, from the
 parent's submit to its result), and a recursion D deep, each level waiting
 for the next (ms), beside Ray doing the same in the same run when Ray is
-there (shoal._bench_values.load_ray). Waits inside a shoal task run queued
+there (shoal_bench.values.load_ray). Waits inside a shoal task run queued
 tasks inline (docs/actors.md, "Nested tasks"); Ray starts workers for
 blocked ones."""
 
@@ -94,7 +94,7 @@ def run(client, ray_system, children, depth, rounds):
     """Rows, one per system: children/s of one parent fanning out to
     `children` tasks, and ms of a `depth`-deep recursion; medians of
     `rounds` rounds alternating the systems. `ray_system`: the Ray peer of
-    _bench_values (or None: Ray skipped)."""
+    values (or None: Ray skipped)."""
     systems = [_Shoal(client)]
     if ray_system is not None:
         systems.append(_Ray(ray_system))

@@ -24,9 +24,9 @@ import subprocess
 import sys
 import time
 
-from . import _paths
+from shoal import _paths
 
-MODULE = "shoal._torch_bench"
+MODULE = "shoal_bench.torch_dist"
 
 
 def parse_size(text):

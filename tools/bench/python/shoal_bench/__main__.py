@@ -1,8 +1,8 @@
 """The Python client benchmark (`shoal bench python`, or
-`python3 -m shoal.bench`): shoal's Python client beside the Python standard
+`python3 -m shoal_bench`): shoal's Python client beside the Python standard
 library's answers, in the same run, on the same cores.
 
-  tasks   no-op Python tasks (shoal._bench_tasks.noop) from one client to a
+  tasks   no-op Python tasks (shoal_bench.tasks.noop) from one client to a
           node of 2 workers: async (N submitted, then all awaited: tasks/s)
           and sync (sequential submit + result: p50/p99 µs) — beside
           multiprocessing.Pool(2)'s apply_async and apply. Rounds alternate
@@ -12,13 +12,13 @@ library's answers, in the same run, on the same cores.
           process (request → usable read-only view, µs) — beside
           multiprocessing.shared_memory (create + copy in; attach + view).
           Medians over repetitions, shoal and shared_memory alternating.
-  values  what Python programs pass (shoal._bench_values): a
+  values  what Python programs pass (shoal_bench.values): a
           small dict, the same in a closure, a dict of two 32 MiB arrays —
           beside multiprocessing.Pool, ProcessPoolExecutor and Ray (from a
           virtualenv; skipped when absent).
-  actors  actor method calls (shoal._bench_actors): sync
+  actors  actor method calls (shoal_bench.actors): sync
           p50 and async calls/s on one actor, beside Ray actor calls.
-  nested  tasks inside tasks (shoal._bench_nested): a parent fanning out
+  nested  tasks inside tasks (shoal_bench.nested): a parent fanning out
           to 100 children (children/s) and a recursion 20 deep (ms),
           beside Ray doing the same.
 
@@ -35,7 +35,7 @@ from multiprocessing import shared_memory
 
 import numpy as np
 
-from shoal import _bench_actors, _bench_nested, _bench_tasks, _bench_values
+from shoal_bench import actors, nested, tasks, values
 
 SHOAL = "shoal (Python client)"
 
@@ -51,7 +51,7 @@ def _percentile(values, q):
 
 def _shoal_system(client):
     import shoal
-    noop = _bench_tasks.noop
+    noop = tasks.noop
 
     def async_round(n):
         t0 = time.perf_counter()
@@ -73,14 +73,14 @@ def _shoal_system(client):
         return latencies, failed
 
     # Warm-up: both workers start their interpreters and import the module.
-    for f in [client.submit(_bench_tasks.sleep, 0.2) for _ in range(2)]:
+    for f in [client.submit(tasks.sleep, 0.2) for _ in range(2)]:
         f.result(60)
     shoal.wait([client.submit(noop) for _ in range(1000)])
     return async_round, sync_round
 
 
 def _pool_system(pool):
-    noop = _bench_tasks.noop
+    noop = tasks.noop
 
     def async_round(n):
         t0 = time.perf_counter()
@@ -307,8 +307,8 @@ def _print_tables(task_rows, store_rows, workers):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["dataloader"]:  # `shoal bench dataloader`
-        from shoal import _bench_dataloader
-        return _bench_dataloader.main(argv[1:])
+        from shoal_bench import dataloader
+        return dataloader.main(argv[1:])
     p = argparse.ArgumentParser(prog="shoal bench python",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--async", dest="n_async", type=int, default=20000,
@@ -353,7 +353,7 @@ def main(argv=None):
     p.add_argument("--array-reps", type=int, default=5,
                    help="values: two-array repetitions per round "
                    "(default 5)")
-    p.add_argument("--ray-venv", default=_bench_values.DEFAULT_VENV,
+    p.add_argument("--ray-venv", default=values.DEFAULT_VENV,
                    help="values: the virtualenv holding Ray (default "
                    "%(default)s)")
     p.add_argument("--install-ray", action="store_true",
@@ -370,10 +370,10 @@ def main(argv=None):
     value_peers, notes = [], []
     ray = None
     if "values" in sections and not args.no_peers:
-        value_peers = [_bench_values._Pool(args.workers),
-                       _bench_values._Executor(args.workers)]
+        value_peers = [values._Pool(args.workers),
+                       values._Executor(args.workers)]
     if sections & {"values", "actors", "nested"} and not args.no_peers:
-        ray, note = _bench_values.load_ray(args.ray_venv, args.install_ray,
+        ray, note = values.load_ray(args.ray_venv, args.install_ray,
                                            args.workers)
         value_peers += [ray] if ray else []
         notes += [note] if note else []
@@ -397,16 +397,16 @@ def main(argv=None):
                 store_rows = bench_store(node.job_id, args.put_bytes,
                                          args.store_reps)
             if "values" in sections:
-                value_rows = _bench_values.run(
-                    [_bench_values._Shoal(client)] + value_peers,
+                value_rows = values.run(
+                    [values._Shoal(client)] + value_peers,
                     args.values_async, args.values_sync, args.values_rounds,
                     args.array_reps, args.values_blocks)
             if "actors" in sections:
-                actor_rows = _bench_actors.run(ray, args.actor_async,
+                actor_rows = actors.run(ray, args.actor_async,
                                                args.actor_sync,
                                                args.values_rounds)
             if "nested" in sections:
-                nested_rows = _bench_nested.run(client, ray, 100, 20,
+                nested_rows = nested.run(client, ray, 100, 20,
                                                 args.values_rounds + 2)
             shoal.disconnect()
             del client
@@ -425,10 +425,10 @@ def main(argv=None):
     if task_rows:
         _print_tables(task_rows, store_rows, args.workers)
     if value_rows:
-        _bench_values.print_tables(value_rows, args.workers, notes)
+        values.print_tables(value_rows, args.workers, notes)
     if actor_rows:
-        _bench_actors.print_tables(actor_rows)
-    _bench_nested.print_tables(nested_rows, args.workers)
+        actors.print_tables(actor_rows)
+    nested.print_tables(nested_rows, args.workers)
     return 0
 
 

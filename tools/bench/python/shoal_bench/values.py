@@ -35,7 +35,8 @@ import time
 
 import numpy as np
 
-from shoal import _bench_tasks, _zero_copy
+from shoal import _zero_copy
+from shoal_bench import tasks
 
 SHOAL = "shoal"
 DEFAULT_VENV = os.path.expanduser("~/.cache/shoal-bench-venv")
@@ -54,7 +55,7 @@ class _Shoal:
 
     def __init__(self, client):
         self.client = client
-        self.closure = _bench_tasks.make_closure()
+        self.closure = tasks.make_closure()
 
     def submit(self, fn, *args):
         return self.client.submit(fn, *args)
@@ -92,7 +93,7 @@ class _Executor:
         self.name = f"ProcessPoolExecutor({workers})"
         self.ex = concurrent.futures.ProcessPoolExecutor(
             workers, mp_context=multiprocessing.get_context("fork"))
-        for f in [self.ex.submit(_bench_tasks.noop) for _ in range(workers)]:
+        for f in [self.ex.submit(tasks.noop) for _ in range(workers)]:
             f.result(60)  # its processes fork now, before shoal connects
         self.closure = None
 
@@ -114,7 +115,7 @@ class _Ray:
         self.ray = ray
         self.name = f"Ray {ray.__version__} (num_cpus={workers})"
         self._remote = {}
-        self.closure = _bench_tasks.make_closure()
+        self.closure = tasks.make_closure()
 
     def submit(self, fn, *args):
         r = self._remote.get(fn)
@@ -171,7 +172,7 @@ def load_ray(venv, install, workers):
     except Exception as e:  # noqa: BLE001
         return None, f"Ray skipped: {type(e).__name__}: {e}"
     system = _Ray(ray, workers)
-    for h in [system.submit(_bench_tasks.noop) for _ in range(200)]:
+    for h in [system.submit(tasks.noop) for _ in range(200)]:
         system.result(h)
     return system, ""
 
@@ -183,9 +184,9 @@ SMALL_DICT = {"x": 1, "y": "s"}
 
 def _workload_fn(system, workload):
     if workload == "noop":
-        return _bench_tasks.noop, ()
+        return tasks.noop, ()
     if workload == "dict":
-        return _bench_tasks.take_dict, (SMALL_DICT,)
+        return tasks.take_dict, (SMALL_DICT,)
     return system.closure, (SMALL_DICT,)
 
 
@@ -231,7 +232,7 @@ def _arrays_round(system, arrays, reps):
     for _ in range(reps):
         t0 = time.perf_counter()
         read_at, total = system.result(
-            system.submit(_bench_tasks.read_arrays, arrays))
+            system.submit(tasks.read_arrays, arrays))
         out.append(read_at - t0)
     return out
 
@@ -250,7 +251,7 @@ def _fresh_arrays_round(system, rng, reps):
                   "b": rng.random(ARRAY_BYTES // 4, dtype=np.float32)}
         t0 = time.perf_counter()
         read_at, total = system.result(
-            system.submit(_bench_tasks.read_arrays, arrays))
+            system.submit(tasks.read_arrays, arrays))
         out.append(read_at - t0)
         del arrays
     return out
