@@ -4,16 +4,16 @@
 # page's plots from that folder.
 #
 #   bazel build --config=opt //tools:shoal //python:site //examples/data_parallel:dp_bench
-#   tools/bench/figures.sh [OUT]          # OUT: docs/figures by default
+#   tools/bench/figures.sh [OUT [BIN]]    # OUT: docs/figures; BIN: bazel-out/k8-optopt/bin
 #
-# Run it on a quiet machine: it takes about half an hour on 2 cores. The
+# Run it on a quiet machine: it takes about ten minutes on 2 cores. The
 # across-nodes rows need root (network namespaces); without root they are
 # skipped and the script says so. The Python rows make Ray's virtualenv once
 # (~/.cache/shoal-bench-venv, --install-ray) and use it as their peer.
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-docs/figures}
-BIN=${SHOAL_BENCH_BIN:-bazel-out/k8-optopt/bin}
+BIN=${2:-bazel-out/k8-optopt/bin}
 B=$BIN/tools/shoal
 mkdir -p "$OUT"
 [ -x "$B" ] || { echo "figures.sh: no $B; build with --config=opt first" >&2; exit 2; }
@@ -45,3 +45,4 @@ run python     "$B" bench python --json --install-ray
 run torch      "$B" bench torch --json
 run train      "$BIN/examples/data_parallel/dp_bench" --rounds 3 --json
 run dataloader_table "$B" bench dataloader --json "$OUT/dataloader.json"
+mv "$OUT/dataloader_table.json" "$OUT/dataloader_table.txt" 2>/dev/null
