@@ -42,10 +42,8 @@ struct GradSyncOptions {
 // communicator's thread): it overlaps only if every rank has a core to spare
 // for it, i.e. `cpus` (this process may run on) >= 2 x `local_ranks`. With
 // one core per rank the thread instead takes turns with backward on the same
-// core, and the all-reduce's sync points wait for scheduler turns: W5 on 2
-// vCPUs measured 5-10% fewer samples/s with overlap than without on a quiet
-// machine, and 37% fewer while other processes were busy too
-// (docs/BENCHMARKS.md).
+// core, and the all-reduce's sync points wait for scheduler turns, which
+// costs samples/s (docs/BENCHMARKS.md, W5, has overlap on and off).
 struct OverlapChoice {
   bool on = true;
   std::string why;
