@@ -126,6 +126,7 @@ struct StoreStatsRequest {};
 
 // Plain record (see the rule above): the store's counters.
 using StoreStats = wire::StoreStatsReply;
+using StoreDeviceStats = wire::StoreDeviceStats;
 
 struct ReclaimHint {
   ObjectId id;

@@ -290,6 +290,48 @@ std::vector<MetricFamily> FamiliesOf(const Figures& f) {
   One(&out, "shoal_store_lock_repairs_total",
       "Store operations of dead lock holders rolled back", C,
       static_cast<double>(s.lock_repairs()));
+  One(&out, "shoal_store_creates_total",
+      "Objects created in the store (a put is one)", C,
+      static_cast<double>(s.creates()));
+  One(&out, "shoal_store_created_bytes_total",
+      "Bytes of the objects created in the store", C,
+      static_cast<double>(s.created_bytes()));
+  One(&out, "shoal_store_gets_total",
+      "Objects read from the store by gets, every client's", C,
+      static_cast<double>(s.gets()));
+  One(&out, "shoal_store_get_bytes_total",
+      "Bytes of the objects read from the store by gets", C,
+      static_cast<double>(s.get_bytes()));
+  One(&out, "shoal_store_spills_total", "Objects written to the spill folder",
+      C, static_cast<double>(s.spills()));
+  One(&out, "shoal_store_spilled_bytes_total",
+      "Bytes written to the spill folder", C,
+      static_cast<double>(s.spilled_bytes()));
+  One(&out, "shoal_store_restores_total",
+      "Spilled objects read back into the store", C,
+      static_cast<double>(s.restores()));
+  One(&out, "shoal_store_restored_bytes_total",
+      "Bytes of spilled objects read back into the store", C,
+      static_cast<double>(s.restored_bytes()));
+  MetricFamily device_capacity{
+      "shoal_store_device_capacity_bytes",
+      "GPU memory the store holds for device objects, by GPU",
+      G,
+      {}};
+  MetricFamily device_used{"shoal_store_device_used_bytes",
+                           "GPU memory device objects take, by GPU",
+                           G,
+                           {}};
+  for (const ipc::StoreDeviceStats& d : s.devices()) {
+    std::vector<ClientMetric::Label> gpu = {
+        {"gpu", std::to_string(d.ordinal())}};
+    device_capacity.metric.push_back(
+        MetricSample(G, static_cast<double>(d.capacity_bytes()), gpu));
+    device_used.metric.push_back(
+        MetricSample(G, static_cast<double>(d.used_bytes()), gpu));
+  }
+  out.push_back(std::move(device_capacity));
+  out.push_back(std::move(device_used));
   return out;
 }
 

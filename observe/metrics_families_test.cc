@@ -82,6 +82,31 @@ TEST(MetricsFamiliesTest, NodeStatusBecomesSeries) {
       HasLine(t, "shoal_node_info{job_id=\"job-a\",coordinator_pid=\"42\"} 1"));
 }
 
+TEST(MetricsFamiliesTest, StoreTrafficAndDeviceMemoryBecomeSeries) {
+  Figures f = SomeFigures();
+  auto* s = f.mutable_store();
+  s->set_creates(4);
+  s->set_created_bytes(4096);
+  s->set_gets(9);
+  s->set_get_bytes(8192);
+  s->set_spills(2);
+  s->set_restored_bytes(512);
+  auto* d = s->add_devices();
+  d->set_ordinal(1);
+  d->set_capacity_bytes(256 << 20);
+  d->set_used_bytes(1 << 20);
+  const std::string t = Text(FamiliesOf(f));
+  EXPECT_TRUE(HasLine(t, "shoal_store_creates_total 4"));
+  EXPECT_TRUE(HasLine(t, "shoal_store_created_bytes_total 4096"));
+  EXPECT_TRUE(HasLine(t, "shoal_store_gets_total 9"));
+  EXPECT_TRUE(HasLine(t, "shoal_store_get_bytes_total 8192"));
+  EXPECT_TRUE(HasLine(t, "shoal_store_spills_total 2"));
+  EXPECT_TRUE(HasLine(t, "shoal_store_restored_bytes_total 512"));
+  EXPECT_TRUE(
+      HasLine(t, "shoal_store_device_capacity_bytes{gpu=\"1\"} 268435456"));
+  EXPECT_TRUE(HasLine(t, "shoal_store_device_used_bytes{gpu=\"1\"} 1048576"));
+}
+
 TEST(MetricsFamiliesTest, RunsByNameBecomeCountersAndHistograms) {
   Figures f = SomeFigures();
   wire::TaskNameStats* t = f.add_tasks_by_name();

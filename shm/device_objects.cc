@@ -150,6 +150,8 @@ StoreService::Impl::Reply StoreService::Impl::CreateDeviceObject(
     return Error(s);
   }
   accounts_.Charge(m.account, *e, block->bytes);
+  ++creates_;
+  created_bytes_ += m.nbytes;
   return ipc::CreateReply{block->offset, *e, x->generation};
 }
 

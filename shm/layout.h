@@ -35,8 +35,9 @@ namespace shoal::shm {
 inline constexpr uint64_t kSegmentMagic = 0x5254534c414f4853ULL;  // "SHOALSTR"
 // 2: CudaLocation::device_uuid; 3: spilled objects, mapped references;
 // 4: kMaxUndoRecords 40; 5: a client's reference table grows into the arena
-// (ClientSlotHeader::refs_offset, refs_buckets).
-inline constexpr uint32_t kLayoutVersion = 5;
+// (ClientSlotHeader::refs_offset, refs_buckets); 6: a client's get counts
+// (ClientSlotHeader::gets, get_bytes).
+inline constexpr uint32_t kLayoutVersion = 6;
 inline constexpr size_t kPageSize = 4096;
 inline constexpr size_t kDataAlignment = 64;  // one cache line; AVX-512 width
 
@@ -140,7 +141,13 @@ struct ClientSlotHeader {
   uint64_t refs_offset;
   uint32_t refs_buckets;
   uint32_t reserved;
-  char name[32];
+  char name[16];
+  // Objects this client read with gets, and their bytes. Only the client
+  // writes them (relaxed atomic adds: its threads may get at once); the
+  // service reads them for its stats, and folds them into its own totals
+  // when it releases the slot.
+  uint64_t gets;
+  uint64_t get_bytes;
 };
 static_assert(sizeof(ClientSlotHeader) == 64);
 

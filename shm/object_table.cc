@@ -300,6 +300,8 @@ void ObjectTable::ClearSlot(uint32_t s) {
   sh->pid = 0;
   sh->session = 0;
   sh->name[0] = '\0';
+  sh->gets = 0;
+  sh->get_bytes = 0;
   sh->in_use = 0;
 }
 

@@ -120,6 +120,20 @@ absl::StatusOr<ObjectBuffer> StoreClient::Impl::GetLocal(const ObjectId& id,
   return view;
 }
 
+void StoreClient::Impl::CountGets(
+    absl::Span<const absl::StatusOr<ObjectBuffer>> got) {
+  uint64_t n = 0, bytes = 0;
+  for (const absl::StatusOr<ObjectBuffer>& b : got) {
+    if (!b.ok()) continue;
+    ++n;
+    bytes += b->nbytes;
+  }
+  if (n == 0) return;
+  ClientSlotHeader* sh = table_->slot(slot_);
+  __atomic_fetch_add(&sh->gets, n, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&sh->get_bytes, bytes, __ATOMIC_RELAXED);
+}
+
 absl::StatusOr<ObjectBuffer> StoreClient::Impl::ViewOf(
     const ipc::ObjectInfo& info) {
   if (!info.status.ok()) return info.status;
@@ -353,6 +367,7 @@ absl::StatusOr<ObjectBuffer> StoreClient::Get(const ObjectId& id,
   const int64_t start_ns = SpanStart();
   std::vector<absl::StatusOr<ObjectBuffer>> all =
       impl_->GetMany(absl::MakeConstSpan(&id, 1), timeout, cuda_stream);
+  impl_->CountGets(all);
   if (all[0].ok())
     RecordStoreSpan(observe::EventKind::kStoreGet, start_ns, "get", id,
                     all[0]->nbytes);
@@ -364,6 +379,7 @@ std::vector<absl::StatusOr<ObjectBuffer>> StoreClient::Get(
   const int64_t start_ns = SpanStart();
   std::vector<absl::StatusOr<ObjectBuffer>> all =
       impl_->GetMany(ids, timeout, nullptr);
+  impl_->CountGets(all);
   for (size_t i = 0; i < all.size(); ++i) {
     if (all[i].ok())
       RecordStoreSpan(observe::EventKind::kStoreGet, start_ns, "get", ids[i],

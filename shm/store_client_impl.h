@@ -55,6 +55,9 @@ class StoreClient::Impl {
   std::vector<absl::StatusOr<ObjectBuffer>> GetMany(
       absl::Span<const ObjectId> ids, absl::Duration timeout, void* cuda_stream)
       ABSL_LOCKS_EXCLUDED(mu_, device_mu_);
+  // Adds the objects of `got` that were read to this client's get counts
+  // (its slot's ClientSlotHeader::gets and get_bytes).
+  void CountGets(absl::Span<const absl::StatusOr<ObjectBuffer>> got);
   // Drops one reference now (the table update, and the service's reclaim
   // hint when it was the last of a deleted object); with mark_deleted, marks
   // the (sealed) object deleted first, as the service's Delete does.

@@ -128,6 +128,9 @@ void StoreService::Impl::ReleaseClient(uint32_t slot, absl::string_view why) {
       FreeEntry(e);
     }
   });
+  const ClientSlotHeader* sh = table_->slot(slot);
+  departed_gets_ += __atomic_load_n(&sh->gets, __ATOMIC_RELAXED);
+  departed_get_bytes_ += __atomic_load_n(&sh->get_bytes, __ATOMIC_RELAXED);
   ResetSlot(slot);
   SHOAL_LOG(DEBUG,
             "store: released client %s (pid %d) because %s: %d references, %d "
@@ -374,6 +377,26 @@ StoreService::Impl::Reply StoreService::Impl::OnStats() {
   st.set_clients(clients_.size());
   st.set_prefaulted_bytes(prefaulter_->prefaulted_bytes());
   st.set_lock_repairs(table_->header()->lock.repairs);
+  st.set_creates(creates_);
+  st.set_created_bytes(created_bytes_);
+  uint64_t gets = departed_gets_, get_bytes = departed_get_bytes_;
+  for (const auto& [slot, client] : clients_) {
+    const ClientSlotHeader* sh = table_->slot(slot);
+    gets += __atomic_load_n(&sh->gets, __ATOMIC_RELAXED);
+    get_bytes += __atomic_load_n(&sh->get_bytes, __ATOMIC_RELAXED);
+  }
+  st.set_gets(gets);
+  st.set_get_bytes(get_bytes);
+  st.set_spills(spills_);
+  st.set_spilled_bytes(spilled_bytes_);
+  st.set_restores(restores_);
+  st.set_restored_bytes(restored_bytes_);
+  for (const auto& [uuid, arena] : arenas_) {
+    ipc::StoreDeviceStats* d = st.add_devices();
+    d->set_ordinal(static_cast<uint32_t>(arena->ordinal()));
+    d->set_capacity_bytes(arena->capacity());
+    d->set_used_bytes(arena->used());
+  }
   return st;
 }
 

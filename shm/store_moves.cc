@@ -120,6 +120,8 @@ StoreService::Impl::Reply StoreService::Impl::OnCreate(
   }
   accounts_.Charge(m.account, *e, x->alloc_bytes);
   prefaulter_->Advance(allocator_->frontier());
+  ++creates_;
+  created_bytes_ += m.nbytes;
   return ipc::CreateReply{*offset, *e, x->generation};
 }
 

@@ -260,6 +260,13 @@ class StoreService::Impl {
   uint64_t next_pending_ = 1;
   uint64_t evictions_ = 0;
   uint64_t evicted_bytes_ = 0;
+  // Objects created, and their bytes (OnStats).
+  uint64_t creates_ = 0;
+  uint64_t created_bytes_ = 0;
+  // The gets of released clients' slots (ClientSlotHeader::gets, get_bytes),
+  // so that the totals never go back.
+  uint64_t departed_gets_ = 0;
+  uint64_t departed_get_bytes_ = 0;
   uint64_t last_reclaim_hint_ = 0;
   // Each account's limit and charged bytes, and each charged entry's account.
   StoreAccounts accounts_;

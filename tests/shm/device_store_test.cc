@@ -183,6 +183,26 @@ TEST_F(DeviceStoreTest, TheStoreKeepsTheMemoryAfterTheProducerLeaves) {
   ASSERT_TRUE(consumer_->Release(id).ok());
 }
 
+TEST_F(DeviceStoreTest, StatsShowEachGpusArenaAndTheDeviceTraffic) {
+  auto before = consumer_->Stats();
+  ASSERT_TRUE(before.ok());
+  EXPECT_EQ(before->devices_size(), 0);  // no arena before a device object
+  ObjectId id = Produce(1024, 1.0f);
+  auto view = consumer_->Get(id, absl::ZeroDuration(), kStream);
+  ASSERT_TRUE(view.ok()) << view.status();
+  auto st = consumer_->Stats();
+  ASSERT_TRUE(st.ok());
+  ASSERT_EQ(st->devices_size(), 1);
+  EXPECT_EQ(st->devices(0).ordinal(), 0u);
+  EXPECT_EQ(st->devices(0).capacity_bytes(), 16 * kMiB);  // one chunk
+  EXPECT_GE(st->devices(0).used_bytes(), 4096u);
+  EXPECT_EQ(st->creates() - before->creates(), 1u);
+  EXPECT_EQ(st->created_bytes() - before->created_bytes(), 4096u);
+  EXPECT_EQ(st->gets() - before->gets(), 1u);
+  EXPECT_EQ(st->get_bytes() - before->get_bytes(), 4096u);
+  ASSERT_TRUE(consumer_->Release(id).ok());
+}
+
 TEST_F(DeviceStoreTest, ADisconnectedConsumersReferencesAreReleased) {
   ObjectId id = Produce(1024, 1);
   ASSERT_TRUE(consumer_->Get(id).ok());

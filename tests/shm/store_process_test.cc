@@ -226,6 +226,48 @@ TEST_F(StoreProcessTest, ReleaseAndDeleteFreesAtTheLastReference) {
             absl::StatusCode::kNotFound);
 }
 
+TEST_F(StoreProcessTest, StatsCountEveryClientsCreatesAndGetsForGood) {
+  const shm::StoreStats base = Stats();
+  std::vector<ObjectId> ids;
+  std::vector<uint8_t> data(4096, 5);
+  std::vector<std::string> args = {"hold", store_->endpoint()};
+  for (int i = 0; i < 3; ++i) {
+    ids.push_back(ObjectId::Random());
+    ASSERT_TRUE(
+        client_->Put(ids.back(), TensorMeta::Bytes(data.size()), data.data())
+            .ok());
+    args.push_back(ids.back().ToHex());
+  }
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(client_->Get(ids[0]).ok());
+    ASSERT_TRUE(client_->Release(ids[0]).ok());
+  }
+  // A multi-get counts each object; one that is not there counts nothing.
+  std::vector<ObjectId> many = ids;
+  many.push_back(ObjectId::Random());
+  std::vector<absl::StatusOr<shm::ObjectBuffer>> got =
+      client_->Get(many, absl::ZeroDuration());
+  ASSERT_TRUE(got[2].ok()) << got[2].status();
+  EXPECT_FALSE(got[3].ok());
+  shm::StoreStats s = Stats();
+  EXPECT_EQ(s.creates() - base.creates(), 3u);
+  EXPECT_EQ(s.created_bytes() - base.created_bytes(), 3u * 4096);
+  EXPECT_EQ(s.gets() - base.gets(), 5u);
+  EXPECT_EQ(s.get_bytes() - base.get_bytes(), 5u * 4096);
+  // Another process's gets count too, and stay counted once it is gone.
+  auto holder = StartHelper(args);
+  ASSERT_TRUE(holder.ok());
+  ASSERT_EQ(*holder->ReadLine(absl::Seconds(20)), "held");
+  EXPECT_EQ(Stats().gets() - base.gets(), 8u);
+  holder->Signal(SIGKILL);
+  ASSERT_TRUE(holder->Wait(absl::Seconds(10)).ok());
+  EXPECT_TRUE(WaitUntil([&] { return Stats().clients() == base.clients(); },
+                        absl::Seconds(5)));
+  s = Stats();
+  EXPECT_EQ(s.gets() - base.gets(), 8u);
+  EXPECT_EQ(s.get_bytes() - base.get_bytes(), 8u * 4096);
+}
+
 TEST_F(StoreProcessTest, KilledClientsReferencesAreReleased) {
   const shm::StoreStats baseline = Stats();
   std::vector<std::string> args = {"hold", store_->endpoint()};
