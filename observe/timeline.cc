@@ -109,7 +109,7 @@ void RecordCollective(int64_t start_ns, absl::string_view op,
                             backend, bytes, code);
   e.aux_ns = wait_ns;
   r->Write(e);
-  r->CountCollective(op, backend, bytes, e.end_ns - start_ns, wait_ns);
+  r->CountCollective(op, backend, bytes, e.end_ns - start_ns, wait_ns, e.tid);
 }
 
 void RecordInstant(absl::string_view name, absl::string_view detail, int code) {

@@ -198,11 +198,40 @@ void TimelineRing::Write(const TimelineEvent& e) {
   s.seq.store(claim + 1, std::memory_order_release);
 }
 
-void TimelineRing::CountCollective(absl::string_view op,
-                                   absl::string_view backend, uint64_t bytes,
-                                   int64_t busy_ns, int64_t wait_ns) {
-  op = op.substr(0, kTallyOpBytes - 1);
-  backend = backend.substr(0, kTallyBackendBytes - 1);
+namespace {
+
+// Adds `v` to a counter that only the calling thread writes.
+void AddOwn(std::atomic<uint64_t>* c, uint64_t v) {
+  c->store(c->load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
+}
+
+// The calling thread's last tally: the same op and backend (names of a
+// call site, compared by address) find it without a search.
+struct LastTally {
+  const TimelineHeader* header = nullptr;
+  const char* op = nullptr;
+  size_t op_size = 0;
+  const char* backend = nullptr;
+  size_t backend_size = 0;
+  CollectiveTally* tally = nullptr;
+};
+thread_local LastTally t_last_tally;
+
+// Whether `t` is named (op, backend): a name at the same address may have
+// been rewritten since.
+bool Names(const CollectiveTally& t, absl::string_view op,
+           absl::string_view backend) {
+  return std::memcmp(t.op, op.data(), op.size()) == 0 &&
+         t.op[op.size()] == '\0' &&
+         std::memcmp(t.backend, backend.data(), backend.size()) == 0 &&
+         t.backend[backend.size()] == '\0';
+}
+
+}  // namespace
+
+CollectiveTally* TimelineRing::TallyFor(absl::string_view op,
+                                        absl::string_view backend,
+                                        uint32_t tid) {
   for (CollectiveTally& t : header_->tallies) {
     uint32_t state = t.state.load(std::memory_order_acquire);
     if (state == 0) {
@@ -210,22 +239,40 @@ void TimelineRing::CountCollective(absl::string_view op,
                                           std::memory_order_acquire)) {
         CopyString(t.op, sizeof(t.op), op);
         CopyString(t.backend, sizeof(t.backend), backend);
+        t.writer_tid = tid;
         t.state.store(2, std::memory_order_release);
-        state = 2;
+        return &t;
       }
     }
     // Another thread names it now: its name is known in a moment.
     while (state == 1) state = t.state.load(std::memory_order_acquire);
-    if (op != t.op || backend != t.backend) continue;
-    t.calls.fetch_add(1, std::memory_order_relaxed);
-    t.bytes.fetch_add(bytes, std::memory_order_relaxed);
-    t.busy_ns.fetch_add(static_cast<uint64_t>(std::max<int64_t>(busy_ns, 0)),
-                        std::memory_order_relaxed);
-    t.wait_ns.fetch_add(static_cast<uint64_t>(std::max<int64_t>(wait_ns, 0)),
-                        std::memory_order_relaxed);
-    return;
+    if (t.writer_tid == tid && op == t.op && backend == t.backend) return &t;
   }
-  header_->tallies_full.fetch_add(1, std::memory_order_relaxed);
+  return nullptr;
+}
+
+void TimelineRing::CountCollective(absl::string_view op,
+                                   absl::string_view backend, uint64_t bytes,
+                                   int64_t busy_ns, int64_t wait_ns,
+                                   uint32_t tid) {
+  op = op.substr(0, kTallyOpBytes - 1);
+  backend = backend.substr(0, kTallyBackendBytes - 1);
+  LastTally& last = t_last_tally;
+  CollectiveTally* t = last.tally;
+  if (last.header != header_ || last.op != op.data() ||
+      last.op_size != op.size() || last.backend != backend.data() ||
+      last.backend_size != backend.size() || !Names(*t, op, backend)) {
+    t = TallyFor(op, backend, tid);
+    if (t == nullptr) {
+      header_->tallies_full.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    last = {header_, op.data(), op.size(), backend.data(), backend.size(), t};
+  }
+  AddOwn(&t->calls, 1);
+  AddOwn(&t->bytes, bytes);
+  AddOwn(&t->busy_ns, static_cast<uint64_t>(std::max<int64_t>(busy_ns, 0)));
+  AddOwn(&t->wait_ns, static_cast<uint64_t>(std::max<int64_t>(wait_ns, 0)));
 }
 
 absl::StatusOr<RingSnapshot> ReadRing(const std::string& segment,
@@ -281,14 +328,22 @@ absl::StatusOr<RingSnapshot> ReadRing(const std::string& segment,
   snap.dropped = h->dropped.load(std::memory_order_relaxed);
   for (const CollectiveTally& t : h->tallies) {
     if (t.state.load(std::memory_order_acquire) != 2) continue;
-    CollectiveCount c;
-    c.op = FieldString(t.op, sizeof(t.op));
-    c.backend = FieldString(t.backend, sizeof(t.backend));
-    c.calls = t.calls.load(std::memory_order_relaxed);
-    c.bytes = t.bytes.load(std::memory_order_relaxed);
-    c.busy_ns = t.busy_ns.load(std::memory_order_relaxed);
-    c.wait_ns = t.wait_ns.load(std::memory_order_relaxed);
-    snap.collectives.push_back(std::move(c));
+    const std::string op = FieldString(t.op, sizeof(t.op));
+    const std::string backend = FieldString(t.backend, sizeof(t.backend));
+    // One count per kind: the threads' entries summed.
+    auto c = std::find_if(snap.collectives.begin(), snap.collectives.end(),
+                          [&](const CollectiveCount& k) {
+                            return k.op == op && k.backend == backend;
+                          });
+    if (c == snap.collectives.end()) {
+      c = snap.collectives.insert(snap.collectives.end(), CollectiveCount{});
+      c->op = op;
+      c->backend = backend;
+    }
+    c->calls += t.calls.load(std::memory_order_relaxed);
+    c->bytes += t.bytes.load(std::memory_order_relaxed);
+    c->busy_ns += t.busy_ns.load(std::memory_order_relaxed);
+    c->wait_ns += t.wait_ns.load(std::memory_order_relaxed);
   }
   if (!events) return snap;
   const auto* slots = reinterpret_cast<const TimelineSlot*>(

@@ -36,7 +36,7 @@
 namespace shoal::observe {
 
 inline constexpr uint64_t kTimelineMagic = 0x4c4e4c54414f4853ULL;  // SHOALTLN
-inline constexpr uint32_t kTimelineLayoutVersion = 2;
+inline constexpr uint32_t kTimelineLayoutVersion = 3;
 inline constexpr uint32_t kTimelineNameBytes = 56;    // including the NUL
 inline constexpr uint32_t kTimelineDetailBytes = 16;  // including the NUL
 inline constexpr uint32_t kTimelineLabelBytes = 64;   // including the NUL
@@ -80,11 +80,13 @@ struct alignas(64) TimelineSlot {
 };
 static_assert(sizeof(TimelineSlot) == 128);
 
-// What one kind of collective call came to in a process: its calls, bytes,
-// time in the calls and time waiting for peers, by (op, backend). Kept in the
-// ring's header, so that the launcher reads them for its metrics without the
-// process (and after it ended). Named once (state 0 → 1 → 2 by the thread
-// that claims it), then only added to.
+// What one kind of collective call came to in one thread of a process: its
+// calls, bytes, time in the calls and time waiting for peers, by (op,
+// backend). Kept in the ring's header, so that the launcher reads them for
+// its metrics without the process (and after it ended); the reader sums a
+// process's entries of one kind. Named once (state 0 → 1 → 2 by the thread
+// that claims it), then added to by that thread only: plain loads and stores,
+// no read-modify-write on a call's path.
 inline constexpr uint32_t kCollectiveTallies = 32;
 inline constexpr uint32_t kTallyOpBytes = 24;       // including the NUL
 inline constexpr uint32_t kTallyBackendBytes = 16;  // including the NUL
@@ -92,6 +94,7 @@ struct CollectiveTally {
   std::atomic<uint32_t> state;  // 0: free; 1: being named; 2: named
   char op[kTallyOpBytes];
   char backend[kTallyBackendBytes];
+  uint32_t writer_tid;  // the one thread that adds to it
   std::atomic<uint64_t> calls;
   std::atomic<uint64_t> bytes;
   std::atomic<uint64_t> busy_ns;  // in the calls
@@ -135,16 +138,22 @@ class TimelineRing {
   // Appends `e` (lock-free, no system call). Drops it, counting it in the
   // header, when a writer of an older lap still holds its slot.
   void Write(const TimelineEvent& e);
-  // Adds one collective call to its (op, backend) tally (lock-free; names
-  // are cut to the tally's fields).
+  // Adds one collective call to the calling thread's (op, backend) tally
+  // (lock-free; names are cut to the tally's fields). `tid` is the calling
+  // thread's id (TimelineThreadId).
   void CountCollective(absl::string_view op, absl::string_view backend,
-                       uint64_t bytes, int64_t busy_ns, int64_t wait_ns);
+                       uint64_t bytes, int64_t busy_ns, int64_t wait_ns,
+                       uint32_t tid);
 
   const std::string& name() const { return name_; }
   uint64_t capacity() const { return header_->capacity; }
 
  private:
   TimelineRing(std::string name, void* base, uint64_t bytes);
+  // Thread `tid`'s tally of (op, backend), named now if it has none; null
+  // when every tally is taken.
+  CollectiveTally* TallyFor(absl::string_view op, absl::string_view backend,
+                            uint32_t tid);
 
   std::string name_;
   void* base_;

@@ -175,21 +175,26 @@ TEST(TimelineRingTest, CollectiveTalliesAddUpByOpAndBackend) {
   // Four threads counting two kinds at once, each naming them first.
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&] {
+    threads.emplace_back([&, t] {
+      const uint32_t tid = 10 + t;
       for (int i = 0; i < 1000; ++i) {
-        (*ring)->CountCollective("all_reduce", "shm", 4096, 10, 3);
-        (*ring)->CountCollective("broadcast", "gloo", 8, 20, 0);
+        (*ring)->CountCollective("all_reduce", "shm", 4096, 10, 3, tid);
+        (*ring)->CountCollective("broadcast", "gloo", 8, 20, 0, tid);
       }
     });
   }
   for (std::thread& t : threads) t.join();
-  // Kinds beyond the tallies are not counted (and do not disturb others).
-  for (uint32_t k = 0; k < kCollectiveTallies; ++k)
-    (*ring)->CountCollective(absl::StrCat("op", k), "shm", 1, 1, 1);
+  // Each thread has its own entries (8 so far); the reader sums them. Kinds
+  // beyond the tallies are not counted (and do not disturb others). The
+  // names below are made at one address, one after the other.
+  for (uint32_t k = 0; k < kCollectiveTallies; ++k) {
+    const std::string op = absl::StrCat("op", k);
+    (*ring)->CountCollective(op, "shm", 1, 1, 1, /*tid=*/99);
+  }
   auto snap = ReadRing((*ring)->name(), 0, /*events=*/false);
   ASSERT_TRUE(snap.ok()) << snap.status();
   EXPECT_TRUE(snap->events.empty());
-  ASSERT_EQ(snap->collectives.size(), kCollectiveTallies);
+  ASSERT_EQ(snap->collectives.size(), 2 + (kCollectiveTallies - 8));
   const CollectiveCount& a = snap->collectives[0];
   const CollectiveCount& b = snap->collectives[1];
   EXPECT_EQ(a.op, "all_reduce");
@@ -202,7 +207,10 @@ TEST(TimelineRingTest, CollectiveTalliesAddUpByOpAndBackend) {
   EXPECT_EQ(b.backend, "gloo");
   EXPECT_EQ(b.calls, 4000u);
   EXPECT_EQ(snap->collectives[2].op, "op0");
-  EXPECT_EQ(snap->collectives.back().op, "op29");
+  EXPECT_EQ(snap->collectives[3].op, "op1");
+  EXPECT_EQ(snap->collectives[3].calls, 1u);
+  EXPECT_EQ(snap->collectives.back().op,
+            absl::StrCat("op", kCollectiveTallies - 9));
 }
 
 TEST(TimelineRingTest, SegmentNamesParseFromTheEnd) {

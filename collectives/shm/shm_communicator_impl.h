@@ -141,6 +141,9 @@ class ShmCommunicator::Impl {
   // is where the awaited peer last ran: a peer on this thread's own CPU
   // cannot arrive while this thread spins there, so the wait skips the
   // pause loop and yields to it at once.
+  // The pauses at the start of a wait that the timeline does not time (about
+  // a microsecond): see WaitFor.
+  static constexpr int kUntimedPauses = 16;
   template <typename Ready>
   absl::Status WaitFor(Ready ready, int peer, const Call& call,
                        absl::FunctionRef<bool(int)> needs,
@@ -184,21 +187,30 @@ absl::Status ShmCommunicator::Impl::WaitFor(
     Ready ready, int peer, const Call& call, absl::FunctionRef<bool(int)> needs,
     const std::atomic<int32_t>* peer_cpu) {
   if (ready()) return absl::OkStatus();  // no wait: nothing to count
-  // The time this wait takes, for the call's span on the timeline (when
-  // this process records one).
-  struct CountWait {
-    int64_t start_ns = observe::TimelineOn() ? MonotonicNs() : 0;
-    ~CountWait() {
-      if (start_ns != 0) observe::AddPeerWait(MonotonicNs() - start_ns);
-    }
-  } count_wait;
   // Spin first: the peer is usually a few hundred nanoseconds away, on
   // another CPU. On this one it would wait for the spin to end (~100 µs
   // here) before it runs.
   const bool shares_cpu =
       peer_cpu != nullptr &&
       peer_cpu->load(std::memory_order_relaxed) == sched_getcpu();
-  for (int i = 0; !shares_cpu && i < o_.spin_pauses; ++i) {
+  // The first pauses are not timed: a wait that ends within them (the
+  // peers of a call in step) reads no clock, and the timeline's wait_us
+  // counts the waits that last longer than them.
+  const int untimed = std::min(kUntimedPauses, o_.spin_pauses);
+  int i = 0;
+  for (; !shares_cpu && i < untimed; ++i) {
+    if (ready()) return absl::OkStatus();
+    SpinPause();
+  }
+  // The rest of this wait, for the call's span on the timeline (when this
+  // process records one).
+  struct CountWait {
+    int64_t start_ns = observe::TimelineOn() ? MonotonicNs() : 0;
+    ~CountWait() {
+      if (start_ns != 0) observe::AddPeerWait(MonotonicNs() - start_ns);
+    }
+  } count_wait;
+  for (; !shares_cpu && i < o_.spin_pauses; ++i) {
     if (ready()) return absl::OkStatus();
     SpinPause();
   }
