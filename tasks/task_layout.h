@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "ipc/task_name.h"
 #include "shm/futex.h"
 #include "shm/layout.h"
 
@@ -33,7 +34,8 @@ inline constexpr uint32_t kTaskLayoutVersion = 7;
 inline constexpr uint32_t kMaxResourceClasses = 80;
 inline constexpr uint32_t kMaxTaskWorkers = 64;
 inline constexpr uint32_t kMaxTaskClients = 64;
-inline constexpr uint32_t kFunctionNameBytes = 96;  // including the NUL
+// A task's name (ipc/task_name.h) and its NUL.
+inline constexpr uint32_t kFunctionNameBytes = ipc::kMaxTaskNameBytes + 1;
 inline constexpr uint32_t kInlinePayloadBytes = 160;
 
 enum class TaskState : uint32_t {

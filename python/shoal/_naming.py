@@ -155,7 +155,7 @@ def task_name(fn, by_value_ok=False):
 
 
 # The longest task name, in bytes: the task table's name field
-# (tasks/task_layout.h kFunctionNameBytes) less its NUL.
+# (ipc/task_name.h kMaxTaskNameBytes).
 MAX_NAME_BYTES = 95
 
 
