@@ -97,10 +97,10 @@ class Segment {
   // it touches populated, so that no later Populate re-maps the range shared
   // behind the caller's back. Other processes' views are untouched.
   //
-  // Replacing a mapping drops its page-table entries, which costs 0.1-0.2 us
-  // per present 4 KiB page on our VMs (~1 ms per 32 MiB). So copy_on_write
+  // Replacing a mapping drops its page-table entries, which costs time per
+  // present 4 KiB page (about a millisecond per 32 MiB). So copy_on_write
   // first moves the range's shared entries aside (mremap MREMAP_DONTUNMAP,
-  // Linux >= 5.13: page tables moved, nothing dropped; ~0.03 ms per 32 MiB)
+  // Linux >= 5.13: page tables moved, nothing dropped; tens of times faster)
   // into a parking area of this process, and maps the private range with
   // none; sharing the same range again moves them back (mremap). Both ends
   // are then cheap whatever was touched before, and the re-shared range is
