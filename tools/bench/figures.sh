@@ -15,17 +15,20 @@ cd "$(dirname "$0")/../.."
 OUT=${1:-docs/figures}
 BIN=${2:-bazel-out/k8-optopt/bin}
 B=$BIN/tools/shoal
-mkdir -p "$OUT"
+mkdir -p "$OUT/logs"
 [ -x "$B" ] || { echo "figures.sh: no $B; build with --config=opt first" >&2; exit 2; }
 
-run() {  # run NAME CMD...: CMD's stdout to OUT/NAME.json, its log to OUT/NAME.log
+run() {  # run NAME CMD...: CMD's JSON rows to OUT/NAME.json; its whole stdout and its
+         # stderr to OUT/logs/NAME.{out,log}
   local name=$1; shift
   echo "figures.sh: $name: $*" >&2
   local t0=$SECONDS
-  if "$@" > "$OUT/$name.json" 2> "$OUT/$name.log"; then
+  if "$@" > "$OUT/logs/$name.out" 2> "$OUT/logs/$name.log"; then
+    # The JSON rows only: a peer may print to stdout too (Ray's raylet).
+    grep '^{' "$OUT/logs/$name.out" > "$OUT/$name.json" || true
     echo "figures.sh: $name done in $((SECONDS - t0)) s" >&2
   else
-    echo "figures.sh: $name FAILED (exit $?), see $OUT/$name.log" >&2
+    echo "figures.sh: $name FAILED (exit $?), see $OUT/logs/$name.log" >&2
   fi
 }
 
@@ -45,4 +48,4 @@ run python     "$B" bench python --json --install-ray
 run torch      "$B" bench torch --json
 run train      "$BIN/examples/data_parallel/dp_bench" --rounds 3 --json
 run dataloader_table "$B" bench dataloader --json "$OUT/dataloader.json"
-mv "$OUT/dataloader_table.json" "$OUT/dataloader_table.txt" 2>/dev/null
+rm -f "$OUT/dataloader_table.json"  # a text table (logs/dataloader_table.out)
