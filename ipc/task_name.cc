@@ -1,14 +1,11 @@
 #include "ipc/task_name.h"
 
-#include <vector>
-
 #include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace shoal::ipc {
@@ -78,13 +75,17 @@ absl::StatusOr<TaskName> ParseTaskName(absl::string_view name) {
     n.hex = rest;
     return n;
   }
-  std::vector<absl::string_view> parts = absl::StrSplit(rest, ':');
-  if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) {
+  // module ":" qualname, neither empty, one colon (no allocation: every
+  // submitted task is parsed).
+  const size_t colon = rest.find(':');
+  if (colon == absl::string_view::npos || colon == 0 ||
+      colon + 1 == rest.size() ||
+      rest.find(':', colon + 1) != absl::string_view::npos) {
     return NotPython(name);
   }
   n.kind = TaskName::Kind::kPythonModule;
-  n.module = parts[0];
-  n.qualname = parts[1];
+  n.module = rest.substr(0, colon);
+  n.qualname = rest.substr(colon + 1);
   return n;
 }
 

@@ -267,7 +267,8 @@ void TimelineRing::CountCollective(absl::string_view op,
   CollectiveTally* t = last.tally;
   if (last.header != header_ || last.op != op.data() ||
       last.op_size != op.size() || last.backend != backend.data() ||
-      last.backend_size != backend.size() || !Names(*t, op, backend)) {
+      last.backend_size != backend.size() || t->writer_tid != tid ||
+      !Names(*t, op, backend)) {
     t = TallyFor(op, backend, tid);
     if (t == nullptr) {
       header_->tallies_full.fetch_add(1, std::memory_order_relaxed);
