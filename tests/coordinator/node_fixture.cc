@@ -2,10 +2,39 @@
 
 #include <signal.h>
 
+#include <fstream>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "tests/testing/test_env.h"
 
 namespace shoal::testing {
+
+ipc::TaskSpec Task(std::string function, std::vector<Value> args) {
+  ipc::TaskSpec t;
+  t.function = std::move(function);
+  t.args = std::move(args);
+  return t;
+}
+
+int64_t ProcStatusKb(pid_t pid, absl::string_view field) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.size() <= field.size() || !absl::StartsWith(line, field) ||
+        line[field.size()] != ':') {
+      continue;
+    }
+    int64_t kb = 0;
+    std::string v(absl::StripAsciiWhitespace(line.substr(field.size() + 1)));
+    (void)absl::SimpleAtoi(v.substr(0, v.find(' ')), &kb);
+    return kb;
+  }
+  return -1;
+}
 
 absl::StatusOr<std::unique_ptr<NodeProcess>> NodeProcess::Start(
     std::vector<std::string> flags, SubprocessOptions o) {

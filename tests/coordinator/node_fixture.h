@@ -3,15 +3,27 @@
 #ifndef SHOAL_TESTS_COORDINATOR_NODE_FIXTURE_H_
 #define SHOAL_TESTS_COORDINATOR_NODE_FIXTURE_H_
 
+#include <sys/types.h>
+
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "base/subprocess.h"
 #include "coordinator/client.h"
+#include "ipc/messages.h"
 
 namespace shoal::testing {
+
+// A task of `function` with `args`.
+ipc::TaskSpec Task(std::string function, std::vector<Value> args = {});
+
+// The field `field` ("VmRSS", "VmHWM") of /proc/`pid`/status in KiB; -1 when
+// it cannot be read.
+int64_t ProcStatusKb(pid_t pid, absl::string_view field);
 
 class NodeProcess {
  public:

@@ -28,14 +28,8 @@ namespace {
 using coordinator::Client;
 using coordinator::TaskRef;
 using shoal::testing::NodeProcess;
+using shoal::testing::Task;
 using shoal::testing::WaitUntil;
-
-ipc::TaskSpec Task(std::string fn, std::vector<Value> args = {}) {
-  ipc::TaskSpec t;
-  t.function = std::move(fn);
-  t.args = std::move(args);
-  return t;
-}
 
 class NodeTest : public ::testing::Test {
  protected:

@@ -23,11 +23,12 @@
 #include "launch/kv_client.h"
 #include "launch/kv_service.h"
 #include "tests/coordinator/node_fixture.h"
+#include "tests/security/node_test_base.h"
 
 namespace shoal {
 namespace {
 
-using shoal::testing::NodeProcess;
+using shoal::testing::NodeTest;
 
 constexpr absl::Duration kTimeout = absl::Seconds(2);
 // Generous: the point is "returns", not "returns fast", on 2 busy cores.
@@ -55,15 +56,10 @@ void ExpectEachCallReturns(ipc::RpcChannel& channel,
   }
 }
 
-class FrontendCurveTest : public ::testing::Test {
+class FrontendCurveTest : public NodeTest {
  protected:
   void SetUp() override {
-    auto node = NodeProcess::Start();
-    ASSERT_TRUE(node.ok()) << node.status();
-    node_ = *std::move(node);
-    auto d = coordinator::ReadDiscovery(node_->job_id());
-    ASSERT_TRUE(d.ok()) << d.status();
-    discovery_ = *d;
+    ASSERT_NO_FATAL_FAILURE(StartNode());
     ASSERT_FALSE(discovery_.server_key.empty());
   }
 
@@ -84,24 +80,6 @@ class FrontendCurveTest : public ::testing::Test {
     EXPECT_LT(absl::Now() - start, kReturnsWithin);
     EXPECT_EQ(client.status().code(), code) << client.status();
   }
-
-  // A normal client still gets a task done.
-  void ExpectServesNormalClient() {
-    ASSERT_TRUE(node_->process().running());
-    auto client = node_->Connect();
-    ASSERT_TRUE(client.ok()) << client.status();
-    ipc::TaskSpec t;
-    t.function = "add";
-    t.args = {int64_t{2}, int64_t{40}};
-    auto task = (*client)->Submit(t);
-    ASSERT_TRUE(task.ok()) << task.status();
-    auto r = (*client)->Wait(*task, absl::Seconds(20));
-    ASSERT_TRUE(r.ok() && r->status.ok()) << r.status();
-    EXPECT_EQ(std::get<int64_t>(r->outputs.at(0)), 42);
-  }
-
-  std::unique_ptr<NodeProcess> node_;
-  coordinator::Discovery discovery_;
 };
 
 // A key the node never admitted: its ZAP handler refuses it, and every call
@@ -124,7 +102,7 @@ TEST_F(FrontendCurveTest, AStrangersKeyIsRefusedWithinTheTimeout) {
   ASSERT_TRUE(ipc::WriteKeyPair(key_file, NewKeys()).ok());
   ExpectClientConnectReturns(discovery_.server_key, key_file,
                              absl::StatusCode::kPermissionDenied);
-  ExpectServesNormalClient();
+  ExpectServesOwner();
 }
 
 // The owner's own key, but the wrong server key: no handshake completes
@@ -143,7 +121,7 @@ TEST_F(FrontendCurveTest, AWrongServerKeyIsUnavailableWithinTheTimeout) {
                                          "CURVE handshake");
   ExpectClientConnectReturns(NewKeys().public_key, discovery_.client_key_file,
                              absl::StatusCode::kUnavailable);
-  ExpectServesNormalClient();
+  ExpectServesOwner();
 }
 
 // The KV service: its server key is derived from the job secret, so a client

@@ -23,17 +23,11 @@ namespace {
 
 using shoal::testing::NodeProcess;
 using shoal::testing::RawClient;
+using shoal::testing::Task;
 
 constexpr int kHeavyClients = 16;
 constexpr int kBatchesEach = 2;
 constexpr int kBatchTasks = 1000;
-
-ipc::TaskSpec Task(std::string fn, std::vector<Value> args = {}) {
-  ipc::TaskSpec t;
-  t.function = std::move(fn);
-  t.args = std::move(args);
-  return t;
-}
 
 ipc::SubmitRequest Batch(int n) {
   ipc::SubmitRequest s;

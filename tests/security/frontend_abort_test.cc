@@ -23,84 +23,15 @@
 #include "ipc/curve.h"
 #include "ipc/messages.h"
 #include "tests/coordinator/node_fixture.h"
+#include "tests/security/node_test_base.h"
 #include "tests/security/raw_client.h"
 
 namespace shoal {
 namespace {
 
-using shoal::testing::NodeProcess;
+using shoal::testing::NodeTest;
 using shoal::testing::RawClient;
 using shoal::testing::RawClientOptions;
-
-class FrontendAbortTest : public ::testing::Test {
- protected:
-  void StartNode(std::vector<std::string> flags = {}) {
-    auto node = NodeProcess::Start(std::move(flags));
-    ASSERT_TRUE(node.ok()) << node.status();
-    node_ = *std::move(node);
-    auto d = coordinator::ReadDiscovery(node_->job_id());
-    ASSERT_TRUE(d.ok()) << d.status();
-    discovery_ = *d;
-    auto keys = ipc::ReadKeyPair(discovery_.client_key_file);
-    ASSERT_TRUE(keys.ok()) << keys.status();
-    owner_keys_ = *keys;
-  }
-
-  // Whether the node's process has not exited (reaps it if it has).
-  bool Alive() {
-    return absl::IsDeadlineExceeded(
-        node_->process().Wait(absl::ZeroDuration()).status());
-  }
-
-  // The node is alive and serves a task to a client on the owner's ipc://
-  // socket and one over TCP, promptly.
-  void ExpectServesNormalClients() {
-    ASSERT_TRUE(Alive()) << "the node exited";
-    for (bool remote : {false, true}) {
-      auto client = node_->Connect(remote);
-      ASSERT_TRUE(client.ok()) << client.status();
-      ipc::TaskSpec t;
-      t.function = "add";
-      t.args = {int64_t{2}, int64_t{40}};
-      auto task = (*client)->Submit(t);
-      ASSERT_TRUE(task.ok()) << task.status();
-      auto r = (*client)->Wait(*task, absl::Seconds(20));
-      ASSERT_TRUE(r.ok() && r->status.ok()) << r.status();
-      EXPECT_EQ(std::get<int64_t>(r->outputs.at(0)), 42);
-    }
-  }
-
-  std::unique_ptr<NodeProcess> node_;
-  coordinator::Discovery discovery_;
-  ipc::CurveKeyPair owner_keys_;
-};
-
-// A client that queues far more requests than the frontend's receive queue
-// holds and then disconnects without reading: libzmq stopped reading its
-// connection (the queue was full), saw the reset, and its ZMTP heartbeat
-// timer then wrote to the dead connection: "Assertion failed: !_io_error
-// (src/stream_engine_base.cpp:331)". The frontend uses no ZMTP heartbeats.
-TEST_F(FrontendAbortTest, BurstOfRequestsThenDisconnectDoesNotAbort) {
-  StartNode();
-  for (int trial = 0; trial < 3; ++trial) {
-    RawClientOptions o;
-    o.rcvhwm = 1;
-    o.sndhwm = 0;
-    o.keys = &owner_keys_;
-    o.server_key = discovery_.server_key;
-    RawClient burst(discovery_.tcp, o);
-    ASSERT_TRUE(burst.Call(ipc::StatusRequest{}).ok());  // connected
-    for (uint64_t i = 0; i < 30000; ++i) {
-      ASSERT_TRUE(burst.Send(100 + i, ipc::StatusRequest{}).ok()) << i;
-    }
-    absl::SleepFor(absl::Milliseconds(200));
-    burst.Close();
-    // Longer than the heartbeat interval the frontend used (2 s).
-    absl::SleepFor(absl::Milliseconds(2600));
-    ASSERT_TRUE(Alive()) << "trial " << trial << ": the node exited";
-  }
-  ExpectServesNormalClients();
-}
 
 int OpenDescriptors(pid_t pid) {
   int n = 0;
@@ -119,7 +50,8 @@ int ConnectRaw(int port, int n) {
   if (fd < 0) return -1;
   sockaddr_in from{};
   from.sin_family = AF_INET;
-  from.sin_addr.s_addr = htonl(INADDR_LOOPBACK + static_cast<uint32_t>(n % 200));
+  from.sin_addr.s_addr =
+      htonl(INADDR_LOOPBACK + static_cast<uint32_t>(n % 200));
   (void)bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -127,6 +59,76 @@ int ConnectRaw(int port, int n) {
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   (void)connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
   return fd;
+}
+
+class FrontendAbortTest : public NodeTest {
+ protected:
+  void StartNodeAsOwner(std::vector<std::string> flags = {}) {
+    StartNode(std::move(flags));
+    auto keys = ipc::ReadKeyPair(discovery_.client_key_file);
+    ASSERT_TRUE(keys.ok()) << keys.status();
+    owner_keys_ = *keys;
+  }
+
+  // The node serves a client on the owner's ipc:// socket and one over TCP.
+  void ExpectServesNormalClients() {
+    ExpectServesOwner(/*remote=*/false);
+    ExpectServesOwner(/*remote=*/true);
+  }
+
+  // Opens 3,000 plain TCP connections to the node's frontend into `fds`,
+  // in batches, so that the kernel's accept queue (ZeroMQ listens with a
+  // backlog of 100) does not drop the SYNs; then lets the node take them.
+  void Flood(std::vector<int>& fds) {
+    int port = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(
+        discovery_.tcp.substr(discovery_.tcp.rfind(':') + 1), &port));
+    for (int i = 0; i < 3000; ++i) {
+      const int fd = ConnectRaw(port, i);
+      ASSERT_GE(fd, 0) << "socket: " << i;
+      fds.push_back(fd);
+      if (i % 50 == 49) absl::SleepFor(absl::Milliseconds(20));
+    }
+    absl::SleepFor(absl::Seconds(1));
+  }
+
+  // The node is up and answers a status request on the owner's ipc://
+  // socket.
+  void ExpectAnswersOwnersStatus() {
+    ASSERT_TRUE(NodeAlive()) << "the node exited";
+    auto client = node_->Connect(/*remote=*/false);
+    ASSERT_TRUE(client.ok()) << client.status();
+    EXPECT_TRUE((*client)->Status().ok());
+  }
+
+  ipc::CurveKeyPair owner_keys_;
+};
+
+// A client that queues far more requests than the frontend's receive queue
+// holds and then disconnects without reading: libzmq stopped reading its
+// connection (the queue was full), saw the reset, and its ZMTP heartbeat
+// timer then wrote to the dead connection: "Assertion failed: !_io_error
+// (src/stream_engine_base.cpp:331)". The frontend uses no ZMTP heartbeats.
+TEST_F(FrontendAbortTest, BurstOfRequestsThenDisconnectDoesNotAbort) {
+  StartNodeAsOwner();
+  for (int trial = 0; trial < 3; ++trial) {
+    RawClientOptions o;
+    o.rcvhwm = 1;
+    o.sndhwm = 0;
+    o.keys = &owner_keys_;
+    o.server_key = discovery_.server_key;
+    RawClient burst(discovery_.tcp, o);
+    ASSERT_TRUE(burst.Call(ipc::StatusRequest{}).ok());  // connected
+    for (uint64_t i = 0; i < 30000; ++i) {
+      ASSERT_TRUE(burst.Send(100 + i, ipc::StatusRequest{}).ok()) << i;
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+    burst.Close();
+    // Longer than the heartbeat interval the frontend used (2 s).
+    absl::SleepFor(absl::Milliseconds(2600));
+    ASSERT_TRUE(NodeAlive()) << "trial " << trial << ": the node exited";
+  }
+  ExpectServesNormalClients();
 }
 
 // Thousands of plain TCP connections (no ZMTP, no key) used to take every
@@ -144,32 +146,16 @@ TEST_F(FrontendAbortTest, DescriptorFloodDoesNotAbort) {
   rlimit low = saved;
   low.rlim_cur = 1024;
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
-  StartNode();
+  StartNodeAsOwner();
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
-  int port = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(
-      discovery_.tcp.substr(discovery_.tcp.rfind(':') + 1), &port));
-  // In batches, so that the kernel's accept queue (ZeroMQ listens with a
-  // backlog of 100) does not drop the SYNs.
   std::vector<int> fds;
-  for (int i = 0; i < 3000; ++i) {
-    const int fd = ConnectRaw(port, i);
-    ASSERT_GE(fd, 0) << "socket: " << i;
-    fds.push_back(fd);
-    if (i % 50 == 49) absl::SleepFor(absl::Milliseconds(20));
-  }
-  absl::SleepFor(absl::Seconds(1));
+  ASSERT_NO_FATAL_FAILURE(Flood(fds));
   const int held = OpenDescriptors(node_->pid());
   std::cout << "the node holds " << held << " descriptors" << std::endl;
   EXPECT_GT(held, 1024) << "the flood did not reach the old soft limit";
   // Owner clients on the ipc:// socket (and the workers) are served while
   // the flood holds its connections.
-  ASSERT_TRUE(Alive()) << "the node exited";
-  {
-    auto client = node_->Connect(/*remote=*/false);
-    ASSERT_TRUE(client.ok()) << client.status();
-    EXPECT_TRUE((*client)->Status().ok());
-  }
+  ExpectAnswersOwnersStatus();
   for (int fd : fds) close(fd);
   absl::SleepFor(absl::Milliseconds(500));
   ExpectServesNormalClients();
@@ -179,29 +165,15 @@ TEST_F(FrontendAbortTest, DescriptorFloodDoesNotAbort) {
 // prlimit), the node caps its TCP connections at a quarter of the limit and
 // holds new ones off at the cap: the flood never takes its last descriptors.
 TEST_F(FrontendAbortTest, DescriptorFloodUnderALowHardLimitIsHeldOff) {
-  StartNode();
+  StartNodeAsOwner();
   const rlimit low{1024, 1024};
   ASSERT_EQ(prlimit(node_->pid(), RLIMIT_NOFILE, &low, nullptr), 0);
-  int port = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(
-      discovery_.tcp.substr(discovery_.tcp.rfind(':') + 1), &port));
   std::vector<int> fds;
-  for (int i = 0; i < 3000; ++i) {
-    const int fd = ConnectRaw(port, i);
-    ASSERT_GE(fd, 0) << "socket: " << i;
-    fds.push_back(fd);
-    if (i % 50 == 49) absl::SleepFor(absl::Milliseconds(20));
-  }
-  absl::SleepFor(absl::Seconds(1));
+  ASSERT_NO_FATAL_FAILURE(Flood(fds));
   const int held = OpenDescriptors(node_->pid());
   std::cout << "the node holds " << held << " descriptors" << std::endl;
   EXPECT_LT(held, 1024 - 256);
-  ASSERT_TRUE(Alive()) << "the node exited";
-  {
-    auto client = node_->Connect(/*remote=*/false);
-    ASSERT_TRUE(client.ok()) << client.status();
-    EXPECT_TRUE((*client)->Status().ok());
-  }
+  ExpectAnswersOwnersStatus();
   for (int fd : fds) close(fd);
   // Held-off SYNs are retried by the kernel for a while; new connections
   // are let in once the flood's have closed.

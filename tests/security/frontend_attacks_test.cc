@@ -22,6 +22,7 @@
 #include "ipc/protocol.h"
 #include "ipc/socket.h"
 #include "tests/coordinator/node_fixture.h"
+#include "tests/security/node_test_base.h"
 #include "tests/security/raw_client.h"
 #include "tests/testing/test_env.h"
 
@@ -29,51 +30,13 @@ namespace shoal {
 namespace {
 
 using coordinator::Client;
-using shoal::testing::NodeProcess;
+using shoal::testing::NodeTest;
+using shoal::testing::ProcStatusKb;
 using shoal::testing::RawClient;
+using shoal::testing::Task;
+using shoal::testing::WriteClientKeys;
 
-ipc::TaskSpec Task(std::string fn, std::vector<Value> args = {}) {
-  ipc::TaskSpec t;
-  t.function = std::move(fn);
-  t.args = std::move(args);
-  return t;
-}
-
-class FrontendAttackTest : public ::testing::Test {
- protected:
-  void StartNode(std::vector<std::string> flags = {}) {
-    auto node = NodeProcess::Start(std::move(flags));
-    ASSERT_TRUE(node.ok()) << node.status();
-    node_ = *std::move(node);
-    auto d = coordinator::ReadDiscovery(node_->job_id());
-    ASSERT_TRUE(d.ok()) << d.status();
-    discovery_ = *d;
-  }
-
-  // A normal client still gets a task done, promptly.
-  void ExpectServesNormalClient() {
-    ASSERT_TRUE(node_->process().running());
-    auto client = node_->Connect();
-    ASSERT_TRUE(client.ok()) << client.status();
-    auto task = (*client)->Submit(Task("add", {int64_t{2}, int64_t{40}}));
-    ASSERT_TRUE(task.ok()) << task.status();
-    auto r = (*client)->Wait(*task, absl::Seconds(20));
-    ASSERT_TRUE(r.ok() && r->status.ok()) << r.status();
-    EXPECT_EQ(std::get<int64_t>(r->outputs.at(0)), 42);
-  }
-
-  uint64_t SubmitRaw(RawClient& raw, ipc::TaskSpec t) {
-    ipc::SubmitRequest s;
-    s.tasks.push_back(std::move(t));
-    auto reply = raw.Call(s);
-    EXPECT_TRUE(reply.ok()) << reply.status();
-    if (!reply.ok()) return 0;
-    return std::get<ipc::SubmitReply>(*reply).task_ids.at(0);
-  }
-
-  std::unique_ptr<NodeProcess> node_;
-  coordinator::Discovery discovery_;
-};
+class FrontendAttackTest : public NodeTest {};
 
 TEST_F(FrontendAttackTest, WaitNamingATaskTwiceWithReleaseIsRefused) {
   StartNode();
@@ -95,7 +58,7 @@ TEST_F(FrontendAttackTest, WaitNamingATaskTwiceWithReleaseIsRefused) {
   auto ok = raw.Call(once);
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(std::get<ipc::WaitReply>(*ok).results.size(), 1u);
-  ExpectServesNormalClient();
+  ExpectServesOwner();
 }
 
 TEST_F(FrontendAttackTest, HugeTimeoutIsRefusedNamingTheField) {
@@ -112,7 +75,7 @@ TEST_F(FrontendAttackTest, HugeTimeoutIsRefusedNamingTheField) {
   ipc::CancelRequest cancel;
   cancel.task_ids = {id};
   EXPECT_TRUE(raw.Call(cancel).ok());
-  ExpectServesNormalClient();
+  ExpectServesOwner();
 }
 
 // A pushed submit's results go to its request id; 0 would push nothing.
@@ -127,7 +90,7 @@ TEST_F(FrontendAttackTest, PushedSubmitWithRequestIdZeroIsRefused) {
   ASSERT_EQ(reply.status().code(), absl::StatusCode::kInvalidArgument)
       << reply.status();
   EXPECT_TRUE(absl::StrContains(reply.status().message(), "request id"));
-  ExpectServesNormalClient();
+  ExpectServesOwner();
 }
 
 // Every numeric field on the wire is range-checked: a task's timeout of
@@ -157,7 +120,7 @@ TEST_F(FrontendAttackTest, NumbersOutOfRangeAreRefusedNamingTheField) {
   auto st = raw.Call(ipc::StatusRequest{});
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(std::get<ipc::NodeStatus>(*st).submitted(), 0u);
-  ExpectServesNormalClient();
+  ExpectServesOwner();
 }
 
 TEST_F(FrontendAttackTest, TcpWithoutTheOwnersKeyIsNotServed) {
@@ -194,15 +157,13 @@ TEST_F(FrontendAttackTest, TcpWithoutTheOwnersKeyIsNotServed) {
       (*owner)->Wait(*(*owner)->Submit(Task("add", {int64_t{1}, int64_t{1}})),
                      absl::Seconds(20));
   ASSERT_TRUE(r.ok() && r->status.ok());
-  ExpectServesNormalClient();
+  ExpectServesOwner();
 }
 
 TEST_F(FrontendAttackTest, ClientsSeeOnlyTheirOwnTasksAndOnlyTheOwnerStops) {
-  const std::string dir = ::testing::TempDir();
   auto guest = ipc::GenerateCurveKeyPair();
   ASSERT_TRUE(guest.ok());
-  const std::string list = absl::StrCat(dir, "/guests.txt");
-  std::ofstream(list) << guest->public_key << "\n";
+  const std::string list = WriteClientKeys("guests.txt", {&*guest});
   StartNode({"--client-keys", list});
   RawClient a(discovery_.frontend);
   RawClient b(discovery_.tcp, 1000, &*guest, discovery_.server_key);
@@ -237,7 +198,7 @@ TEST_F(FrontendAttackTest, ClientsSeeOnlyTheirOwnTasksAndOnlyTheOwnerStops) {
   const auto& results = std::get<ipc::WaitReply>(*done).results;
   ASSERT_EQ(results.size(), 1u);
   EXPECT_TRUE(results[0].status.ok()) << results[0].status;
-  ExpectServesNormalClient();
+  ExpectServesOwner();
 }
 
 TEST_F(FrontendAttackTest, AllowModulesRefusesOtherModulesAndPickles) {
@@ -264,7 +225,7 @@ TEST_F(FrontendAttackTest, AllowModulesRefusesOtherModulesAndPickles) {
   EXPECT_NE(SubmitRaw(raw, Task("py:xml.dom.minidom:parseString",
                                 {std::string("<a/>")})),
             0u);
-  ExpectServesNormalClient();
+  ExpectServesOwner();
 }
 
 TEST_F(FrontendAttackTest, QueueQuotaRefusesAWholeBatch) {
@@ -285,7 +246,7 @@ TEST_F(FrontendAttackTest, QueueQuotaRefusesAWholeBatch) {
   ipc::SubmitRequest four;
   for (int i = 0; i < 4; ++i) four.tasks.push_back(Task("sleep", {0.01}));
   ASSERT_TRUE(raw.Call(four).ok());
-  ExpectServesNormalClient();
+  ExpectServesOwner();
 }
 
 // Results a peer never collects count against its store-bytes quota once
@@ -312,21 +273,7 @@ TEST_F(FrontendAttackTest, UncollectedResultsCountAgainstTheStoreQuota) {
   EXPECT_TRUE(
       absl::StrContains(refused.message(), "max_store_bytes_per_client"))
       << refused;
-  ExpectServesNormalClient();  // the quota is per client
-}
-
-int64_t VmRssKb(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (absl::StartsWith(line, "VmRSS:")) {
-      int64_t kb = 0;
-      std::string v(absl::StripAsciiWhitespace(line.substr(6)));
-      (void)absl::SimpleAtoi(v.substr(0, v.find(' ')), &kb);
-      return kb;
-    }
-  }
-  return -1;
+  ExpectServesOwner();  // the quota is per client
 }
 
 // A client that does not read gets back-pressure, never loss: what the node
@@ -343,7 +290,7 @@ TEST_F(FrontendAttackTest, ClientThatNeverReadsIsBoundedAndServedLater) {
   ASSERT_TRUE(r.ok() && r->status.ok()) << r.status();
   const ObjectId object = std::get<ObjectValue>(r->outputs.at(0)).id;
   ASSERT_TRUE((*owner)->Fetch(object).ok());
-  const int64_t before = VmRssKb(node_->pid());
+  const int64_t before = ProcStatusKb(node_->pid(), "VmRSS");
   ASSERT_GT(before, 0);
   RawClient slow(discovery_.frontend, /*rcvhwm=*/1);
   constexpr int kFetches = 32;
@@ -360,7 +307,7 @@ TEST_F(FrontendAttackTest, ClientThatNeverReadsIsBoundedAndServedLater) {
     EXPECT_LT(absl::Now() - start, absl::Seconds(2));
     absl::SleepFor(absl::Milliseconds(200));
   }
-  const int64_t after = VmRssKb(node_->pid());
+  const int64_t after = ProcStatusKb(node_->pid(), "VmRSS");
   // 8 MiB of replies may be kept, plus one being built; 32 would be 128.
   EXPECT_LT(after - before, 40 * 1024) << "VmRSS " << before << " → " << after;
   // It reads now: every reply comes, in order, none lost.
@@ -372,7 +319,7 @@ TEST_F(FrontendAttackTest, ClientThatNeverReadsIsBoundedAndServedLater) {
               size_t{4} << 20);
   }
   (*owner)->ReleaseOutputs(*r);
-  ExpectServesNormalClient();
+  ExpectServesOwner();
 }
 
 }  // namespace

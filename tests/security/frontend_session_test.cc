@@ -19,13 +19,7 @@ namespace shoal::security {
 namespace {
 
 using shoal::testing::NodeProcess;
-
-ipc::TaskSpec Task(std::string function, std::vector<Value> args) {
-  ipc::TaskSpec t;
-  t.function = std::move(function);
-  t.args = std::move(args);
-  return t;
-}
+using shoal::testing::Task;
 
 absl::StatusOr<std::unique_ptr<coordinator::Client>> RemoteClient(
     const std::string& job, const std::string& tcp) {

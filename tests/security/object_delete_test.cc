@@ -17,6 +17,7 @@
 #include "ipc/messages.h"
 #include "shm/store_client.h"
 #include "tests/coordinator/node_fixture.h"
+#include "tests/security/node_test_base.h"
 #include "tests/security/raw_client.h"
 #include "tests/testing/store_fixture.h"
 
@@ -24,19 +25,14 @@ namespace shoal {
 namespace {
 
 using coordinator::Client;
-using shoal::testing::NodeProcess;
+using shoal::testing::NodeTest;
 using shoal::testing::RawClient;
+using shoal::testing::Task;
+using shoal::testing::WriteClientKeys;
 
 constexpr int64_t kElements = 1 << 15;  // 128 KiB of f32: a store object
 
-ipc::TaskSpec Task(std::string fn, std::vector<Value> args = {}) {
-  ipc::TaskSpec t;
-  t.function = std::move(fn);
-  t.args = std::move(args);
-  return t;
-}
-
-class ObjectDeleteTest : public ::testing::Test {
+class ObjectDeleteTest : public NodeTest {
  protected:
   void SetUp() override {
     for (auto* key : {&guest_, &other_}) {
@@ -44,16 +40,9 @@ class ObjectDeleteTest : public ::testing::Test {
       ASSERT_TRUE(k.ok());
       *key = *k;
     }
-    const std::string list =
-        absl::StrCat(::testing::TempDir(), "/object_delete_guests.txt");
-    std::ofstream(list) << guest_.public_key << "\n"
-                        << other_.public_key << "\n";
-    auto node = NodeProcess::Start({"--client-keys", list});
-    ASSERT_TRUE(node.ok()) << node.status();
-    node_ = *std::move(node);
-    auto d = coordinator::ReadDiscovery(node_->job_id());
-    ASSERT_TRUE(d.ok()) << d.status();
-    discovery_ = *d;
+    ASSERT_NO_FATAL_FAILURE(
+        StartNode({"--client-keys", WriteClientKeys("object_delete_guests.txt",
+                                                    {&guest_, &other_})}));
     auto owner = node_->Connect();
     ASSERT_TRUE(owner.ok()) << owner.status();
     owner_ = *std::move(owner);
@@ -63,16 +52,6 @@ class ObjectDeleteTest : public ::testing::Test {
   std::unique_ptr<RawClient> Guest(const ipc::CurveKeyPair& key) {
     return std::make_unique<RawClient>(discovery_.tcp, 1000, &key,
                                        discovery_.server_key);
-  }
-
-  // Submits `t` for `raw`; its task id.
-  uint64_t Submit(RawClient& raw, ipc::TaskSpec t) {
-    ipc::SubmitRequest s;
-    s.tasks.push_back(std::move(t));
-    auto reply = raw.Call(s);
-    EXPECT_TRUE(reply.ok()) << reply.status();
-    if (!reply.ok()) return 0;
-    return std::get<ipc::SubmitReply>(*reply).task_ids.at(0);
   }
 
   // Waits for task `id` of `raw` (with `release`); its result.
@@ -94,7 +73,7 @@ class ObjectDeleteTest : public ::testing::Test {
   // A store object made by `raw`'s own task (`fill`, taken with release).
   ObjectValue MadeBy(RawClient& raw, double value) {
     ipc::TaskResult r =
-        WaitFor(raw, Submit(raw, Task("fill", {kElements, value})), true);
+        WaitFor(raw, SubmitRaw(raw, Task("fill", {kElements, value})), true);
     EXPECT_EQ(r.outputs.size(), 1u);
     if (r.outputs.empty()) return {};
     return std::get<ObjectValue>(r.outputs[0]);
@@ -105,11 +84,11 @@ class ObjectDeleteTest : public ::testing::Test {
   // a DeleteRequest; a finished task dropped with ReleaseTasks).
   void EchoAndDelete(RawClient& raw, const ObjectValue& object) {
     ipc::TaskResult r =
-        WaitFor(raw, Submit(raw, Task("echo", {object})), /*release=*/true);
+        WaitFor(raw, SubmitRaw(raw, Task("echo", {object})), /*release=*/true);
     ASSERT_EQ(r.outputs.size(), 1u);
     ASSERT_EQ(std::get<ObjectValue>(r.outputs[0]).id, object.id);
     (void)raw.Call(ipc::DeleteRequest{object.id});
-    const uint64_t id = Submit(raw, Task("echo", {object}));
+    const uint64_t id = SubmitRaw(raw, Task("echo", {object}));
     (void)WaitFor(raw, id, /*release=*/false);
     ipc::ReleaseTasksRequest drop;
     drop.task_ids = {id};
@@ -140,8 +119,6 @@ class ObjectDeleteTest : public ::testing::Test {
   }
 
   ipc::CurveKeyPair guest_, other_;
-  std::unique_ptr<NodeProcess> node_;
-  coordinator::Discovery discovery_;
   std::unique_ptr<Client> owner_;
 };
 
@@ -204,7 +181,7 @@ TEST_F(ObjectDeleteTest, PeerStillDeletesItsOwnOutputs) {
   EXPECT_TRUE(guest->Call(ipc::DeleteRequest{mine.id}).ok());
   EXPECT_TRUE(GoneSoon(mine.id));
   // A finished task dropped with ReleaseTasks.
-  const uint64_t id = Submit(*guest, Task("fill", {kElements, 5.0}));
+  const uint64_t id = SubmitRaw(*guest, Task("fill", {kElements, 5.0}));
   ipc::TaskResult r = WaitFor(*guest, id, /*release=*/false);
   ASSERT_EQ(r.outputs.size(), 1u);
   const ObjectId dropped = std::get<ObjectValue>(r.outputs[0]).id;

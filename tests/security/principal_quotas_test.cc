@@ -33,40 +33,22 @@
 #include "ipc/messages.h"
 #include "ipc/protocol.h"
 #include "tests/coordinator/node_fixture.h"
+#include "tests/security/node_test_base.h"
 #include "tests/security/raw_client.h"
 
 namespace shoal {
 namespace {
 
-using shoal::testing::NodeProcess;
+using shoal::testing::NodeTest;
+using shoal::testing::ProcStatusKb;
 using shoal::testing::RawClient;
 using shoal::testing::RawClientOptions;
+using shoal::testing::Task;
+using shoal::testing::WriteClientKeys;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
-ipc::TaskSpec Task(std::string fn, std::vector<Value> args = {}) {
-  ipc::TaskSpec t;
-  t.function = std::move(fn);
-  t.args = std::move(args);
-  return t;
-}
-
-// A line of /proc/<pid>/status in KiB ("VmRSS", "VmHWM").
-int64_t ProcKb(pid_t pid, const std::string& field) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (absl::StartsWith(line, field + ":")) {
-      int64_t kb = 0;
-      std::string v(absl::StripAsciiWhitespace(line.substr(field.size() + 1)));
-      (void)absl::SimpleAtoi(v.substr(0, v.find(' ')), &kb);
-      return kb;
-    }
-  }
-  return -1;
-}
-
-class PrincipalQuotaTest : public ::testing::Test {
+class PrincipalQuotaTest : public NodeTest {
  protected:
   // A node admitting two guest keys (not the owner): `greedy_` and
   // `honest_`.
@@ -76,17 +58,11 @@ class PrincipalQuotaTest : public ::testing::Test {
     ASSERT_TRUE(g.ok() && h.ok());
     greedy_ = *g;
     honest_ = *h;
-    const std::string list =
-        absl::StrCat(::testing::TempDir(), "/guests-", getpid(), ".txt");
-    std::ofstream(list) << greedy_.public_key << "\n"
-                        << honest_.public_key << "\n";
-    flags.insert(flags.begin(), {"--client-keys", list});
-    auto node = NodeProcess::Start(std::move(flags));
-    ASSERT_TRUE(node.ok()) << node.status();
-    node_ = *std::move(node);
-    auto d = coordinator::ReadDiscovery(node_->job_id());
-    ASSERT_TRUE(d.ok()) << d.status();
-    discovery_ = *d;
+    flags.insert(flags.begin(),
+                 {"--client-keys",
+                  WriteClientKeys(absl::StrCat("guests-", getpid(), ".txt"),
+                                  {&greedy_, &honest_})});
+    NodeTest::StartNode(std::move(flags));
   }
 
   std::unique_ptr<RawClient> Guest(const ipc::CurveKeyPair& keys,
@@ -121,8 +97,6 @@ class PrincipalQuotaTest : public ::testing::Test {
     EXPECT_LT(absl::Now() - start, within);
   }
 
-  std::unique_ptr<NodeProcess> node_;
-  coordinator::Discovery discovery_;
   ipc::CurveKeyPair greedy_, honest_;
 };
 
@@ -195,7 +169,7 @@ TEST_F(PrincipalQuotaTest, WaitsAreBoundedPerKeyAndFreedAtOnce) {
   ipc::WaitRequest all;
   all.task_ids = std::get<ipc::SubmitReply>(*ids).task_ids;
   all.timeout_ms = 60000;
-  const int64_t rss_before = ProcKb(node_->pid(), "VmRSS");
+  const int64_t rss_before = ProcStatusKb(node_->pid(), "VmRSS");
   constexpr int kWaits = 2500;
   for (int i = 0; i < kWaits; ++i) {
     ASSERT_TRUE(waiter->Send(1000 + i, all).ok());
@@ -212,7 +186,7 @@ TEST_F(PrincipalQuotaTest, WaitsAreBoundedPerKeyAndFreedAtOnce) {
   EXPECT_TRUE(
       absl::IsDeadlineExceeded(waiter->Next(absl::Milliseconds(500)).status()))
       << "more than 16 waits of 4,096 ids were refused or answered";
-  const int64_t rss_waiting = ProcKb(node_->pid(), "VmRSS");
+  const int64_t rss_waiting = ProcStatusKb(node_->pid(), "VmRSS");
   // The waiter goes: its 16 waits and 4,096 tasks are freed, and another
   // client is answered within a second of it.
   waiter->Close();
@@ -222,7 +196,7 @@ TEST_F(PrincipalQuotaTest, WaitsAreBoundedPerKeyAndFreedAtOnce) {
   ASSERT_TRUE(st.ok()) << st.status();
   const absl::Duration answered = absl::Now() - gone;
   EXPECT_LT(answered, absl::Seconds(1));
-  const int64_t rss_after = ProcKb(node_->pid(), "VmRSS");
+  const int64_t rss_after = ProcStatusKb(node_->pid(), "VmRSS");
   std::cout << refused << " waits refused; VmRSS " << rss_before << " KiB → "
             << rss_waiting << " KiB while waiting → " << rss_after
             << " KiB after; another client answered in " << answered << "\n";
@@ -253,8 +227,8 @@ TEST_F(PrincipalQuotaTest, ParkedBytesAreBoundedPerKey) {
       std::get<ObjectValue>(
           std::get<ipc::WaitReply>(*done).results.at(0).outputs.at(0))
           .id;
-  const int64_t hwm_before = ProcKb(node_->pid(), "VmHWM");
-  const int64_t rss_before = ProcKb(node_->pid(), "VmRSS");
+  const int64_t hwm_before = ProcStatusKb(node_->pid(), "VmHWM");
+  const int64_t rss_before = ProcStatusKb(node_->pid(), "VmRSS");
   // Over its reply budget (it reads nothing): then 20 submits of ~24 MiB.
   for (int i = 0; i < 8; ++i) {
     ipc::FetchObjectRequest f;
@@ -271,8 +245,8 @@ TEST_F(PrincipalQuotaTest, ParkedBytesAreBoundedPerKey) {
     ExpectServed(honest_, absl::Seconds(3));
     absl::SleepFor(absl::Milliseconds(200));
   }
-  const int64_t hwm_after = ProcKb(node_->pid(), "VmHWM");
-  const int64_t rss_after = ProcKb(node_->pid(), "VmRSS");
+  const int64_t hwm_after = ProcStatusKb(node_->pid(), "VmHWM");
+  const int64_t rss_after = ProcStatusKb(node_->pid(), "VmRSS");
   std::cout << sent << " submits of 24 MiB sent; VmHWM " << hwm_before << " → "
             << hwm_after << " KiB, VmRSS " << rss_before << " → " << rss_after
             << " KiB\n";

@@ -17,14 +17,16 @@
 #include "ipc/curve.h"
 #include "ipc/messages.h"
 #include "tests/coordinator/node_fixture.h"
+#include "tests/security/node_test_base.h"
 #include "tests/security/raw_client.h"
 
 namespace shoal {
 namespace {
 
 using coordinator::Client;
-using shoal::testing::NodeProcess;
+using shoal::testing::NodeTest;
 using shoal::testing::RawClient;
+using shoal::testing::WriteClientKeys;
 
 std::string MakeFolder(
     const std::string& name,
@@ -58,7 +60,7 @@ std::string TextOf(const absl::StatusOr<ipc::TaskResult>& r) {
   return s == nullptr ? "(not a str)" : *s;
 }
 
-class PythonIsolationTest : public ::testing::Test {
+class PythonIsolationTest : public NodeTest {
  protected:
   // One worker, with the probe module on its own sys.path.
   void StartNode(std::vector<std::string> flags = {}) {
@@ -73,12 +75,8 @@ def module_file(name):
     return "(not imported)" if m is None else str(getattr(m, "__file__", ""))
 )PY"}});
     flags.insert(flags.end(), {"-n", "1", "--pythonpath", probe});
-    auto node = NodeProcess::Start(std::move(flags));
-    ASSERT_TRUE(node.ok()) << node.status();
-    node_ = *std::move(node);
+    NodeTest::StartNode(std::move(flags));
   }
-
-  std::unique_ptr<NodeProcess> node_;
 };
 
 TEST_F(PythonIsolationTest, ShadowingPathEndsWithItsTask) {
@@ -180,16 +178,11 @@ void ExpectForgeryRefused(const absl::StatusOr<ipc::TaskResult>& r) {
 }
 
 TEST_F(PythonIsolationTest, FunctionUnderAnotherFunctionsHashIsRefused) {
-  const std::string dir = ::testing::TempDir();
   auto guest = ipc::GenerateCurveKeyPair();
   ASSERT_TRUE(guest.ok());
-  const std::string list = absl::StrCat(dir, "/guests.txt");
-  std::ofstream(list) << guest->public_key << "\n";
-  StartNode({"--client-keys", list});
-  auto d = coordinator::ReadDiscovery(node_->job_id());
-  ASSERT_TRUE(d.ok()) << d.status();
-  RawClient a(d->frontend);  // the owner
-  RawClient b(d->tcp, 1000, &*guest, d->server_key);
+  StartNode({"--client-keys", WriteClientKeys("guests.txt", {&*guest})});
+  RawClient a(discovery_.frontend);  // the owner
+  RawClient b(discovery_.tcp, 1000, &*guest, discovery_.server_key);
   const std::string neg = absl::StrCat("py:#", kNegHash, "!");
   // B uploads abs under neg's hash before anyone ran neg: refused, nothing
   // cached; A's neg runs as neg.

@@ -25,22 +25,17 @@
 #include "ipc/messages.h"
 #include "ipc/protocol.h"
 #include "tests/coordinator/node_fixture.h"
+#include "tests/security/node_test_base.h"
 #include "tests/security/raw_client.h"
 
 namespace shoal {
 namespace {
 
-using shoal::testing::NodeProcess;
+using shoal::testing::NodeTest;
 using shoal::testing::RawClient;
+using shoal::testing::Task;
 
 constexpr size_t kMiB = size_t{1} << 20;
-
-ipc::TaskSpec Task(std::string fn, std::vector<Value> args = {}) {
-  ipc::TaskSpec t;
-  t.function = std::move(fn);
-  t.args = std::move(args);
-  return t;
-}
 
 ipc::TaskSpec Echo(size_t bytes) {
   return Task("echo", {BytesValue{std::string(bytes, 'x')}});
@@ -51,16 +46,9 @@ void ExpectTooLarge(const absl::Status& s) {
   EXPECT_TRUE(absl::StrContains(s.message(), "max_request_bytes")) << s;
 }
 
-class RequestSizeTest : public ::testing::Test {
+class RequestSizeTest : public NodeTest {
  protected:
-  void SetUp() override {
-    auto node = NodeProcess::Start({"-n", "2"});
-    ASSERT_TRUE(node.ok()) << node.status();
-    node_ = *std::move(node);
-    auto d = coordinator::ReadDiscovery(node_->job_id());
-    ASSERT_TRUE(d.ok()) << d.status();
-    discovery_ = *d;
-  }
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(StartNode({"-n", "2"})); }
 
   // A remote client of the owner's over TCP (CURVE).
   absl::StatusOr<std::unique_ptr<coordinator::Client>> Remote() {
@@ -71,20 +59,6 @@ class RequestSizeTest : public ::testing::Test {
     o.rpc_timeout = absl::Seconds(20);
     return coordinator::Client::Connect(o);
   }
-
-  void ExpectServesOthers() {
-    ASSERT_TRUE(node_->process().running()) << "the node exited";
-    auto other = Remote();
-    ASSERT_TRUE(other.ok()) << other.status();
-    auto t = (*other)->Submit(Task("add", {int64_t{2}, int64_t{40}}));
-    ASSERT_TRUE(t.ok()) << t.status();
-    auto r = (*other)->Wait(*t, absl::Seconds(20));
-    ASSERT_TRUE(r.ok() && r->status.ok()) << r.status();
-    EXPECT_EQ(std::get<int64_t>(r->outputs.at(0)), 42);
-  }
-
-  std::unique_ptr<NodeProcess> node_;
-  coordinator::Discovery discovery_;
 };
 
 TEST_F(RequestSizeTest,
@@ -132,7 +106,7 @@ TEST_F(RequestSizeTest,
   ASSERT_TRUE(t.ok()) << t.status();
   auto r = (*client)->Wait(*t, absl::Seconds(20));
   ASSERT_TRUE(r.ok() && r->status.ok()) << r.status();
-  ExpectServesOthers();
+  ExpectServesOwner(/*remote=*/true);
 }
 
 // Sends `body` on resumable session `session` of a raw client.
@@ -176,7 +150,7 @@ TEST_F(RequestSizeTest, RawOversizedFramesNeitherAbortTheNodeNorEndTheSession) {
   big.tasks = {Echo(130 * kMiB)};
   ASSERT_TRUE(SendOn(raw, session, 12, big).ok());
   absl::SleepFor(absl::Seconds(1));
-  ExpectServesOthers();
+  ExpectServesOwner(/*remote=*/true);
   // The DEALER reconnects on its own; the session resumes on it, with its
   // task.
   ipc::WaitRequest w;
@@ -203,7 +177,7 @@ TEST_F(RequestSizeTest, RawOversizedFramesNeitherAbortTheNodeNorEndTheSession) {
   const auto& results = std::get<ipc::WaitReply>(got->second).results;
   ASSERT_EQ(results.size(), 1u);
   EXPECT_TRUE(results[0].status.ok()) << results[0].status;
-  ExpectServesOthers();
+  ExpectServesOwner(/*remote=*/true);
 }
 
 }  // namespace
