@@ -4,9 +4,13 @@ else starts a node that shutdown() (or the script's end) stops. Each case is
 a script with a runtime folder of its own, so no other node is found."""
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
+
+import pytest
 
 import shoal
 
@@ -25,6 +29,15 @@ def alive(pid):
         return False
     return True
 """
+
+
+@pytest.fixture
+def runtime():
+    """A runtime folder of the test's own under /tmp: pytest's tmp_path can
+    be longer than an ipc:// socket's path allows (under pytest-xdist)."""
+    path = tempfile.mkdtemp(prefix="shoal-rt-")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def run_script(body, tmp_path, runtime, **env_extra):
@@ -50,7 +63,7 @@ def gone(pid):
     return False
 
 
-def test_init_starts_a_node_and_shutdown_stops_it(tmp_path):
+def test_init_starts_a_node_and_shutdown_stops_it(tmp_path, runtime):
     out = run_script("""
         c = shoal.init(num_workers=1)
         assert shoal.is_initialized() and shoal.init() is c
@@ -70,7 +83,7 @@ def test_init_starts_a_node_and_shutdown_stops_it(tmp_path):
         assert c2.job_id != c.job_id
         assert square.remote(8).result(60) == 64
         print(_paths.coordinator_pid(c2.job_id))   # left running at exit
-    """, tmp_path, tmp_path / "rt")
+    """, tmp_path, runtime)
     pid = int(out[-1])
     import time
     deadline = time.time() + 20
@@ -91,8 +104,7 @@ def test_init_connects_to_the_node_the_environment_names(node, tmp_path):
     assert c.submit(abs, -2).result(60) == 2
 
 
-def test_init_finds_the_node_started_last_here(tmp_path):
-    runtime = tmp_path / "rt"
+def test_init_finds_the_node_started_last_here(tmp_path, runtime):
     out = run_script("""
         try:
             shoal.init("auto")
