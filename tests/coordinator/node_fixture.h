@@ -1,5 +1,6 @@
 // NodeProcess: a real `shoal start` node for tests (unique job id, the test
-// plugin loaded), stopped at destruction.
+// plugin loaded), stopped at destruction; and what the tests of a node build
+// their requests and checks with (Task, ProcStatusKb).
 #ifndef SHOAL_TESTS_COORDINATOR_NODE_FIXTURE_H_
 #define SHOAL_TESTS_COORDINATOR_NODE_FIXTURE_H_
 
