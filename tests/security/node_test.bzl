@@ -1,16 +1,10 @@
 """node_test: a gtest against a real node, reached as a client would."""
 
-# What every such test uses: the fixture (node_test_base.h) of a node started
-# by the test, its discovery file and keys, the C++ client and the raw client
-# that sends frames the C++ client would refuse.
+# What every such test uses: the fixture of a node started by the test
+# (node_test_base.h, which brings the node's client, its discovery file and
+# keys, and the raw client that sends frames the C++ client would refuse).
 NODE_TEST_DEPS = [
     ":node_test_base",
-    ":raw_client",
-    "//coordinator:client",
-    "//coordinator:discovery",
-    "//ipc:curve",
-    "//ipc:protocol",
-    "//tests/coordinator:node_fixture",
     "@googletest//:gtest_main",
     "@system//:absl",
 ]
