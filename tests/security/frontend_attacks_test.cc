@@ -5,14 +5,11 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "coordinator/client.h"

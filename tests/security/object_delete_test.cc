@@ -4,7 +4,6 @@
 // guest runs `echo` on another's object id, so its result names the object,
 // then releases that result's outputs (DeleteRequest, or ReleaseTasks of the
 // finished task) — the frontend used to release and delete the object.
-#include <fstream>
 #include <string>
 #include <vector>
 

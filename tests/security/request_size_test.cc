@@ -49,21 +49,11 @@ void ExpectTooLarge(const absl::Status& s) {
 class RequestSizeTest : public NodeTest {
  protected:
   void SetUp() override { ASSERT_NO_FATAL_FAILURE(StartNode({"-n", "2"})); }
-
-  // A remote client of the owner's over TCP (CURVE).
-  absl::StatusOr<std::unique_ptr<coordinator::Client>> Remote() {
-    coordinator::ClientOptions o;
-    o.job_id = node_->job_id();
-    o.endpoint = discovery_.tcp;
-    o.force_remote = true;
-    o.rpc_timeout = absl::Seconds(20);
-    return coordinator::Client::Connect(o);
-  }
 };
 
 TEST_F(RequestSizeTest,
        TheClientsOversizedRequestsAreRefusedAndItsSessionLives) {
-  auto client = Remote();
+  auto client = node_->Connect(/*remote=*/true);  // over TCP (CURVE)
   ASSERT_TRUE(client.ok()) << client.status();
   // Work submitted before, both ways: not yet collected.
   std::vector<coordinator::TaskRef> refs;
