@@ -274,8 +274,9 @@ TEST(ProtocolTest, PeekAgreesWithDecodeOnRandomFrames) {
     EXPECT_EQ(head->session, r.envelope->session);
     EXPECT_EQ(head->ack, r.envelope->ack);
     EXPECT_EQ(head->minor, r.envelope->minor);
-    if (const auto* s = std::get_if<SubmitRequest>(&r.envelope->body))
+    if (const auto* s = std::get_if<SubmitRequest>(&r.envelope->body)) {
       EXPECT_EQ(head->items, s->tasks.size());
+    }
   }
 }
 

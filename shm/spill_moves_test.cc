@@ -97,7 +97,9 @@ class SpillMovesTest : public ::testing::Test {
     EXPECT_TRUE(HasTestPattern(view->data, view->nbytes, number, bytes))
         << number;
     ASSERT_TRUE(holder_->Release(TestObjectId(number)).ok());
-    if (drop) ASSERT_TRUE(holder_->Release(TestObjectId(number)).ok());
+    if (drop) {
+      ASSERT_TRUE(holder_->Release(TestObjectId(number)).ok());
+    }
   }
 
   // Sends a create of 160 MiB to `waiter` and returns once its spill is

@@ -306,7 +306,9 @@ TEST_F(PipelinedClientsTest, IdsWithResultAnswerAQuickTaskOnce) {
     ASSERT_EQ(w->results.size(), 1u);
     ASSERT_TRUE(w->results[0].status.ok()) << w->results[0].status;
     EXPECT_NE(w->results[0].task_id, 0u);
-    if (id) EXPECT_EQ(w->results[0].task_id, *id);
+    if (id) {
+      EXPECT_EQ(w->results[0].task_id, *id);
+    }
     EXPECT_EQ(std::get<int64_t>(w->results[0].outputs[0]), i);
   }
   // Echo tasks finish in microseconds: most are answered once (at least one,

@@ -106,7 +106,9 @@ class Soak : public ::testing::Test {
   void SetUp() override {
     const char* s = std::getenv("SHOAL_SOAK_SECONDS");
     int seconds = 60;
-    if (s != nullptr) ASSERT_TRUE(absl::SimpleAtoi(s, &seconds)) << s;
+    if (s != nullptr) {
+      ASSERT_TRUE(absl::SimpleAtoi(s, &seconds)) << s;
+    }
     storm_ = absl::Seconds(seconds);
     dir_ = ::testing::TempDir();
     std::string list;

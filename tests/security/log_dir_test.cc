@@ -47,8 +47,9 @@ class LogDirAttacks : public ::testing::Test {
 
   // The victim is another user's when this test may chown.
   void GiveVictimAway() {
-    if (geteuid() == 0)
+    if (geteuid() == 0) {
       ASSERT_EQ(chown(victim_.c_str(), kOtherUid, kOtherUid), 0);
+    }
   }
 
   TempDir base_;
