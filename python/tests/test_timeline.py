@@ -128,8 +128,13 @@ def test_large_store_reads_are_spans_on_the_worker(node, tmp_path):
 
 
 def test_python_timeline_writes_the_same_trace(node, tmp_path):
-    shoal.connect(job_id=node.job_id)
+    # A task of its own: the module's node may be this test's alone (pytest
+    # -n spreads a module's tests over processes), and its workers then have
+    # run nothing yet.
+    import tltasks
+    c = shoal.connect(job_id=node.job_id)
     try:
+        c.submit(tltasks.work, 0.002).result(60)
         path = shoal.timeline(str(tmp_path / "py.json"), seconds=0)
     finally:
         shoal.disconnect()
