@@ -234,6 +234,14 @@ class GlooAdmission {
   absl::Status CheckPeers(gloo::Context& context,
                           const std::vector<SourceFilter>& filters,
                           const std::vector<Record>& records) const;
+  // A round's messages and gloo's unbound buffers over them.
+  struct RoundBuffers {
+    std::vector<uint8_t> send_storage;
+    std::vector<uint8_t> recv_storage;
+    std::unique_ptr<gloo::transport::UnboundBuffer> send;
+    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> recv;
+  };
+  static void FreeRoundAfterGloo(RoundBuffers& buffers);
   // Step 5: a round of `bytes`-byte messages to and from every peer on
   // `slot` (this rank's message to peer p at p·bytes of `out`); each
   // received one goes to `check(peer, bytes)`.

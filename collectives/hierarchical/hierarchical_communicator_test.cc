@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "base/mutex.h"
 #include "collectives/gloo/gloo_communicator.h"
 #include "collectives/reference_data.h"
 #include "collectives/rendezvous/in_memory_rendezvous.h"
@@ -33,6 +34,35 @@ struct RankComms {
   std::unique_ptr<HierarchicalCommunicator> hier;
 };
 
+// Makes rank `r`'s backends into `comms`.
+absl::Status Make(InMemoryRendezvous& rendezvous, const std::string& name,
+                  int r, const std::vector<int>& node_of,
+                  absl::Duration timeout, bool small_through_leaders,
+                  uint64_t pipeline_piece_bytes, RankComms& comms) {
+  const int world = static_cast<int>(node_of.size());
+  GlooCommOptions go;
+  go.hostname = "127.0.0.1";
+  go.timeout = timeout;
+  auto flat =
+      GlooCommunicator::Create(rendezvous, name + ".flat", r, world, go);
+  if (!flat.ok()) return flat.status();
+  comms.flat = std::move(*flat);
+  HierarchicalOptions ho;
+  ho.node_of = node_of;
+  ho.job_id = name;
+  ho.shm = testing::SmallSlots();
+  ho.shm.timeout = timeout;
+  ho.gloo = go;
+  ho.small_bytes = 256;
+  ho.small_through_leaders = small_through_leaders;
+  ho.pipeline_piece_bytes = pipeline_piece_bytes;
+  auto hier = HierarchicalCommunicator::Create(rendezvous, name, r,
+                                               comms.flat.get(), ho);
+  if (!hier.ok()) return hier.status();
+  comms.hier = std::move(*hier);
+  return absl::OkStatus();
+}
+
 // Runs `body` on `node_of.size()` threads, each with its RankComms.
 void RunRanks(const std::vector<int>& node_of,
               const std::function<void(int, RankComms&)>& body,
@@ -43,30 +73,24 @@ void RunRanks(const std::vector<int>& node_of,
   const std::string name = absl::StrCat("t", getpid(), "-", serial++);
   InMemoryRendezvous rendezvous;
   const int world = static_cast<int>(node_of.size());
+  // Every rank is made before any runs `body`: a body that fails its rank on
+  // purpose must not reach ranks that are still connecting.
+  Mutex mu;
+  CondVar made_cv;
+  int made = 0;
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       RankComms comms;
-      GlooCommOptions go;
-      go.hostname = "127.0.0.1";
-      go.timeout = timeout;
-      auto flat =
-          GlooCommunicator::Create(rendezvous, name + ".flat", r, world, go);
-      ASSERT_TRUE(flat.ok()) << flat.status();
-      comms.flat = std::move(*flat);
-      HierarchicalOptions ho;
-      ho.node_of = node_of;
-      ho.job_id = name;
-      ho.shm = testing::SmallSlots();
-      ho.shm.timeout = timeout;
-      ho.gloo = go;
-      ho.small_bytes = 256;
-      ho.small_through_leaders = small_through_leaders;
-      ho.pipeline_piece_bytes = pipeline_piece_bytes;
-      auto hier = HierarchicalCommunicator::Create(rendezvous, name, r,
-                                                   comms.flat.get(), ho);
-      ASSERT_TRUE(hier.ok()) << hier.status();
-      comms.hier = std::move(*hier);
+      const absl::Status status =
+          Make(rendezvous, name, r, node_of, timeout, small_through_leaders,
+               pipeline_piece_bytes, comms);
+      {
+        MutexLock lock(&mu);
+        if (++made == world) made_cv.SignalAll();
+        while (made < world) made_cv.Wait(&mu);
+      }
+      ASSERT_TRUE(status.ok()) << status;
       body(r, comms);
     });
   }
