@@ -1,7 +1,9 @@
 #include "observe/timeline_ring.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -9,6 +11,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -99,8 +103,8 @@ std::string TimelineSegmentName(absl::string_view job_id, int pid,
   return absl::StrCat("shoal-", job_id, "-", pid, "-", random_hex, kSuffix);
 }
 
-bool IsTimelineSegmentOf(absl::string_view name, absl::string_view job_id,
-                         int* pid) {
+bool ParseTimelineSegmentName(absl::string_view name, std::string* job_id,
+                              int* pid) {
   // Parsed from the end, as a job id may hold '-' and digits itself.
   if (!absl::ConsumeSuffix(&name, kSuffix)) return false;
   if (name.size() < kRandomHexDigits + 1) return false;
@@ -113,9 +117,55 @@ bool IsTimelineSegmentOf(absl::string_view name, absl::string_view job_id,
   if (dash == absl::string_view::npos) return false;
   int p = 0;
   if (!absl::SimpleAtoi(name.substr(dash + 1), &p) || p <= 0) return false;
-  if (name.substr(0, dash) != absl::StrCat("shoal-", job_id)) return false;
+  absl::string_view job = name.substr(0, dash);
+  if (!absl::ConsumePrefix(&job, "shoal-") || !ValidJobId(job)) return false;
+  if (job_id != nullptr) *job_id = std::string(job);
   if (pid != nullptr) *pid = p;
   return true;
+}
+
+bool IsTimelineSegmentOf(absl::string_view name, absl::string_view job_id,
+                         int* pid) {
+  std::string job;
+  int p = 0;
+  if (!ParseTimelineSegmentName(name, &job, &p) || job != job_id) return false;
+  if (pid != nullptr) *pid = p;
+  return true;
+}
+
+std::vector<std::string> RemoveEndedJobsRings(
+    const std::function<bool(const std::string& job_id)>& job_lives) {
+  std::vector<std::string> removed;
+  DIR* dir = opendir(kShmDir);
+  if (dir == nullptr) return removed;
+  // Every ring of this user, by job; a job with one live writer is kept.
+  std::map<std::string, std::vector<std::string>> rings;
+  std::set<std::string> live;
+  const uid_t uid = getuid();
+  while (dirent* ent = readdir(dir)) {
+    std::string job;
+    int pid = 0;
+    if (!ParseTimelineSegmentName(ent->d_name, &job, &pid)) continue;
+    struct stat st;
+    if (fstatat(dirfd(dir), ent->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode) || st.st_uid != uid) {
+      continue;
+    }
+    // A pid reused since keeps the job: a ring kept too long, never one
+    // removed under its writer.
+    if (kill(pid, 0) == 0 || errno == EPERM) live.insert(job);
+    rings[job].push_back(ent->d_name);
+  }
+  closedir(dir);
+  for (const auto& [job, names] : rings) {
+    if (live.count(job) != 0 || job_lives(job)) continue;
+    for (const std::string& name : names) {
+      if (unlink(absl::StrCat(kShmDir, name).c_str()) == 0) {
+        removed.push_back(name);
+      }
+    }
+  }
+  return removed;
 }
 
 absl::StatusOr<std::unique_ptr<TimelineRing>> TimelineRing::Create(

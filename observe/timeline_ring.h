@@ -26,6 +26,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -175,6 +176,18 @@ std::string TimelineSegmentName(absl::string_view job_id, int pid,
 // its writer's pid.
 bool IsTimelineSegmentOf(absl::string_view name, absl::string_view job_id,
                          int* pid);
+// True when `name` is a ring's name; `job_id` and `pid` get its parts.
+bool ParseTimelineSegmentName(absl::string_view name, std::string* job_id,
+                              int* pid);
+
+// Removes this user's rings of jobs that have ended: no ring of the job has
+// a live writer, and `job_lives(job_id)` is false. `job_lives` names what
+// else keeps a job's rings wanted (a node's store, whose node reads its dead
+// workers' rings). A ring outlives its writer, so without this the rings of
+// a job killed whole (node and workers) stay in /dev/shm. Returns the names
+// removed.
+std::vector<std::string> RemoveEndedJobsRings(
+    const std::function<bool(const std::string& job_id)>& job_lives);
 
 // A tally as a reader copied it.
 struct CollectiveCount {

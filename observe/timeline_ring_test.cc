@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <thread>
@@ -226,6 +228,58 @@ TEST(TimelineRingTest, SegmentNamesParseFromTheEnd) {
   EXPECT_FALSE(
       IsTimelineSegmentOf("shoal-a-42-0123456789zz-timeline", "a", &pid));
   EXPECT_FALSE(TimelineRing::Create("bad/job", "x", 64).ok());
+}
+
+// Makes a ring of `job` in a child process that then exits; returns the
+// ring's name.
+std::string RingOfADeadWriter(const std::string& job) {
+  int fds[2];
+  if (pipe(fds) != 0) return "";
+  const pid_t child = fork();
+  if (child == 0) {
+    auto ring = TimelineRing::Create(job, "gone", 64);
+    if (ring.ok()) {
+      (void)!write(fds[1], (*ring)->name().data(), (*ring)->name().size());
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  char name[256];
+  const ssize_t n = read(fds[0], name, sizeof(name));
+  close(fds[0]);
+  waitpid(child, nullptr, 0);
+  return std::string(name, n > 0 ? n : 0);
+}
+
+bool Exists(const std::string& name) {
+  struct stat st;
+  return stat(absl::StrCat("/dev/shm/", name).c_str(), &st) == 0;
+}
+
+TEST(TimelineRingTest, OnlyRingsOfEndedJobsAreRemoved) {
+  const std::string ended = UniqueJob("ended");
+  const std::string stored = UniqueJob("stored");
+  const std::string writing = UniqueJob("writing");
+  Unlinker a{RingOfADeadWriter(ended)};
+  Unlinker b{RingOfADeadWriter(stored)};
+  Unlinker c{RingOfADeadWriter(writing)};
+  ASSERT_FALSE(a.name.empty());
+  ASSERT_FALSE(b.name.empty());
+  ASSERT_FALSE(c.name.empty());
+  auto live = TimelineRing::Create(writing, "here", 64);
+  ASSERT_TRUE(live.ok()) << live.status();
+  Unlinker d{(*live)->name()};
+
+  const std::vector<std::string> removed = RemoveEndedJobsRings(
+      [&](const std::string& job) { return job == stored; });
+  // Only the job with no live writer and nothing else keeping it.
+  EXPECT_NE(std::find(removed.begin(), removed.end(), a.name), removed.end());
+  for (const std::string& kept : {b.name, c.name, d.name}) {
+    EXPECT_EQ(std::find(removed.begin(), removed.end(), kept), removed.end())
+        << kept;
+    EXPECT_TRUE(Exists(kept)) << kept;
+  }
+  EXPECT_FALSE(Exists(a.name));
 }
 
 TEST(TimelineRingTest, JsonEscapesWhateverARingHolds) {

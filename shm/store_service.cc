@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -22,6 +23,7 @@
 #include "base/status_macros.h"
 #include "ipc/router.h"
 #include "ipc/socket.h"
+#include "observe/timeline_ring.h"
 #include "shm/allocator.h"
 #include "shm/layout.h"
 #include "shm/object_table.h"
@@ -79,6 +81,19 @@ absl::Status StoreService::Impl::CreateSegment(const std::string& name,
                                                const Layout& layout) {
   for (const std::string& stale : Segment::RemoveStale()) {
     SHOAL_LOG(INFO, "removed stale store segment /dev/shm/%s", stale);
+  }
+  // The rings of jobs killed whole: their stores' segments went just now (a
+  // live store's node still reads its dead workers' rings).
+  const std::vector<std::string> rings =
+      observe::RemoveEndedJobsRings([](const std::string& job) {
+        absl::StatusOr<std::string> store = SegmentNameForJob(job);
+        struct stat st;
+        return !store.ok() ||
+               stat(absl::StrCat("/dev/shm/", *store).c_str(), &st) == 0;
+      });
+  if (!rings.empty()) {
+    SHOAL_LOG(INFO, "removed %d timeline rings of ended jobs (%s, ...)",
+              static_cast<int>(rings.size()), rings.front());
   }
   SHOAL_ASSIGN_OR_RETURN(segment_, Segment::Create(name, options_.store_bytes));
 
