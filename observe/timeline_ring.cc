@@ -134,9 +134,10 @@ bool IsTimelineSegmentOf(absl::string_view name, absl::string_view job_id,
 }
 
 std::vector<std::string> RemoveEndedJobsRings(
-    const std::function<bool(const std::string& job_id)>& job_lives) {
+    const std::function<bool(const std::string& job_id)>& job_lives,
+    const std::string& folder) {
   std::vector<std::string> removed;
-  DIR* dir = opendir(kShmDir);
+  DIR* dir = opendir(folder.c_str());
   if (dir == nullptr) return removed;
   // Every ring of this user, by job; a job with one live writer is kept.
   std::map<std::string, std::vector<std::string>> rings;
@@ -160,7 +161,7 @@ std::vector<std::string> RemoveEndedJobsRings(
   for (const auto& [job, names] : rings) {
     if (live.count(job) != 0 || job_lives(job)) continue;
     for (const std::string& name : names) {
-      if (unlink(absl::StrCat(kShmDir, name).c_str()) == 0) {
+      if (unlink(absl::StrCat(folder, name).c_str()) == 0) {
         removed.push_back(name);
       }
     }

@@ -230,56 +230,54 @@ TEST(TimelineRingTest, SegmentNamesParseFromTheEnd) {
   EXPECT_FALSE(TimelineRing::Create("bad/job", "x", 64).ok());
 }
 
-// Makes a ring of `job` in a child process that then exits; returns the
-// ring's name.
-std::string RingOfADeadWriter(const std::string& job) {
-  int fds[2];
-  if (pipe(fds) != 0) return "";
+// The pid of a process that has exited.
+int DeadPid() {
   const pid_t child = fork();
-  if (child == 0) {
-    auto ring = TimelineRing::Create(job, "gone", 64);
-    if (ring.ok()) {
-      (void)!write(fds[1], (*ring)->name().data(), (*ring)->name().size());
-    }
-    _exit(0);
-  }
-  close(fds[1]);
-  char name[256];
-  const ssize_t n = read(fds[0], name, sizeof(name));
-  close(fds[0]);
+  if (child == 0) _exit(0);
   waitpid(child, nullptr, 0);
-  return std::string(name, n > 0 ? n : 0);
+  return child;
 }
 
-bool Exists(const std::string& name) {
+// Makes an empty file named as `pid`'s ring of `job` in `dir`; returns its
+// name.
+std::string RingFile(const std::string& dir, const std::string& job, int pid) {
+  static int n = 0;
+  const std::string name =
+      TimelineSegmentName(job, pid, absl::StrFormat("%012x", ++n));
+  const int fd = open(absl::StrCat(dir, name).c_str(),
+                      O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd >= 0) close(fd);
+  return name;
+}
+
+bool Exists(const std::string& path) {
   struct stat st;
-  return stat(absl::StrCat("/dev/shm/", name).c_str(), &st) == 0;
+  return stat(path.c_str(), &st) == 0;
 }
 
+// In a folder of its own: the stores of other tests sweep /dev/shm.
 TEST(TimelineRingTest, OnlyRingsOfEndedJobsAreRemoved) {
-  const std::string ended = UniqueJob("ended");
-  const std::string stored = UniqueJob("stored");
-  const std::string writing = UniqueJob("writing");
-  Unlinker a{RingOfADeadWriter(ended)};
-  Unlinker b{RingOfADeadWriter(stored)};
-  Unlinker c{RingOfADeadWriter(writing)};
-  ASSERT_FALSE(a.name.empty());
-  ASSERT_FALSE(b.name.empty());
-  ASSERT_FALSE(c.name.empty());
-  auto live = TimelineRing::Create(writing, "here", 64);
-  ASSERT_TRUE(live.ok()) << live.status();
-  Unlinker d{(*live)->name()};
+  char templ[] = "/tmp/shoal-rings-XXXXXX";
+  ASSERT_NE(mkdtemp(templ), nullptr);
+  const std::string dir = absl::StrCat(templ, "/");
+  const int dead = DeadPid();
+  const std::string ended = RingFile(dir, "ended", dead);
+  const std::string stored = RingFile(dir, "stored", dead);
+  const std::string writing_dead = RingFile(dir, "writing", dead);
+  const std::string writing_live = RingFile(dir, "writing", getpid());
+  const std::string other = "shoal-notes.txt";
+  close(open(absl::StrCat(dir, other).c_str(), O_CREAT | O_WRONLY, 0600));
 
   const std::vector<std::string> removed = RemoveEndedJobsRings(
-      [&](const std::string& job) { return job == stored; });
+      [&](const std::string& job) { return job == "stored"; }, dir);
   // Only the job with no live writer and nothing else keeping it.
-  EXPECT_NE(std::find(removed.begin(), removed.end(), a.name), removed.end());
-  for (const std::string& kept : {b.name, c.name, d.name}) {
-    EXPECT_EQ(std::find(removed.begin(), removed.end(), kept), removed.end())
-        << kept;
-    EXPECT_TRUE(Exists(kept)) << kept;
+  EXPECT_EQ(removed, std::vector<std::string>{ended});
+  EXPECT_FALSE(Exists(dir + ended));
+  for (const std::string& kept : {stored, writing_dead, writing_live, other}) {
+    EXPECT_TRUE(Exists(dir + kept)) << kept;
+    unlink((dir + kept).c_str());
   }
-  EXPECT_FALSE(Exists(a.name));
+  rmdir(templ);
 }
 
 TEST(TimelineRingTest, JsonEscapesWhateverARingHolds) {
