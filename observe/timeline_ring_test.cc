@@ -5,7 +5,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <string>
 #include <thread>
@@ -13,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/temp_dir.h"
 #include "gtest/gtest.h"
 #include "observe/timeline_read.h"
 
@@ -238,15 +238,13 @@ int DeadPid() {
   return child;
 }
 
-// Makes an empty file named as `pid`'s ring of `job` in `dir`; returns its
+// Makes an empty file in `dir` named as `pid`'s ring of `job`; returns its
 // name.
-std::string RingFile(const std::string& dir, const std::string& job, int pid) {
+std::string RingFile(const TempDir& dir, const std::string& job, int pid) {
   static int n = 0;
   const std::string name =
       TimelineSegmentName(job, pid, absl::StrFormat("%012x", ++n));
-  const int fd = open(absl::StrCat(dir, name).c_str(),
-                      O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
-  if (fd >= 0) close(fd);
+  EXPECT_TRUE(dir.WriteFile(name, "").ok()) << name;
   return name;
 }
 
@@ -257,27 +255,25 @@ bool Exists(const std::string& path) {
 
 // In a folder of its own: the stores of other tests sweep /dev/shm.
 TEST(TimelineRingTest, OnlyRingsOfEndedJobsAreRemoved) {
-  char templ[] = "/tmp/shoal-rings-XXXXXX";
-  ASSERT_NE(mkdtemp(templ), nullptr);
-  const std::string dir = absl::StrCat(templ, "/");
+  absl::StatusOr<TempDir> dir = TempDir::Create("shoal-rings-");
+  ASSERT_TRUE(dir.ok()) << dir.status();
   const int dead = DeadPid();
-  const std::string ended = RingFile(dir, "ended", dead);
-  const std::string stored = RingFile(dir, "stored", dead);
-  const std::string writing_dead = RingFile(dir, "writing", dead);
-  const std::string writing_live = RingFile(dir, "writing", getpid());
+  const std::string ended = RingFile(*dir, "ended", dead);
+  const std::string stored = RingFile(*dir, "stored", dead);
+  const std::string writing_dead = RingFile(*dir, "writing", dead);
+  const std::string writing_live = RingFile(*dir, "writing", getpid());
   const std::string other = "shoal-notes.txt";
-  close(open(absl::StrCat(dir, other).c_str(), O_CREAT | O_WRONLY, 0600));
+  ASSERT_TRUE(dir->WriteFile(other, "").ok());
 
   const std::vector<std::string> removed = RemoveEndedJobsRings(
-      [&](const std::string& job) { return job == "stored"; }, dir);
+      [&](const std::string& job) { return job == "stored"; },
+      dir->path() + "/");
   // Only the job with no live writer and nothing else keeping it.
   EXPECT_EQ(removed, std::vector<std::string>{ended});
-  EXPECT_FALSE(Exists(dir + ended));
+  EXPECT_FALSE(Exists(dir->File(ended)));
   for (const std::string& kept : {stored, writing_dead, writing_live, other}) {
-    EXPECT_TRUE(Exists(dir + kept)) << kept;
-    unlink((dir + kept).c_str());
+    EXPECT_TRUE(Exists(dir->File(kept))) << kept;
   }
-  rmdir(templ);
 }
 
 TEST(TimelineRingTest, JsonEscapesWhateverARingHolds) {
