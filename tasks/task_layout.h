@@ -27,8 +27,9 @@ inline constexpr uint64_t kTaskSegmentMagic =
 // 5: TaskEntry::account (was reserved). 6: fair queueing (TaskEntry::tag,
 // TaskSegmentHeader::fair). 7: the free stacks' lengths
 // (TaskSegmentHeader::free_entry_count, free_chunk_count); a journal of
-// shm::kMaxUndoRecords = 40.
-inline constexpr uint32_t kTaskLayoutVersion = 7;
+// shm::kMaxUndoRecords = 40. 8: fair queueing by the workers' time
+// (FairFlow::end, cost_ns; FairQueueing::min_cost_ns).
+inline constexpr uint32_t kTaskLayoutVersion = 8;
 // Ordinary classes (distinct cpus/gpus requests) and actor classes (one per
 // live actor) together.
 inline constexpr uint32_t kMaxResourceClasses = 80;
@@ -54,31 +55,39 @@ inline constexpr uint32_t kTaskTimedOut = 1u << 2;  // cancelled by its deadline
 // Tasks needing these resources share one FIFO. An actor's class holds the
 // calls to that actor: only the worker slot serving it claims from it, and
 // ordinary workers never do.
-// Fair queueing across submitters (start-time fair queueing with a unit
-// cost per task, and sparse flows first): each flow — a store account where
-// the task has one (the frontend gives one per remote principal), else the
-// submitting client slot — numbers its tasks in rounds from max(virtual
-// round, its last round + 1); a class's FIFO is kept ordered by tag, and a
-// claim takes the lowest tag, so a flow with one task waits behind at most
-// one task of each other flow, however many those have queued. A tag counts
-// half rounds: a task of round r is 2r + 1, except the task of a sparse flow
-// (nothing of its own queued beyond the current round), which gets 2r for
-// the current round r and so goes ahead of the round's other tasks, as
-// fq_codel serves new flows first: a client that submits one task at a time
-// waits for a worker, not for a round of every backlogged flow, and a flow
-// is sparse for at most one task a round. The virtual time is the tag of the
-// task claimed last (its round: half of it). A flow whose last round is at
-// or below the virtual round is the same as a flow never seen, so its slot
-// can be reused. These fields only order work: a write lost to a rollback
-// changes no task's fate, so they are written without the journal.
+// Fair queueing across submitters by the workers' time they take
+// (start-time fair queueing, Goyal et al., with each task's cost the mean
+// run time of its flow's recent tasks, and sparse flows first). A flow is a
+// store account where the task has one (the frontend gives one per remote
+// principal), else the submitting client slot. Virtual time counts
+// nanoseconds of a backlogged flow's work; a task starts at max(virtual
+// time, the end of its flow's queued work), and its flow's work then ends
+// its cost later. A class's FIFO is kept ordered by tag, and a claim takes
+// the lowest tag, so every backlogged flow gets the same share of the
+// workers' time, whatever its tasks' length: a flow of 5 ms tasks has one
+// task claimed for every hundred of a flow of 50 us ones. A tag counts half
+// virtual nanoseconds: a task starting at v is 2v + 1, except the task of a
+// sparse flow (no queued work ending after the virtual time), which gets 2v
+// and so goes ahead of the backlogged flows' tasks starting then, as
+// fq_codel serves new flows first. A flow that uses less than its share (a
+// client that submits one short task at a time) is sparse at each submit:
+// it waits for a worker, not behind others' backlogs. The virtual time is
+// the tag of the task claimed last (its start: half of it). A flow whose
+// work ends at or before the virtual time is the same as a flow never seen,
+// so its slot can be reused. A flow's cost is at least min_cost_ns, which a
+// task shorter than it, and a flow's first task, is charged. These fields
+// only order work: a write lost to a rollback changes no task's fate, so
+// they are written without the journal.
 inline constexpr uint32_t kFairFlowSlots = 128;
 struct FairFlow {
-  uint64_t key;   // 0: free; see TaskTable::FlowKey
-  uint64_t last;  // the next round the flow's task gets at the earliest
+  uint64_t key;      // 0: free; see TaskTable::FlowKey
+  uint64_t end;      // virtual ns at which the flow's queued work ends
+  uint64_t cost_ns;  // moving mean of its tasks' run times; 0: none yet
 };
 struct FairQueueing {
-  uint64_t vtime;    // the tag of the task claimed last
-  uint64_t max_tag;  // the highest tag given (for a flow with no slot)
+  uint64_t vtime;        // the tag of the task claimed last
+  uint64_t max_tag;      // the highest tag given (for a flow with no slot)
+  uint64_t min_cost_ns;  // TaskTableOptions::fair_min_cost
   FairFlow flows[kFairFlowSlots];
 };
 

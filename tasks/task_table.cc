@@ -113,6 +113,8 @@ absl::StatusOr<std::unique_ptr<TaskTable>> TaskTable::Create(
   h->chunk_bytes = kChunkBytes;
   h->entries_offset = entries_offset;
   h->chunks_offset = chunks_offset;
+  h->fair.min_cost_ns = static_cast<uint64_t>(
+      std::max<int64_t>(1, absl::ToInt64Nanoseconds(o.fair_min_cost)));
   SHOAL_RETURN_IF_ERROR(shm::InitRobustLock(&h->lock));
   shm::Segment* segment = seg.get();
   std::unique_ptr<TaskTable> t(new TaskTable(std::move(seg), o.lock_timeout));

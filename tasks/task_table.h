@@ -44,6 +44,10 @@ struct TaskTableOptions {
   uint32_t max_chunks = 2048;
   // Longest wait for the table lock before an operation fails. Default 10 s.
   absl::Duration lock_timeout = absl::Seconds(10);
+  // Fair queueing charges a flow at least this much of the workers' time
+  // per task (task_layout.h: FairQueueing): tasks shorter than it count as
+  // equal. Default 20 us, about what claiming and completing one costs.
+  absl::Duration fair_min_cost = absl::Microseconds(20);
 };
 
 // A task for an actor names it in its function, "<function>@actor=<id>"

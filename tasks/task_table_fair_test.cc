@@ -1,8 +1,9 @@
-// Fair queueing across submitters (task_layout.h: FairQueueing): a flow with
-// one task waits behind at most one task of each other flow, however many
-// those have queued, and a flow with nothing queued goes ahead of the round;
-// each flow's own tasks keep their order; an actor's calls stay first come,
-// first served.
+// Fair queueing across submitters by the workers' time (task_layout.h:
+// FairQueueing): among flows of equally long tasks a flow with one task waits
+// behind at most one task of each other flow, however many those have queued,
+// and a flow with nothing queued goes ahead of them; flows of longer tasks
+// get fewer claims, in proportion; each flow's own tasks keep their order; an
+// actor's calls stay first come, first served.
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "tasks/task_table.h"
 
@@ -23,6 +26,9 @@ class FairTest : public ::testing::Test {
     TaskTableOptions o;
     o.max_tasks = 4096;
     o.max_chunks = 16;
+    // Every task here runs for less than this, so all cost the same
+    // (except where a test makes some longer).
+    o.fair_min_cost = absl::Milliseconds(1);
     auto t = TaskTable::Create(absl::StrCat("fair", getpid()), o);
     ASSERT_TRUE(t.ok()) << t.status();
     table_ = *std::move(t);
@@ -52,13 +58,17 @@ class FairTest : public ::testing::Test {
   }
 
   // Claims and completes `n` tasks, returning their ids in claim order.
-  std::vector<uint64_t> Run(int n) {
+  // Tasks named `long_one` run for `long_run` (a sleep) before they
+  // complete.
+  std::vector<uint64_t> Run(int n, const std::string& long_one = "",
+                            absl::Duration long_run = absl::ZeroDuration()) {
     std::vector<uint64_t> order;
     for (int i = 0; i < n; ++i) {
       auto c = table_->Claim(worker_);
       EXPECT_TRUE(c.ok() && c->has_value());
       if (!c.ok() || !c->has_value()) break;
       order.push_back((*c)->id);
+      if ((*c)->function == long_one) absl::SleepFor(long_run);
       EXPECT_TRUE(table_->Complete(worker_, (*c)->id, 0, "").ok());
     }
     return order;
@@ -128,6 +138,33 @@ TEST_F(FairTest, AFlowWithNothingQueuedGoesAheadOfTheRound) {
   const std::vector<uint64_t> order = Run(40);
   EXPECT_EQ(Position(order, two[0]), 0);
   EXPECT_GT(Position(order, two[1]), 8);
+}
+
+TEST_F(FairTest, FlowsOfLongerTasksGetFewerClaims) {
+  // Two backlogged accounts, one of whose tasks run 20 ms (20 times the
+  // floor every short task is charged): they share the worker's time, not
+  // its claims.
+  const uint32_t frontend = *table_->AddClient(getpid());
+  const std::vector<uint64_t> slow = Submit(frontend, 1, "slow", 3);
+  (void)Run(2, "slow", absl::Milliseconds(20));  // its cost is measured
+  const std::vector<uint64_t> slow_more = Submit(frontend, 1, "slow", 20);
+  const std::vector<uint64_t> quick = Submit(frontend, 2, "quick", 200);
+  const std::vector<uint64_t> order =
+      Run(1 + 3 * 21, "slow", absl::Milliseconds(20));
+  int slow_claims = 0;
+  for (uint64_t id : order) {
+    slow_claims +=
+        static_cast<int>(std::count(slow.begin(), slow.end(), id) +
+                         std::count(slow_more.begin(), slow_more.end(), id));
+  }
+  // About one claim in 21 (each slow task is charged ~20 ms, a quick one
+  // 1 ms): 3 or 4 of the 64 claims, where a round robin of claims would
+  // give the slow account 32.
+  EXPECT_GE(slow_claims, 2);
+  EXPECT_LE(slow_claims, 6);
+  // A sparse flow still goes first.
+  const uint64_t mine = Submit(frontend, 99, "l", 1)[0];
+  EXPECT_EQ(Run(1), std::vector<uint64_t>{mine});
 }
 
 TEST_F(FairTest, OneClientAloneIsFirstComeFirstServed) {

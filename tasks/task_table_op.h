@@ -276,45 +276,63 @@ class TaskTable::Op {
     return true;
   }
 
-  // The fair-queueing tag of the next task of flow `key` in an ordinary
-  // class (task_layout.h: FairQueueing). Written outside the journal.
-  uint64_t NextFairTag(uint64_t key) {
+  // The slot of fair-queueing flow `key`, taking a free one (a flow whose
+  // work ends by `now_v`) for a flow not seen; nullptr when every slot is
+  // another backlogged flow's (or, with `take` false, when `key` has none).
+  FairFlow* FindFlow(uint64_t key, uint64_t now_v, bool take) {
     FairQueueing& f = h()->fair;
-    const uint64_t round = f.vtime / 2;
-    FairFlow* flow = nullptr;
     FairFlow* spare = nullptr;
     const uint32_t start =
         static_cast<uint32_t>((key * 0x9E3779B97F4A7C15ULL) >> 57);
     for (uint32_t n = 0; n < kFairFlowSlots; ++n) {
       FairFlow& s = f.flows[(start + n) % kFairFlowSlots];
-      if (s.key == key) {
-        flow = &s;
-        break;
-      }
-      if (spare == nullptr && s.last <= round) spare = &s;
+      if (s.key == key) return &s;
+      if (spare == nullptr && s.end <= now_v) spare = &s;
       // Keys are overwritten, never cleared: a key is never past a free slot.
       if (s.key == 0) break;
     }
-    if (flow == nullptr && spare != nullptr) {
-      flow = spare;
-      flow->key = key;
-      flow->last = 0;
-    }
+    if (!take || spare == nullptr) return nullptr;
+    spare->key = key;
+    spare->end = 0;
+    spare->cost_ns = 0;
+    return spare;
+  }
+
+  // The fair-queueing tag of the next task of flow `key` in an ordinary
+  // class (task_layout.h: FairQueueing). Written outside the journal.
+  uint64_t NextFairTag(uint64_t key) {
+    FairQueueing& f = h()->fair;
+    const uint64_t now_v = f.vtime / 2;
+    FairFlow* flow = FindFlow(key, now_v, /*take=*/true);
     uint64_t tag;
     if (flow == nullptr) {
       // With no slot free (more backlogged flows than slots), after
       // everything queued: first come, first served.
       tag = f.max_tag;
-    } else if (flow->last <= round) {
-      // Sparse: nothing of the flow's waits beyond this round.
-      tag = 2 * round;
-      flow->last = round + 1;
     } else {
-      tag = 2 * flow->last + 1;
-      flow->last += 1;
+      const uint64_t cost = std::max(flow->cost_ns, f.min_cost_ns);
+      if (flow->end <= now_v) {
+        // Sparse: none of the flow's work waits beyond the virtual time.
+        tag = 2 * now_v;
+        flow->end = now_v + cost;
+      } else {
+        tag = 2 * flow->end + 1;
+        flow->end += cost;
+      }
     }
     f.max_tag = std::max(f.max_tag, tag);
     return tag;
+  }
+
+  // Adds a task's run time to its flow's cost (a moving mean of its last
+  // few tasks'). Written outside the journal.
+  void ChargeFairFlow(uint64_t key, int64_t run_ns) {
+    FairFlow* flow = FindFlow(key, h()->fair.vtime / 2, /*take=*/false);
+    if (flow == nullptr) return;
+    const int64_t run = std::max<int64_t>(0, run_ns);
+    const int64_t mean = static_cast<int64_t>(flow->cost_ns);
+    flow->cost_ns =
+        static_cast<uint64_t>(mean == 0 ? run : mean + (run - mean) / 8);
   }
 
   // Removes queued entry `i` from its FIFO.

@@ -445,6 +445,10 @@ absl::Status TaskTable::Complete(uint32_t worker, uint64_t id, int32_t code,
       return absl::FailedPreconditionError(
           absl::StrCat("task ", id, " is no longer running on this worker"));
     }
+    if (op.h()->classes[x->klass].actor == 0) {
+      op.ChargeFairFlow(FlowKey(x->owner - 1, x->account),
+                        MonotonicNs() - x->started_ns);
+    }
     // Back to the task it ran inside, if any (ClaimNested).
     op.W32(&s.current, x->below);
     op.W32(&x->below, 0);

@@ -286,10 +286,12 @@ TEST_F(Soak, AnHonestClientIsServedThroughAStormOfHostileOnes) {
   EXPECT_EQ(wrong_.load(), 0) << "wrong results";
   EXPECT_GT(refused, 0) << "no client was over its quotas";
   // The frontend's own latency: within 10× of quiet.
-  // A status request measures the frontend's own round trip. A task's
+  // A status request measures the frontend's round trip and the node's
+  // status (which asks the store service for its figures). A task's
   // latency adds its wait in the node's task queue, which is fair across
-  // clients (tasks/task_layout.h: FairQueueing): the honest client's task
-  // waits behind at most one task of each hostile client. Both wait behind
+  // clients by the workers' time (tasks/task_layout.h: FairQueueing): the
+  // honest client's short tasks go ahead of the hostile clients' backlogs
+  // and wait for a worker to finish what it runs. Both wait behind
   // one request of each other connection in the frontend, whatever that
   // request carries (a batch of hundreds of tasks), on the coordinator's one
   // thread.
