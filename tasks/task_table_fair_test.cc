@@ -28,7 +28,7 @@ class FairTest : public ::testing::Test {
     o.max_chunks = 16;
     // Every task here runs for less than this, so all cost the same
     // (except where a test makes some longer).
-    o.fair_min_cost = absl::Milliseconds(1);
+    o.fair_min_cost = absl::Milliseconds(5);
     auto t = TaskTable::Create(absl::StrCat("fair", getpid()), o);
     ASSERT_TRUE(t.ok()) << t.status();
     table_ = *std::move(t);
@@ -141,24 +141,24 @@ TEST_F(FairTest, AFlowWithNothingQueuedGoesAheadOfTheRound) {
 }
 
 TEST_F(FairTest, FlowsOfLongerTasksGetFewerClaims) {
-  // Two backlogged accounts, one of whose tasks run 20 ms (20 times the
+  // Two backlogged accounts, one of whose tasks run 100 ms (20 times the
   // floor every short task is charged): they share the worker's time, not
   // its claims.
   const uint32_t frontend = *table_->AddClient(getpid());
   const std::vector<uint64_t> slow = Submit(frontend, 1, "slow", 3);
-  (void)Run(2, "slow", absl::Milliseconds(20));  // its cost is measured
+  (void)Run(2, "slow", absl::Milliseconds(100));  // its cost is measured
   const std::vector<uint64_t> slow_more = Submit(frontend, 1, "slow", 20);
   const std::vector<uint64_t> quick = Submit(frontend, 2, "quick", 200);
   const std::vector<uint64_t> order =
-      Run(1 + 3 * 21, "slow", absl::Milliseconds(20));
+      Run(1 + 3 * 21, "slow", absl::Milliseconds(100));
   int slow_claims = 0;
   for (uint64_t id : order) {
     slow_claims +=
         static_cast<int>(std::count(slow.begin(), slow.end(), id) +
                          std::count(slow_more.begin(), slow_more.end(), id));
   }
-  // About one claim in 21 (each slow task is charged ~20 ms, a quick one
-  // 1 ms): 3 or 4 of the 64 claims, where a round robin of claims would
+  // About one claim in 21 (each slow task is charged ~100 ms, a quick one
+  // 5 ms): 3 or 4 of the 64 claims, where a round robin of claims would
   // give the slow account 32.
   EXPECT_GE(slow_claims, 2);
   EXPECT_LE(slow_claims, 6);
