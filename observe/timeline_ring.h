@@ -184,12 +184,12 @@ bool ParseTimelineSegmentName(absl::string_view name, std::string* job_id,
 // a live writer, and `job_lives(job_id)` is false. `job_lives` names what
 // else keeps a job's rings wanted (a node's store, whose node reads its dead
 // workers' rings). A ring outlives its writer, so without this the rings of
-// a job killed whole (node and workers) stay in /dev/shm. `dir` is the
-// folder of rings, ending in '/' (tests name one of their own). Returns the
+// a job killed whole (node and workers) stay in /dev/shm. `folder` holds
+// the rings and ends in '/' (tests name one of their own). Returns the
 // names removed.
 std::vector<std::string> RemoveEndedJobsRings(
     const std::function<bool(const std::string& job_id)>& job_lives,
-    const std::string& dir = "/dev/shm/");
+    const std::string& folder = "/dev/shm/");
 
 // A tally as a reader copied it.
 struct CollectiveCount {

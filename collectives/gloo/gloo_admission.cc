@@ -321,6 +321,8 @@ ABSL_ATTRIBUTE_NOINLINE void GlooAdmission::FreeRoundAfterGloo(
   std::vector<uint8_t>().swap(buffers.send_storage);
 }
 
+GlooAdmission::RoundBuffers::~RoundBuffers() { FreeRoundAfterGloo(*this); }
+
 // ---- addresses -------------------------------------------------------------
 
 std::optional<IpAddress> IpAddress::Parse(absl::string_view text) {
@@ -915,23 +917,22 @@ absl::Status GlooAdmission::Round(
     size_t bytes, const std::function<absl::Status(int, const uint8_t*)>& check,
     const std::string& what) {
   RoundBuffers buffers;
-  std::vector<uint8_t>& send_storage = buffers.send_storage;
-  std::vector<uint8_t>& recv_storage = buffers.recv_storage;
-  send_storage = out;
-  recv_storage.assign(bytes * world_, 0);
-  std::unique_ptr<gloo::transport::UnboundBuffer>& send = buffers.send;
-  send = context.createUnboundBuffer(send_storage.data(), send_storage.size());
+  buffers.send_storage = out;
+  buffers.recv_storage.assign(bytes * world_, 0);
+  uint8_t* const recv_storage = buffers.recv_storage.data();
+  buffers.send = context.createUnboundBuffer(buffers.send_storage.data(),
+                                             buffers.send_storage.size());
+  gloo::transport::UnboundBuffer* const send = buffers.send.get();
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>& recv =
       buffers.recv;
   recv.resize(world_);
   for (int p = 0; p < world_; ++p) {
     if (p == rank_) continue;
-    recv[p] =
-        context.createUnboundBuffer(recv_storage.data() + p * bytes, bytes);
+    recv[p] = context.createUnboundBuffer(recv_storage + p * bytes, bytes);
   }
   {
     MutexLock lock(&mu_);
-    waiting_.push_back(send.get());
+    waiting_.push_back(send);
     for (auto& r : recv) {
       if (r != nullptr) waiting_.push_back(r.get());
     }
@@ -956,7 +957,7 @@ absl::Status GlooAdmission::Round(
             ConnectionFrom(context, p)));
         break;
       }
-      s = check(p, recv_storage.data() + p * bytes);
+      s = check(p, recv_storage + p * bytes);
     }
     for (int i = 1; i < world_ && s.ok(); ++i) {
       waiting_for = -1;
@@ -982,7 +983,6 @@ absl::Status GlooAdmission::Round(
     MutexLock lock(&mu_);
     waiting_.clear();
   }
-  FreeRoundAfterGloo(buffers);
   return s;
 }
 

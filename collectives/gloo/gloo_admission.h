@@ -234,8 +234,13 @@ class GlooAdmission {
   absl::Status CheckPeers(gloo::Context& context,
                           const std::vector<SourceFilter>& filters,
                           const std::vector<Record>& records) const;
-  // A round's messages and gloo's unbound buffers over them.
+  // A round's messages and gloo's unbound buffers over them, freed by
+  // FreeRoundAfterGloo on every way out of the round.
   struct RoundBuffers {
+    RoundBuffers() = default;
+    RoundBuffers(const RoundBuffers&) = delete;
+    RoundBuffers& operator=(const RoundBuffers&) = delete;
+    ~RoundBuffers();
     std::vector<uint8_t> send_storage;
     std::vector<uint8_t> recv_storage;
     std::unique_ptr<gloo::transport::UnboundBuffer> send;
