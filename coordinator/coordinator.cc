@@ -492,7 +492,9 @@ ipc::NodeStatus Coordinator::Impl::Status(bool tasks_by_name) {
     st.set_completed(ts->completed);
     st.set_results_held(ts->done_untaken);
   }
-  if (absl::StatusOr<shm::StoreStats> ss = store_client_->Stats(); ss.ok())
+  // Read in place: a round trip to the store's thread would wait behind
+  // every request the store has queued, and hold this thread meanwhile.
+  if (absl::StatusOr<shm::StoreStats> ss = store_->Stats(); ss.ok())
     *st.mutable_store() = *std::move(ss);
   if (tasks_by_name) {
     for (wire::TaskNameStats& t : task_stats_.Sum())

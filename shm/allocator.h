@@ -8,6 +8,7 @@
 #ifndef SHOAL_SHM_ALLOCATOR_H_
 #define SHOAL_SHM_ALLOCATOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -37,8 +38,9 @@ class ArenaAllocator {
     return (bytes + alignment_ - 1) & ~(alignment_ - 1);
   }
   uint64_t capacity() const { return bytes_; }
-  uint64_t used() const { return used_; }
-  uint64_t free_bytes() const { return bytes_ - used_; }
+  // Readable from any thread (the store's Stats).
+  uint64_t used() const { return used_.load(std::memory_order_relaxed); }
+  uint64_t free_bytes() const { return bytes_ - used(); }
   uint64_t largest_free_block() const;
   // One past the highest byte ever handed out, relative to the arena base.
   uint64_t frontier() const { return frontier_; }
@@ -50,7 +52,7 @@ class ArenaAllocator {
   const uint64_t base_;
   const uint64_t bytes_;
   const uint64_t alignment_;
-  uint64_t used_ = 0;
+  std::atomic<uint64_t> used_{0};
   uint64_t frontier_ = 0;
   std::map<uint64_t, uint64_t> by_offset_;           // offset → size
   std::set<std::pair<uint64_t, uint64_t>> by_size_;  // (size, offset)

@@ -59,7 +59,7 @@ absl::StatusOr<DeviceArena::Block> DeviceArena::Allocate(uint64_t bytes) {
       return absl::ResourceExhaustedError(
           absl::StrCat("device store on ", uuid_.ToString(), " full: ", bytes,
                        " bytes requested, ", capacity_ - used_, " free of ",
-                       capacity_, " held (limit ", options_.limit_bytes,
+                       capacity_.load(), " held (limit ", options_.limit_bytes,
                        "); everything else is referenced or unsealed"));
     }
     absl::StatusOr<gpu::ExportedAllocation> a = cuda_->Allocate(ordinal_, size);
@@ -67,8 +67,8 @@ absl::StatusOr<DeviceArena::Block> DeviceArena::Allocate(uint64_t bytes) {
       if (absl::IsResourceExhausted(a.status())) {
         return absl::ResourceExhaustedError(absl::StrCat(
             "device store on ", uuid_.ToString(), ": the GPU has no ", size,
-            " bytes free for a new chunk (the store holds ", capacity_, ", ",
-            capacity_ - used_, " of them free)"));
+            " bytes free for a new chunk (the store holds ", capacity_.load(),
+            ", ", capacity_ - used_, " of them free)"));
       }
       return a.status();
     }

@@ -12,10 +12,12 @@
 // records it when it seals (after its writes), consumers' streams wait on it.
 // Events go back to the pool when their object is freed.
 //
-// Lives in the service's private memory and is used from its thread only.
+// Lives in the service's private memory and is used from its thread only,
+// but for capacity() and used(), which any thread may read.
 #ifndef SHOAL_SHM_DEVICE_ARENA_H_
 #define SHOAL_SHM_DEVICE_ARENA_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -69,8 +71,9 @@ class DeviceArena {
 
   const gpu::GpuUuid& uuid() const { return uuid_; }
   int ordinal() const { return ordinal_; }
-  uint64_t capacity() const { return capacity_; }  // in chunks
-  uint64_t used() const { return used_; }          // reserved by objects
+  // Readable from any thread (the store's Stats).
+  uint64_t capacity() const { return capacity_.load(); }  // in chunks
+  uint64_t used() const { return used_.load(); }          // reserved by objects
   size_t chunks() const { return chunks_.size(); }
 
  private:
@@ -87,8 +90,8 @@ class DeviceArena {
   const gpu::GpuUuid uuid_;
   const DeviceArenaOptions options_;
   std::vector<Chunk> chunks_;
-  uint64_t capacity_ = 0;
-  uint64_t used_ = 0;
+  std::atomic<uint64_t> capacity_{0};
+  std::atomic<uint64_t> used_{0};
   std::vector<gpu::ExportedEvent> events_;
   std::vector<uint32_t> free_events_;
 };

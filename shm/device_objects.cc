@@ -21,8 +21,11 @@ ipc::Message Error(const absl::Status& s) { return ipc::ErrorReply{s}; }
 
 absl::StatusOr<DeviceArena*> StoreService::Impl::ArenaFor(
     const gpu::GpuUuid& uuid) {
-  if (auto it = arenas_.find(uuid); it != arenas_.end())
-    return it->second.get();
+  {
+    MutexLock arenas(&arenas_mu_);
+    if (auto it = arenas_.find(uuid); it != arenas_.end())
+      return it->second.get();
+  }
   if (cuda_ == nullptr) {
     cuda_ = options_.cuda != nullptr
                 ? options_.cuda
@@ -47,6 +50,7 @@ absl::StatusOr<DeviceArena*> StoreService::Impl::ArenaFor(
   auto arena = std::make_unique<DeviceArena>(cuda_.get(), *ordinal, uuid,
                                              options_.device);
   DeviceArena* raw = arena.get();
+  MutexLock arenas(&arenas_mu_);
   arenas_[uuid] = std::move(arena);
   SHOAL_LOG(INFO, "store: holding device objects on %s (device %d here)",
             uuid.ToString(), *ordinal);

@@ -356,41 +356,58 @@ StoreService::Impl::Reply StoreService::Impl::OnContains(
 }
 
 StoreService::Impl::Reply StoreService::Impl::OnStats() {
-  auto lock = Lock();
-  if (!lock.ok()) return Error(lock.status());
+  absl::StatusOr<ipc::StoreStats> st = Stats();
+  if (!st.ok()) return Error(st.status());
+  return *std::move(st);
+}
+
+absl::StatusOr<ipc::StoreStats> StoreService::Impl::Stats() const {
   ipc::StoreStats st;
-  st.set_capacity_bytes(allocator_->capacity());
-  st.set_used_bytes(allocator_->used());
-  st.set_max_objects(table_->header()->max_objects);
-  for (uint32_t e = 0; e < table_->header()->max_objects; ++e) {
-    const ObjectEntry* x = table_->entry(e);
-    const auto state = static_cast<ObjectState>(x->state);
-    if (state == ObjectState::kFree) continue;
-    st.set_objects(st.objects() + 1);
-    if (IsSealed(x->state)) {
-      st.set_sealed_objects(st.sealed_objects() + 1);
+  {
+    SHOAL_ASSIGN_OR_RETURN(LockGuard lock, Lock());
+    const SegmentHeader* h = table_->header();
+    st.set_capacity_bytes(allocator_->capacity());
+    st.set_used_bytes(allocator_->used());
+    st.set_max_objects(h->max_objects);
+    for (uint32_t e = 0; e < h->max_objects; ++e) {
+      const ObjectEntry* x = table_->entry(e);
+      const auto state = static_cast<ObjectState>(x->state);
+      if (state == ObjectState::kFree) continue;
+      st.set_objects(st.objects() + 1);
+      if (IsSealed(x->state)) {
+        st.set_sealed_objects(st.sealed_objects() + 1);
+      }
+      if (x->refcount > 0) {
+        st.set_referenced_objects(st.referenced_objects() + 1);
+      }
     }
-    if (x->refcount > 0) st.set_referenced_objects(st.referenced_objects() + 1);
+    // The clients' slots and the departed ones' gets change together, with
+    // the lock held (ReleaseClient).
+    uint64_t clients = 0;
+    uint64_t gets = departed_gets_.load(std::memory_order_relaxed);
+    uint64_t get_bytes = departed_get_bytes_.load(std::memory_order_relaxed);
+    for (uint32_t slot = 0; slot < h->max_clients; ++slot) {
+      const ClientSlotHeader* sh = table_->slot(slot);
+      if (sh->in_use == 0) continue;
+      ++clients;
+      gets += __atomic_load_n(&sh->gets, __ATOMIC_RELAXED);
+      get_bytes += __atomic_load_n(&sh->get_bytes, __ATOMIC_RELAXED);
+    }
+    st.set_clients(clients);
+    st.set_gets(gets);
+    st.set_get_bytes(get_bytes);
+    st.set_lock_repairs(h->lock.repairs);
   }
-  st.set_evictions(evictions_);
-  st.set_evicted_bytes(evicted_bytes_);
-  st.set_clients(clients_.size());
+  st.set_evictions(evictions_.load(std::memory_order_relaxed));
+  st.set_evicted_bytes(evicted_bytes_.load(std::memory_order_relaxed));
   st.set_prefaulted_bytes(prefaulter_->prefaulted_bytes());
-  st.set_lock_repairs(table_->header()->lock.repairs);
-  st.set_creates(creates_);
-  st.set_created_bytes(created_bytes_);
-  uint64_t gets = departed_gets_, get_bytes = departed_get_bytes_;
-  for (const auto& [slot, client] : clients_) {
-    const ClientSlotHeader* sh = table_->slot(slot);
-    gets += __atomic_load_n(&sh->gets, __ATOMIC_RELAXED);
-    get_bytes += __atomic_load_n(&sh->get_bytes, __ATOMIC_RELAXED);
-  }
-  st.set_gets(gets);
-  st.set_get_bytes(get_bytes);
-  st.set_spills(spills_);
-  st.set_spilled_bytes(spilled_bytes_);
-  st.set_restores(restores_);
-  st.set_restored_bytes(restored_bytes_);
+  st.set_creates(creates_.load(std::memory_order_relaxed));
+  st.set_created_bytes(created_bytes_.load(std::memory_order_relaxed));
+  st.set_spills(spills_.load(std::memory_order_relaxed));
+  st.set_spilled_bytes(spilled_bytes_.load(std::memory_order_relaxed));
+  st.set_restores(restores_.load(std::memory_order_relaxed));
+  st.set_restored_bytes(restored_bytes_.load(std::memory_order_relaxed));
+  MutexLock arenas(&arenas_mu_);
   for (const auto& [uuid, arena] : arenas_) {
     ipc::StoreDeviceStats* d = st.add_devices();
     d->set_ordinal(static_cast<uint32_t>(arena->ordinal()));

@@ -153,7 +153,8 @@ StoreService::Impl::~Impl() {
   if (spills_ > 0 || restores_ > 0) {
     SHOAL_LOG(INFO,
               "store: spilled %d objects (%d bytes), read back %d (%d bytes)",
-              spills_, spilled_bytes_, restores_, restored_bytes_);
+              spills_.load(), spilled_bytes_.load(), restores_.load(),
+              restored_bytes_.load());
   }
   spill_io_.reset();  // finishes the file it is writing or reading
   spill_.reset();     // removes the spill folder and every file in it
@@ -301,6 +302,9 @@ absl::StatusOr<std::unique_ptr<StoreService>> StoreService::Create(
 
 absl::Status StoreService::Run() { return impl_->Run(); }
 void StoreService::Stop() { impl_->Stop(); }
+absl::StatusOr<ipc::StoreStats> StoreService::Stats() const {
+  return impl_->Stats();
+}
 const std::string& StoreService::endpoint() const { return impl_->endpoint(); }
 const std::string& StoreService::segment_name() const {
   return impl_->segment_name();

@@ -98,6 +98,13 @@ class StoreService {
   // Makes Run() return soon. Thread-safe and async-signal-safe.
   void Stop();
 
+  // The store's figures (what a StoreStatsRequest answers), read in place
+  // from any thread of the process that hosts the service: no round trip
+  // through its socket, so a busy store does not delay its host. Takes the
+  // segment lock for a scan of the object table. Thread-safe.
+  // Errors: the lock's (DeadlineExceeded, Internal).
+  absl::StatusOr<ipc::StoreStats> Stats() const;
+
   const std::string& endpoint() const;
   const std::string& segment_name() const;
   uint64_t segment_bytes() const;

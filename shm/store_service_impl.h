@@ -7,6 +7,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <memory>
@@ -18,6 +19,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "base/event_fd.h"
+#include "base/mutex.h"
 #include "ipc/messages.h"
 #include "ipc/router.h"
 #include "ipc/socket.h"
@@ -45,6 +47,9 @@ class StoreService::Impl {
   const std::string& endpoint() const { return endpoint_; }
   const std::string& segment_name() const { return segment_->name(); }
   uint64_t segment_bytes() const { return segment_->size(); }
+  // StoreService::Stats: from any thread. What it reads besides the table
+  // (under the segment lock) is atomic or guarded by arenas_mu_.
+  absl::StatusOr<ipc::StoreStats> Stats() const;
 
  private:
   struct Client {
@@ -236,7 +241,7 @@ class StoreService::Impl {
   void ExpireWaiters(absl::Time now);
   void Sweep();
 
-  absl::StatusOr<LockGuard> Lock() {
+  absl::StatusOr<LockGuard> Lock() const {
     return LockGuard::Acquire(segment_->base(), &table_->header()->lock,
                               options_.lock_timeout);
   }
@@ -258,15 +263,18 @@ class StoreService::Impl {
   std::map<uint64_t, PendingGet> pending_;                        // by key
   absl::flat_hash_map<ObjectId, std::vector<uint64_t>> waiting_;  // id → keys
   uint64_t next_pending_ = 1;
-  uint64_t evictions_ = 0;
-  uint64_t evicted_bytes_ = 0;
-  // Objects created, and their bytes (OnStats).
-  uint64_t creates_ = 0;
-  uint64_t created_bytes_ = 0;
+  // The counters Stats reads: written by the service's thread only, read
+  // from any thread.
+  std::atomic<uint64_t> evictions_{0};
+  std::atomic<uint64_t> evicted_bytes_{0};
+  // Objects created, and their bytes.
+  std::atomic<uint64_t> creates_{0};
+  std::atomic<uint64_t> created_bytes_{0};
   // The gets of released clients' slots (ClientSlotHeader::gets, get_bytes),
-  // so that the totals never go back.
-  uint64_t departed_gets_ = 0;
-  uint64_t departed_get_bytes_ = 0;
+  // so that the totals never go back. Changed with the segment lock held,
+  // together with the slot they come from.
+  std::atomic<uint64_t> departed_gets_{0};
+  std::atomic<uint64_t> departed_get_bytes_{0};
   uint64_t last_reclaim_hint_ = 0;
   // Each account's limit and charged bytes, and each charged entry's account.
   StoreAccounts accounts_;
@@ -294,15 +302,18 @@ class StoreService::Impl {
   // Moves finished since OnMovesDone last ran (a handler's FinishMoves
   // takes them too): the loop runs it, so waiters are retried.
   bool moves_finished_ = false;
-  uint64_t spills_ = 0;
-  uint64_t spilled_bytes_ = 0;
-  uint64_t restores_ = 0;
-  uint64_t restored_bytes_ = 0;
+  std::atomic<uint64_t> spills_{0};
+  std::atomic<uint64_t> spilled_bytes_{0};
+  std::atomic<uint64_t> restores_{0};
+  std::atomic<uint64_t> restored_bytes_{0};
 
   // Device objects.
   std::shared_ptr<gpu::CudaIpc> cuda_;
   std::optional<gpu::DeviceMap> devices_;
-  std::map<gpu::GpuUuid, std::unique_ptr<DeviceArena>> arenas_;
+  // Made by the service's thread (ArenaFor), listed by Stats from any.
+  mutable Mutex arenas_mu_;
+  std::map<gpu::GpuUuid, std::unique_ptr<DeviceArena>> arenas_
+      ABSL_GUARDED_BY(arenas_mu_);
   struct DeviceBlock {
     DeviceArena* arena;
     DeviceArena::Block block;
