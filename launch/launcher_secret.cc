@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "base/runtime_dir.h"
 #include "base/status_macros.h"
@@ -81,8 +82,11 @@ absl::StatusOr<std::string> SharedSecret() {
   struct stat st;
   if (lstat(path.c_str(), &st) == 0) return ReadKeyFile(path);
   SHOAL_ASSIGN_OR_RETURN(ipc::CurveKeyPair fresh, ipc::GenerateCurveKeyPair());
+  // The candidate's name: Z85 text has '/' among its characters, so the
+  // key's first bytes go in as hex.
   const std::string candidate =
-      absl::StrCat(path, ".", getpid(), ".", fresh.public_key.substr(0, 8));
+      absl::StrCat(path, ".", getpid(), ".",
+                   absl::BytesToHexString(fresh.public_key.substr(0, 8)));
   SHOAL_RETURN_IF_ERROR(ipc::WriteKeyPair(candidate, fresh));
   const int linked = link(candidate.c_str(), path.c_str());
   const int err = errno;
