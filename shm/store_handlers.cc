@@ -361,43 +361,60 @@ StoreService::Impl::Reply StoreService::Impl::OnStats() {
   return *std::move(st);
 }
 
+absl::Status StoreService::Impl::CountObjects(ipc::StoreStats* st) const {
+  const SegmentHeader* h = table_->header();
+  st->set_max_objects(h->max_objects);
+  // The table is scanned a block of entries at a time, each under the lock
+  // on its own, so that a large table does not hold every client's gets and
+  // releases for the whole scan. The counts are then each block's at its
+  // time: exact whenever the store is still.
+  constexpr uint32_t kScanBlock = 4096;
+  uint64_t objects = 0, sealed = 0, referenced = 0;
+  for (uint32_t first = 0; first < h->max_objects; first += kScanBlock) {
+    SHOAL_ASSIGN_OR_RETURN(LockGuard lock, Lock());
+    const uint32_t end = std::min(h->max_objects, first + kScanBlock);
+    for (uint32_t e = first; e < end; ++e) {
+      const ObjectEntry* x = table_->entry(e);
+      if (static_cast<ObjectState>(x->state) == ObjectState::kFree) continue;
+      ++objects;
+      if (IsSealed(x->state)) ++sealed;
+      if (x->refcount > 0) ++referenced;
+    }
+  }
+  st->set_objects(objects);
+  st->set_sealed_objects(sealed);
+  st->set_referenced_objects(referenced);
+  return absl::OkStatus();
+}
+
+absl::Status StoreService::Impl::CountClients(ipc::StoreStats* st) const {
+  const SegmentHeader* h = table_->header();
+  SHOAL_ASSIGN_OR_RETURN(LockGuard lock, Lock());
+  st->set_capacity_bytes(allocator_->capacity());
+  st->set_used_bytes(allocator_->used());
+  st->set_lock_repairs(h->lock.repairs);
+  // The clients' slots and the departed ones' gets change together, with
+  // the lock held (ReleaseClient).
+  uint64_t clients = 0;
+  uint64_t gets = departed_gets_.load(std::memory_order_relaxed);
+  uint64_t get_bytes = departed_get_bytes_.load(std::memory_order_relaxed);
+  for (uint32_t slot = 0; slot < h->max_clients; ++slot) {
+    const ClientSlotHeader* sh = table_->slot(slot);
+    if (sh->in_use == 0) continue;
+    ++clients;
+    gets += __atomic_load_n(&sh->gets, __ATOMIC_RELAXED);
+    get_bytes += __atomic_load_n(&sh->get_bytes, __ATOMIC_RELAXED);
+  }
+  st->set_clients(clients);
+  st->set_gets(gets);
+  st->set_get_bytes(get_bytes);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ipc::StoreStats> StoreService::Impl::Stats() const {
   ipc::StoreStats st;
-  {
-    SHOAL_ASSIGN_OR_RETURN(LockGuard lock, Lock());
-    const SegmentHeader* h = table_->header();
-    st.set_capacity_bytes(allocator_->capacity());
-    st.set_used_bytes(allocator_->used());
-    st.set_max_objects(h->max_objects);
-    for (uint32_t e = 0; e < h->max_objects; ++e) {
-      const ObjectEntry* x = table_->entry(e);
-      const auto state = static_cast<ObjectState>(x->state);
-      if (state == ObjectState::kFree) continue;
-      st.set_objects(st.objects() + 1);
-      if (IsSealed(x->state)) {
-        st.set_sealed_objects(st.sealed_objects() + 1);
-      }
-      if (x->refcount > 0) {
-        st.set_referenced_objects(st.referenced_objects() + 1);
-      }
-    }
-    // The clients' slots and the departed ones' gets change together, with
-    // the lock held (ReleaseClient).
-    uint64_t clients = 0;
-    uint64_t gets = departed_gets_.load(std::memory_order_relaxed);
-    uint64_t get_bytes = departed_get_bytes_.load(std::memory_order_relaxed);
-    for (uint32_t slot = 0; slot < h->max_clients; ++slot) {
-      const ClientSlotHeader* sh = table_->slot(slot);
-      if (sh->in_use == 0) continue;
-      ++clients;
-      gets += __atomic_load_n(&sh->gets, __ATOMIC_RELAXED);
-      get_bytes += __atomic_load_n(&sh->get_bytes, __ATOMIC_RELAXED);
-    }
-    st.set_clients(clients);
-    st.set_gets(gets);
-    st.set_get_bytes(get_bytes);
-    st.set_lock_repairs(h->lock.repairs);
-  }
+  SHOAL_RETURN_IF_ERROR(CountObjects(&st));
+  SHOAL_RETURN_IF_ERROR(CountClients(&st));
   st.set_evictions(evictions_.load(std::memory_order_relaxed));
   st.set_evicted_bytes(evicted_bytes_.load(std::memory_order_relaxed));
   st.set_prefaulted_bytes(prefaulter_->prefaulted_bytes());

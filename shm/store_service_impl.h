@@ -130,6 +130,11 @@ class StoreService::Impl {
   Reply OnDelete(const ipc::DeleteRequest& m);
   Reply OnContains(const ipc::ContainsRequest& m);
   Reply OnStats();
+  // Stats' parts, each taking the segment lock: the object table's counts
+  // (a block of entries at a time), and the arena's use, the clients and
+  // their gets.
+  absl::Status CountObjects(ipc::StoreStats* st) const;
+  absl::Status CountClients(ipc::StoreStats* st) const;
   void OnReclaimHint(const ipc::ReclaimHint& m);
   // Sets an account's limit, or reads it. Errors: InvalidArgument (account
   // 0), NotFound (reading an account that does not exist).
