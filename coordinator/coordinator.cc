@@ -48,6 +48,14 @@ absl::Status Coordinator::Impl::Init() {
         "--cpus-per-worker must be ≥ 1 and --gpus-per-worker ≥ 0");
   }
   if (options_.job_id.empty()) options_.job_id = NewJobId();
+  // Before any socket of this process exists. A process that made sockets
+  // before it (a test hosting a node) keeps its context as it is.
+  if (absl::Status s = ipc::SetProcessIoThreads(options_.io_threads);
+      absl::IsInvalidArgument(s)) {
+    return s;
+  } else if (!s.ok()) {
+    SHOAL_LOG(DEBUG, "%s", s.ToString());
+  }
   // Clients' connections cost descriptors: use all the hard limit allows.
   if (absl::StatusOr<uint64_t> limit = RaiseDescriptorLimit(); !limit.ok())
     SHOAL_LOG(WARNING, "%s", limit.status().ToString());

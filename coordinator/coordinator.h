@@ -102,6 +102,13 @@ struct CoordinatorOptions {
   // The largest request frame the frontend serves (libzmq closes the
   // connection of one over twice this). Default 64 MiB.
   uint64_t max_request_bytes = uint64_t{64} << 20;
+  // ZeroMQ I/O threads of the coordinator's process (ipc::SetProcessIoThreads):
+  // they move every connection's bytes and run CURVE's encryption and
+  // handshakes, each new connection on the thread that serves the fewest, so
+  // one client's replies do not wait behind every other client's handshakes
+  // and large frames. Takes effect when the coordinator's process has no
+  // socket before it starts (`shoal start`). Default 2.
+  int io_threads = 2;
   // The TCP frontend's connections: at most max_connections at once (new
   // ones are held off meanwhile), max_per_client per client key (not the
   // owner's), handshakes in progress capped per address, and a connection

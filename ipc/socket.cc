@@ -57,20 +57,42 @@ absl::Status ZmqStatus(absl::string_view what, const char* file, int line) {
                                    base ? base + 1 : file, ":", line, "]"));
 }
 
+namespace {
+
+Mutex g_context_mu;
+void* g_context ABSL_GUARDED_BY(g_context_mu) = nullptr;
+pid_t g_context_owner ABSL_GUARDED_BY(g_context_mu) = 0;
+int g_io_threads ABSL_GUARDED_BY(g_context_mu) = 1;
+
+}  // namespace
+
 void* ProcessContext() {
-  static Mutex mu;
-  static void* context ABSL_GUARDED_BY(mu) = nullptr;
-  static pid_t owner ABSL_GUARDED_BY(mu) = 0;
-  MutexLock lock(&mu);
+  MutexLock lock(&g_context_mu);
   const pid_t pid = getpid();
-  if (context == nullptr || owner != pid) {
+  if (g_context == nullptr || g_context_owner != pid) {
     // In a forked child the parent's context (and its I/O threads) is not
     // ours: leave it untouched and start afresh.
-    context = zmq_ctx_new();
-    owner = pid;
-    zmq_ctx_set(context, ZMQ_BLOCKY, 0);
+    g_context = zmq_ctx_new();
+    g_context_owner = pid;
+    zmq_ctx_set(g_context, ZMQ_BLOCKY, 0);
+    zmq_ctx_set(g_context, ZMQ_IO_THREADS, g_io_threads);
   }
-  return context;
+  return g_context;
+}
+
+absl::Status SetProcessIoThreads(int n) {
+  if (n < 1 || n > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ZeroMQ I/O threads must be between 1 and 64, got ", n));
+  }
+  MutexLock lock(&g_context_mu);
+  if (g_context != nullptr && g_context_owner == getpid()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this process's ZeroMQ context runs already (with ", g_io_threads,
+        " I/O threads): set them before its first socket"));
+  }
+  g_io_threads = n;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Socket> Socket::Create(int type, const SocketOptions& options) {

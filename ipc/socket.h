@@ -37,6 +37,15 @@ absl::Status ZmqStatus(absl::string_view what, const char* file, int line);
 // requires). Thread-safe.
 void* ProcessContext();
 
+// How many I/O threads the process's context runs (ZMQ_IO_THREADS; the
+// context's default is 1). Each connection is served by one of them: they
+// move its bytes and, for CURVE, encrypt and decrypt them and run its
+// handshakes. Only before the context exists (the process's first socket);
+// later it changes nothing. Thread-safe.
+// Errors: InvalidArgument (n outside [1, 64]), FailedPrecondition (the
+// context exists already).
+absl::Status SetProcessIoThreads(int n);
+
 struct SocketOptions {
   // Messages queued per peer before sends block or fail. Default 10000: large
   // enough for credit windows, small enough to bound memory.

@@ -75,5 +75,29 @@ TEST(SocketTest, ForkedChildGetsItsOwnContext) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+TEST(SocketTest, IoThreadsAreSetBeforeTheContextStarts) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer cannot run a child forked from a threaded "
+                  "process; covered by the normal and asan runs";
+#endif
+  EXPECT_TRUE(absl::IsInvalidArgument(SetProcessIoThreads(0)));
+  (void)ProcessContext();
+  EXPECT_TRUE(absl::IsFailedPrecondition(SetProcessIoThreads(2)));
+  // A fresh process (a forked child has no context of its own yet).
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (!SetProcessIoThreads(3).ok()) _exit(2);
+    auto dealer = Socket::Create(ZMQ_DEALER);
+    if (!dealer.ok()) _exit(3);
+    if (zmq_ctx_get(ProcessContext(), ZMQ_IO_THREADS) != 3) _exit(4);
+    if (!absl::IsFailedPrecondition(SetProcessIoThreads(2))) _exit(5);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
 }  // namespace
 }  // namespace shoal::ipc

@@ -1,7 +1,11 @@
 // 64 concurrent remote clients, each its own peer on the node's tcp+CURVE
 // frontend, each submitting tasks one call at a time and taking all their
-// results: no result lost, duplicated or given to the wrong client.
+// results: no result lost, duplicated or given to the wrong client; the
+// node's connections spread over its ZeroMQ I/O threads.
 
+#include <dirent.h>
+
+#include <fstream>
 #include <memory>
 #include <set>
 #include <string>
@@ -71,11 +75,29 @@ ClientOutcome RunClient(const std::string& job, const std::string& tcp,
   return out;
 }
 
+// Threads of process `pid` whose name starts with `prefix`.
+int ThreadsNamed(pid_t pid, const std::string& prefix) {
+  const std::string dir = absl::StrCat("/proc/", pid, "/task");
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return -1;
+  int n = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream comm(absl::StrCat(dir, "/", e->d_name, "/comm"));
+    std::string name;
+    if (std::getline(comm, name) && name.rfind(prefix, 0) == 0) ++n;
+  }
+  closedir(d);
+  return n;
+}
+
 TEST(ManyClientsTest, SixtyFourClientsGetEachOfTheirResultsOnce) {
   absl::StatusOr<std::unique_ptr<RemoteNode>> node = RemoteNode::Start();
   ASSERT_TRUE(node.ok()) << node.status();
   const std::string& job = (*node)->job();
   const coordinator::Discovery* d = &(*node)->discovery();
+  // The coordinator's default (CoordinatorOptions::io_threads).
+  EXPECT_EQ(ThreadsNamed((*node)->pid(), "ZMQbg/IO/"), 2);
 
   std::vector<ClientOutcome> outcomes(kClients);
   std::vector<std::thread> threads;
