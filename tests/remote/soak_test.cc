@@ -287,7 +287,7 @@ TEST_F(Soak, AnHonestClientIsServedThroughAStormOfHostileOnes) {
   EXPECT_GT(refused, 0) << "no client was over its quotas";
   // The frontend's own latency: within 10× of quiet.
   // A status request measures the frontend's round trip and the node's
-  // status (which asks the store service for its figures). A task's
+  // status (which reads the store's figures in place). A task's
   // latency adds its wait in the node's task queue, which is fair across
   // clients by the workers' time (tasks/task_layout.h: FairQueueing): the
   // honest client's short tasks go ahead of the hostile clients' backlogs
