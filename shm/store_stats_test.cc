@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "shm/store_client.h"
-#include "shm/store_service.h"
+#include "shm/store_service_thread.h"
 #include "shm/store_test_util.h"
 
 namespace shoal::shm {
@@ -30,24 +30,15 @@ class StoreStatsTest : public ::testing::Test {
     so.store_bytes = uint64_t{64} << 20;
     so.prefault_ahead_bytes = 0;
     so.max_clients = 8;
-    auto service = StoreService::Create(so);
-    ASSERT_TRUE(service.ok()) << service.status();
-    service_ = *std::move(service);
-    thread_ = std::thread([this] { (void)service_->Run(); });
+    auto store = StoreServiceThread::Start(so);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
     client_ = Connect("stats-test");
     ASSERT_NE(client_, nullptr);
   }
-  void TearDown() override {
-    client_.reset();
-    if (service_ != nullptr) service_->Stop();
-    if (thread_.joinable()) thread_.join();
-  }
 
   std::unique_ptr<StoreClient> Connect(const std::string& name) {
-    StoreClientOptions o;
-    o.endpoint = service_->endpoint();
-    o.name = name;
-    auto c = StoreClient::Connect(o);
+    auto c = store_->Connect(name);
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? *std::move(c) : nullptr;
   }
@@ -61,7 +52,7 @@ class StoreStatsTest : public ::testing::Test {
 
   // The in-place figures, which must equal the request's.
   StoreStats InPlace() {
-    auto in_place = service_->Stats();
+    auto in_place = store_->service().Stats();
     EXPECT_TRUE(in_place.ok()) << in_place.status();
     auto asked = client_->Stats();
     EXPECT_TRUE(asked.ok()) << asked.status();
@@ -70,16 +61,16 @@ class StoreStatsTest : public ::testing::Test {
     return *in_place;
   }
 
-  std::unique_ptr<StoreService> service_;
-  std::thread thread_;
-  std::unique_ptr<StoreClient> client_;
+  std::unique_ptr<StoreServiceThread> store_;
+  std::unique_ptr<StoreClient> client_;  // goes before store_
 };
 
 TEST_F(StoreStatsTest, InPlaceFiguresEqualTheRequestsAndFollowTheStore) {
   const StoreStats empty = InPlace();
   EXPECT_EQ(empty.objects(), 0u);
   EXPECT_EQ(empty.clients(), 1u);
-  EXPECT_EQ(empty.capacity_bytes(), service_->Stats()->capacity_bytes());
+  EXPECT_EQ(empty.capacity_bytes(),
+            store_->service().Stats()->capacity_bytes());
   EXPECT_GT(empty.capacity_bytes(), 0u);
 
   for (uint64_t n = 0; n < 10; ++n) ASSERT_TRUE(Put(*client_, n).ok()) << n;
@@ -128,7 +119,7 @@ TEST_F(StoreStatsTest, ReadFromAnotherThreadWhileTheServiceServes) {
   std::thread reader([&] {
     uint64_t most_creates = 0;
     while (!stop.load()) {
-      auto st = service_->Stats();
+      auto st = store_->service().Stats();
       ASSERT_TRUE(st.ok()) << st.status();
       EXPECT_LE(st->objects(), st->max_objects());
       EXPECT_GE(st->creates(), most_creates);  // never goes back

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -15,7 +14,7 @@
 #include "gpu/fake_cuda_ipc.h"
 #include "gtest/gtest.h"
 #include "shm/store_client.h"
-#include "shm/store_service.h"
+#include "shm/store_service_thread.h"
 
 namespace shoal::shm {
 namespace {
@@ -35,10 +34,9 @@ class DeviceStreamsTest : public ::testing::Test {
     o.prefault_ahead_bytes = 0;
     o.cuda = cuda_;
     o.device.chunk_bytes = 16 * kMiB;
-    auto service = StoreService::Create(o);
-    ASSERT_TRUE(service.ok()) << service.status();
-    service_ = *std::move(service);
-    thread_ = std::thread([this] { (void)service_->Run(); });
+    auto store = StoreServiceThread::Start(o);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
     producer_ = Connect("producer");
     consumer_ = Connect("consumer");
     ASSERT_NE(producer_, nullptr);
@@ -51,16 +49,13 @@ class DeviceStreamsTest : public ::testing::Test {
     cuda_->SetStreamBusy(kStreamB, false);
     producer_.reset();
     consumer_.reset();
-    if (service_ != nullptr) service_->Stop();
-    if (thread_.joinable()) thread_.join();
+    store_.reset();
   }
 
   std::unique_ptr<StoreClient> Connect(const std::string& name) {
     StoreClientOptions o;
-    o.endpoint = service_->endpoint();
-    o.name = name;
     o.cuda = cuda_;
-    auto c = StoreClient::Connect(o);
+    auto c = store_->Connect(name, o);
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? *std::move(c) : nullptr;
   }
@@ -95,9 +90,8 @@ class DeviceStreamsTest : public ::testing::Test {
   }
 
   std::shared_ptr<gpu::FakeCudaIpc> cuda_;
-  std::unique_ptr<StoreService> service_;
-  std::thread thread_;
-  std::unique_ptr<StoreClient> producer_, consumer_;
+  std::unique_ptr<StoreServiceThread> store_;
+  std::unique_ptr<StoreClient> producer_, consumer_;  // go before store_
 };
 
 TEST_F(DeviceStreamsTest, AReleaseWaitsForEveryStreamThatReadTheObject) {

@@ -28,7 +28,7 @@
 #include "gtest/gtest.h"
 #include "ipc/task_payload.h"
 #include "shm/store_client.h"
-#include "shm/store_service.h"
+#include "shm/store_service_thread.h"
 #include "tasks/task_table.h"
 #include "tests/testing/test_env.h"
 
@@ -75,10 +75,9 @@ class StoreQuotaTest : public ::testing::Test {
     so.store_bytes = 128 * kMiB;
     so.prefault_ahead_bytes = 0;
     so.max_clients = 16;
-    auto service = shm::StoreService::Create(so);
-    ASSERT_TRUE(service.ok()) << service.status();
-    service_ = *std::move(service);
-    service_thread_ = std::thread([this] { (void)service_->Run(); });
+    auto store = shm::StoreServiceThread::Start(so);
+    ASSERT_TRUE(store.ok()) << store.status();
+    service_ = *std::move(store);
     store_ = Connect("test");
     monitor_store_ = Connect("monitor");
     ASSERT_NE(store_, nullptr);
@@ -110,15 +109,11 @@ class StoreQuotaTest : public ::testing::Test {
     workers_.clear();
     store_.reset();
     monitor_store_.reset();
-    if (service_ != nullptr) service_->Stop();
-    if (service_thread_.joinable()) service_thread_.join();
+    service_.reset();
   }
 
   std::unique_ptr<shm::StoreClient> Connect(const std::string& name) {
-    shm::StoreClientOptions o;
-    o.endpoint = service_->endpoint();
-    o.name = name;
-    auto c = shm::StoreClient::Connect(o);
+    auto c = service_->Connect(name);
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? *std::move(c) : nullptr;
   }
@@ -248,8 +243,7 @@ class StoreQuotaTest : public ::testing::Test {
 
   std::string job_;
   TempDir dir_;
-  std::unique_ptr<shm::StoreService> service_;
-  std::thread service_thread_;
+  std::unique_ptr<shm::StoreServiceThread> service_;
   std::unique_ptr<shm::StoreClient> store_, monitor_store_;
   std::unique_ptr<tasks::TaskTable> table_;
   uint32_t client_ = 0;

@@ -9,14 +9,13 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gpu/fake_cuda_ipc.h"
 #include "gtest/gtest.h"
 #include "shm/store_client.h"
-#include "shm/store_service.h"
+#include "shm/store_service_thread.h"
 
 namespace shoal::shm {
 namespace {
@@ -39,10 +38,9 @@ class DeviceStoreTest : public ::testing::Test {
     o.cuda = cuda_;
     o.device.chunk_bytes = 16 * kMiB;
     o.device.limit_bytes = device_limit;
-    auto service = StoreService::Create(o);
-    ASSERT_TRUE(service.ok()) << service.status();
-    service_ = *std::move(service);
-    thread_ = std::thread([this] { (void)service_->Run(); });
+    auto store = StoreServiceThread::Start(o);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
     producer_ = Connect("producer", cuda_);
     consumer_ = Connect("consumer", cuda_);
   }
@@ -50,18 +48,14 @@ class DeviceStoreTest : public ::testing::Test {
   void Stop() {
     producer_.reset();
     consumer_.reset();
-    if (service_ != nullptr) service_->Stop();
-    if (thread_.joinable()) thread_.join();
-    service_.reset();
+    store_.reset();
   }
 
   std::unique_ptr<StoreClient> Connect(const std::string& name,
                                        std::shared_ptr<gpu::CudaIpc> cuda) {
     StoreClientOptions o;
-    o.endpoint = service_->endpoint();
-    o.name = name;
     o.cuda = std::move(cuda);
-    auto c = StoreClient::Connect(o);
+    auto c = store_->Connect(name, o);
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? *std::move(c) : nullptr;
   }
@@ -91,9 +85,8 @@ class DeviceStoreTest : public ::testing::Test {
 
   static int counter_;
   std::shared_ptr<gpu::FakeCudaIpc> cuda_;
-  std::unique_ptr<StoreService> service_;
-  std::thread thread_;
-  std::unique_ptr<StoreClient> producer_, consumer_;
+  std::unique_ptr<StoreServiceThread> store_;
+  std::unique_ptr<StoreClient> producer_, consumer_;  // go before store_
 };
 
 int DeviceStoreTest::counter_ = 0;
