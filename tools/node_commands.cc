@@ -238,6 +238,11 @@ absl::StatusOr<coordinator::CoordinatorOptions> ParseStartFlags(
       p.Int("resume-grace-ms", 60000,
             "how long a resumable client session outlives its closed "
             "connection");
+  int64_t& io_threads =
+      p.Int("io-threads", coordinator::CoordinatorOptions().io_threads,
+            "ZeroMQ I/O threads of the node's process: they run every "
+            "connection's CURVE handshakes and encryption, each connection on "
+            "one (1..64)");
   bool& daemon_flag = p.Bool(
       "daemon", false, "run in the background; print the endpoint and return");
   int64_t& metrics_port =
@@ -319,6 +324,11 @@ absl::StatusOr<coordinator::CoordinatorOptions> ParseStartFlags(
   o.max_actors_per_client = static_cast<uint64_t>(max_actors);
   o.connection_limits.max_connections = static_cast<size_t>(max_connections);
   o.resume_grace = absl::Milliseconds(resume_grace_ms);
+  if (io_threads < 1 || io_threads > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--io-threads must be between 1 and 64, got ", io_threads));
+  }
+  o.io_threads = static_cast<int>(io_threads);
   *daemon = daemon_flag;
   return o;
 }

@@ -119,5 +119,17 @@ TEST(ManyClientsTest, SixtyFourClientsGetEachOfTheirResultsOnce) {
   EXPECT_TRUE(rc.ok() && *rc == 0) << (rc.ok() ? absl::StrCat(*rc) : "");
 }
 
+TEST(ManyClientsTest, IoThreadsFlagSetsTheNodesThreads) {
+  absl::StatusOr<std::unique_ptr<RemoteNode>> node =
+      RemoteNode::Start({}, {"--io-threads", "1"});
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ(ThreadsNamed((*node)->pid(), "ZMQbg/IO/"), 1);
+  absl::StatusOr<int> rc = (*node)->Stop();
+  EXPECT_TRUE(rc.ok() && *rc == 0);
+  absl::StatusOr<std::unique_ptr<RemoteNode>> refused =
+      RemoteNode::Start({}, {"--io-threads", "0"});
+  EXPECT_FALSE(refused.ok()) << "--io-threads 0 was accepted";
+}
+
 }  // namespace
 }  // namespace shoal::remote
