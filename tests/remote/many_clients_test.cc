@@ -12,11 +12,14 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/client.h"
 #include "coordinator/discovery.h"
 #include "gtest/gtest.h"
 #include "tests/remote/remote_node.h"
+#include "tests/testing/command.h"
+#include "tests/testing/test_env.h"
 
 namespace shoal::remote {
 namespace {
@@ -126,9 +129,13 @@ TEST(ManyClientsTest, IoThreadsFlagSetsTheNodesThreads) {
   EXPECT_EQ(ThreadsNamed((*node)->pid(), "ZMQbg/IO/"), 1);
   absl::StatusOr<int> rc = (*node)->Stop();
   EXPECT_TRUE(rc.ok() && *rc == 0);
-  absl::StatusOr<std::unique_ptr<RemoteNode>> refused =
-      RemoteNode::Start({}, {"--io-threads", "0"});
-  EXPECT_FALSE(refused.ok()) << "--io-threads 0 was accepted";
+  testing::CommandResult refused = testing::RunCommand(
+      {testing::RunfilePath("tools/shoal"), "start", "--io-threads", "0"},
+      "start");
+  EXPECT_EQ(refused.code, 2) << refused.OutText();  // a usage error
+  EXPECT_TRUE(absl::StrContains(refused.err,
+                                "--io-threads must be between 1 and 64, got 0"))
+      << refused.err;
 }
 
 }  // namespace
