@@ -315,6 +315,7 @@ void Frontend::DrainRequests(bool tcp) {
     bool moved = false;
     Session* s = SessionFor(route, p, *head, &moved);
     if (s == nullptr) continue;
+    NoteSender(*s);
     s->minor = head->minor;
     const uint64_t request_id = head->request_id;
     const bool ack_only = head->body_field == ipc::kSessionAckField;

@@ -230,6 +230,18 @@ class Frontend {
   static uint64_t ItemsOf(const ipc::Message& body);
   // Whether the turn's time for requests (kTurnBudget) is spent.
   bool TurnSpent() const;
+  // Whether a heavy request read now waits its turn (is parked): once the
+  // turn's time is spent, or kSoloTurnBudget for a lone sender.
+  bool HeavyWaits() const;
+  // A request of `s` was read in this turn. The turn's first sender is a
+  // lone sender when it has all the frontend's work (AloneWithWork): there
+  // is no one to be fair to, and a client pipelining batches lost a sixth
+  // of its rate to having them parked. A request of another session ends
+  // that at once.
+  void NoteSender(const Session& s);
+  // Whether no other session has tasks unfinished, requests parked or
+  // replies waiting to be sent.
+  bool AloneWithWork(const Session& s) const;
   // Whether `p` may park one more request of `bytes`.
   bool FitsParked(const Principal& p, uint64_t bytes) const;
   // Serves all of `s`'s parked requests, in order.
@@ -247,6 +259,10 @@ class Frontend {
   // may take, and the time parked requests get after that at least.
   static constexpr absl::Duration kTurnBudget = absl::Microseconds(500);
   static constexpr absl::Duration kParkedSlice = kTurnBudget;
+  // The time a lone sender's heavy requests are served as read in a turn
+  // (about sixteen batches of 64 tasks: a full window of a pipelining
+  // client).
+  static constexpr absl::Duration kSoloTurnBudget = absl::Milliseconds(5);
   // Requests read in a turn even when its time is spent.
   static constexpr int kMinReadsPerTurn = 64;
   // Finished tasks OnCompletions answers in a turn (about 1 ms of pushes).
@@ -448,6 +464,11 @@ class Frontend {
   // the loop does not sleep.
   bool parked_waiting_ = false;
   absl::Time turn_end_ = absl::InfinitePast();  // BeginTurn
+  absl::Time solo_end_ = absl::InfinitePast();  // BeginTurn
+  // The serial of the turn's one sender (0: none yet; UINT64_MAX: several),
+  // and whether it has all the work (NoteSender).
+  uint64_t turn_sender_ = 0;
+  bool solo_ = false;
   // A POLLOUT that moved nothing: ROUTER is writable when any peer is, so
   // until a flush moves something, kept replies are retried each 1 ms.
   bool stalled_ = false;

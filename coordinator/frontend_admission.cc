@@ -19,7 +19,14 @@
 // - a turn's requests stop when its time (kTurnBudget) is spent: reading
 //   stops, and what is parked goes on in the next turn, from the session
 //   where this one stopped. ServeParked has a slice of its own in every
-//   turn (kParkedSlice), so parked requests always move.
+//   turn (kParkedSlice), so parked requests always move;
+// - in a turn whose first request comes from a session that has all the
+//   frontend's work (no other session has tasks unfinished, requests
+//   parked or replies unsent), that session's heavy requests are served as
+//   read for kSoloTurnBudget, until a request of another session is read:
+//   a lone client pipelining batches does not have them parked for the
+//   sake of no one. (Reading still stops with the turn, so that its
+//   completions are answered as often as anyone's.)
 //
 // So a client of light requests waits behind at most one turn of others'
 // work, however large their batches, and the sessions sending batches share
@@ -58,9 +65,34 @@ uint64_t Frontend::ItemsOf(const ipc::Message& body) {
   return 0;
 }
 
-void Frontend::BeginTurn(absl::Time now) { turn_end_ = now + kTurnBudget; }
+void Frontend::BeginTurn(absl::Time now) {
+  turn_end_ = now + kTurnBudget;
+  solo_end_ = now + kSoloTurnBudget;
+  turn_sender_ = 0;
+  solo_ = false;
+}
 
 bool Frontend::TurnSpent() const { return absl::Now() >= turn_end_; }
+
+bool Frontend::HeavyWaits() const {
+  return absl::Now() >= (solo_ ? solo_end_ : turn_end_);
+}
+
+void Frontend::NoteSender(const Session& s) {
+  if (turn_sender_ == s.serial) return;
+  if (turn_sender_ == 0) {
+    turn_sender_ = s.serial;
+    solo_ = AloneWithWork(s);
+    return;
+  }
+  turn_sender_ = UINT64_MAX;  // shared: no session's serial
+  solo_ = false;
+}
+
+bool Frontend::AloneWithWork(const Session& s) const {
+  if (unfinished_ != s.unfinished || unsent_sessions_ != 0) return false;
+  return parked_.empty() || (parked_.size() == 1 && *parked_.begin() == s.serial);
+}
 
 bool Frontend::FitsParked(const Principal& p, uint64_t bytes) const {
   return p.parked + 1 <= options_.max_parked_requests_per_client &&
@@ -82,7 +114,7 @@ void Frontend::Dispatch(Session& s, Request r) {
     Park(s, std::move(r));
     return;
   }
-  if (r.cost > kLightCost && (!parked_.empty() || TurnSpent()) &&
+  if (r.cost > kLightCost && (!parked_.empty() || HeavyWaits()) &&
       FitsParked(*s.principal, r.bytes())) {
     Park(s, std::move(r));
     parked_waiting_ = true;

@@ -272,6 +272,7 @@ std::optional<ipc::Message> Frontend::OnSubmit(Session& s, uint64_t request_id,
     watch_order_[*account].push_back(id);
   }
   p.tasks += ids.size();
+  s.unfinished += ids.size();
   unfinished_ += ids.size();
   if (!push) return ipc::SubmitReply{std::move(ids)};
   // Each result is pushed when its task finishes (OnCompletions), a

@@ -96,6 +96,8 @@ void Frontend::ForgetTask(uint64_t id) {
     if (t.done) {
       --p.finished;
       p.held_bytes -= std::min(p.held_bytes, t.held_bytes);
+    } else {
+      --s->unfinished;
     }
   }
   if (!t.done) --unfinished_;

@@ -86,6 +86,7 @@ struct Session {
   bool attached = true;  // its connection is open (as far as we know)
   absl::Time detached_at;
   std::set<uint64_t> tasks;  // its remote tasks
+  uint64_t unfinished = 0;   // of those, not finished yet
   // Output objects of results it took with release (and objects it put):
   // held for it until it releases them, remote_result_ttl, or its end.
   std::map<ObjectId, std::pair<uint64_t, absl::Time>> outputs;

@@ -246,7 +246,10 @@ void Frontend::MarkFinished(const std::vector<uint64_t>& finished) {
     t.finished = absl::Now();
     --unfinished_;
     Session* s = sessions_.BySerial(t.session);
-    if (s != nullptr) ++s->principal->finished;
+    if (s != nullptr) {
+      ++s->principal->finished;
+      --s->unfinished;
+    }
     for (uint64_t serial : t.waits) {
       auto w = waits_.find(serial);
       if (w != waits_.end() && ++w->second.done >= w->second.want)
