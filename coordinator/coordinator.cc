@@ -470,7 +470,8 @@ bool Coordinator::Impl::AdmitLocalClient(pid_t pid,
   return true;
 }
 
-ipc::NodeStatus Coordinator::Impl::Status(bool tasks_by_name) {
+ipc::NodeStatus Coordinator::Impl::Status(bool tasks_by_name,
+                                          bool fresh_store) {
   ipc::NodeStatus st;
   st.set_job_id(options_.job_id);
   st.set_coordinator_pid(getpid());
@@ -502,8 +503,16 @@ ipc::NodeStatus Coordinator::Impl::Status(bool tasks_by_name) {
   }
   // Read in place: a round trip to the store's thread would wait behind
   // every request the store has queued, and hold this thread meanwhile.
-  if (absl::StatusOr<shm::StoreStats> ss = store_->Stats(); ss.ok())
-    *st.mutable_store() = *std::move(ss);
+  // Scanned at most once per status_store_refresh for other clients.
+  const absl::Time now = absl::Now();
+  if (fresh_store || !store_stats_ ||
+      now - store_stats_at_ >= options_.status_store_refresh) {
+    if (absl::StatusOr<shm::StoreStats> ss = store_->Stats(); ss.ok()) {
+      store_stats_ = *std::move(ss);
+      store_stats_at_ = now;
+    }
+  }
+  if (store_stats_) *st.mutable_store() = *store_stats_;
   if (tasks_by_name) {
     for (wire::TaskNameStats& t : task_stats_.Sum())
       *st.add_tasks_by_name() = std::move(t);

@@ -109,6 +109,13 @@ struct CoordinatorOptions {
   // and large frames. Takes effect when the coordinator's process has no
   // socket before it starts (`shoal start`). Default 2.
   int io_threads = 2;
+  // How old the store's figures in the status a client other than the
+  // owner asks for may be: for them the store's object table is scanned at
+  // most once in this time, each scan under the store's lock, so that a
+  // client sending status requests without pause does not hold up every
+  // process's reads of the store. The owner's status scans afresh.
+  // Default 100 ms.
+  absl::Duration status_store_refresh = absl::Milliseconds(100);
   // The TCP frontend's connections: at most max_connections at once (new
   // ones are held off meanwhile), max_per_client per client key (not the
   // owner's), handshakes in progress capped per address, and a connection

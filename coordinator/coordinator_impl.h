@@ -55,7 +55,7 @@ class Coordinator::Impl : public FrontendHost, public ActorDirectory::Host {
 
   // FrontendHost.
   bool AdmitLocalClient(pid_t pid, ipc::ClientWelcome* welcome) override;
-  ipc::NodeStatus Status(bool tasks_by_name) override;
+  ipc::NodeStatus Status(bool tasks_by_name, bool fresh_store) override;
   void RequestStop() override { stop_requested_ = true; }
   const std::set<std::string>& Functions() const override { return functions_; }
   absl::StatusOr<ipc::ActorCreateReply> CreateActor(
@@ -168,6 +168,10 @@ class Coordinator::Impl : public FrontendHost, public ActorDirectory::Host {
   // Removes the node's segments if this process dies without doing so.
   std::unique_ptr<Janitor> janitor_;
   absl::Time started_ = absl::Now();
+  // The store's figures of the last status and when they were read
+  // (Status: CoordinatorOptions::status_store_refresh).
+  std::optional<shm::StoreStats> store_stats_;
+  absl::Time store_stats_at_ = absl::InfinitePast();
 
   std::unique_ptr<shm::StoreService> store_;
   std::thread store_thread_;

@@ -71,8 +71,9 @@ class FrontendHost {
   // then served remotely).
   virtual bool AdmitLocalClient(pid_t pid, ipc::ClientWelcome* welcome) = 0;
   // `shoal status`; with `tasks_by_name` also the runs by task function
-  // (the metrics endpoint's).
-  virtual ipc::NodeStatus Status(bool tasks_by_name) = 0;
+  // (the metrics endpoint's). `fresh_store`: the store's figures read now,
+  // else up to CoordinatorOptions::status_store_refresh old.
+  virtual ipc::NodeStatus Status(bool tasks_by_name, bool fresh_store) = 0;
   // A Stop request of the owner: the node stops after replying.
   virtual void RequestStop() = 0;
   // Functions the workers reported (empty until the first worker's hello).

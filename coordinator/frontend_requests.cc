@@ -78,7 +78,8 @@ std::optional<ipc::Message> Frontend::Handle(Session& s, uint64_t request_id,
           },
           [&](const ipc::StatusRequest& m) -> std::optional<ipc::Message> {
             // Other principals' function names are the owner's to see.
-            return host_->Status(m.tasks_by_name && s.principal->owner);
+            const bool owner = s.principal->owner;
+            return host_->Status(m.tasks_by_name && owner, owner);
           },
           [&](const ipc::ActorCreateRequest& m) -> std::optional<ipc::Message> {
             return OnActorCreate(s, m);

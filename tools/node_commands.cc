@@ -243,6 +243,13 @@ absl::StatusOr<coordinator::CoordinatorOptions> ParseStartFlags(
             "ZeroMQ I/O threads of the node's process: they run every "
             "connection's CURVE handshakes and encryption, each connection on "
             "one (1..64)");
+  int64_t& status_store_refresh_ms = p.Int(
+      "status-store-refresh-ms",
+      absl::ToInt64Milliseconds(
+          coordinator::CoordinatorOptions().status_store_refresh),
+      "how old the store's figures in a status asked for by a client other "
+      "than the owner may be (the store's table is scanned at most once in "
+      "this time for them; the owner's status is read afresh)");
   bool& daemon_flag = p.Bool(
       "daemon", false, "run in the background; print the endpoint and return");
   int64_t& metrics_port =
@@ -310,10 +317,11 @@ absl::StatusOr<coordinator::CoordinatorOptions> ParseStartFlags(
   o.allowed_modules = absl::StrSplit(allow_modules, ',', absl::SkipEmpty());
   if (max_queued < 1 || max_held < 1 || max_store < 1 || max_reply < 1 ||
       max_parked < 1 || max_waits < 1 || max_actors < 0 ||
-      max_connections < 1 || resume_grace_ms < 0) {
+      max_connections < 1 || resume_grace_ms < 0 ||
+      status_store_refresh_ms < 0) {
     return absl::InvalidArgumentError(
-        "the --max-* limits must be at least 1 (--max-actors-per-client and "
-        "--resume-grace-ms at least 0)");
+        "the --max-* limits must be at least 1 (--max-actors-per-client, "
+        "--resume-grace-ms and --status-store-refresh-ms at least 0)");
   }
   o.max_queued_per_client = static_cast<uint64_t>(max_queued);
   o.max_held_per_client = static_cast<uint64_t>(max_held);
@@ -324,6 +332,7 @@ absl::StatusOr<coordinator::CoordinatorOptions> ParseStartFlags(
   o.max_actors_per_client = static_cast<uint64_t>(max_actors);
   o.connection_limits.max_connections = static_cast<size_t>(max_connections);
   o.resume_grace = absl::Milliseconds(resume_grace_ms);
+  o.status_store_refresh = absl::Milliseconds(status_store_refresh_ms);
   if (io_threads < 1 || io_threads > 64) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--io-threads must be between 1 and 64, got ", io_threads));
