@@ -266,6 +266,7 @@ ipc::FrontendStats Frontend::Stats() const {
   st.set_requests(requests_);
   st.set_request_bytes(request_bytes_);
   st.set_reply_bytes(reply_bytes_);
+  st.set_parked_requests(parked_requests_);
   for (uint64_t n : errors_) st.add_errors_by_code(n);
   return st;
 }

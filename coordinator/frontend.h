@@ -455,6 +455,7 @@ class Frontend {
   // above UNAUTHENTICATED).
   uint64_t requests_ = 0;
   uint64_t request_bytes_ = 0;
+  uint64_t parked_requests_ = 0;  // ever parked (FrontendStats)
   uint64_t reply_bytes_ = 0;
   std::array<uint64_t, 18> errors_{};
   std::set<uint64_t> waiting_budget_;

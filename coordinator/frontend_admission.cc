@@ -165,6 +165,7 @@ bool Frontend::Park(Session& s, Request r) {
   }
   ++p.parked;
   p.parked_bytes += r.bytes();
+  ++parked_requests_;
   s.parked.push_back(std::move(r));
   parked_.insert(s.serial);
   return true;

@@ -130,6 +130,9 @@ void AppendFrontendFamilies(const Figures& f, std::vector<MetricFamily>* out) {
       static_cast<double>(s.requests()));
   One(out, "shoal_frontend_request_bytes_total", "Bytes of requests read", C,
       static_cast<double>(s.request_bytes()));
+  One(out, "shoal_frontend_parked_requests_total",
+      "Requests that waited their turn in fair admission (parked)", C,
+      static_cast<double>(s.parked_requests()));
   One(out, "shoal_frontend_reply_bytes_total",
       "Bytes of replies and pushed results queued for clients", C,
       static_cast<double>(s.reply_bytes()));

@@ -147,6 +147,43 @@ void FairAdmissionTest::Trial(double* share) {
   *share = absl::FDivDuration(waited, all);
 }
 
+// A client alone with the node's work has its batches served as read, not
+// parked for the sake of no one (frontend_admission.cc: a lone sender's
+// heavy requests get kSoloTurnBudget). Sixteen pipelined batches of 12
+// tasks: before, every trial parked some (4 to 16 of them); now a trial
+// parks none unless the node's thread lost the CPU for milliseconds
+// meanwhile, so up to thirty trials are run until one parks none.
+TEST_F(FairAdmissionTest, ALoneClientsBatchesAreNotParked) {
+  StartNode();
+  RawClient client(node_->frontend());
+  auto parked = [&]() -> uint64_t {
+    auto r = client.Call(ipc::StatusRequest{});
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return 0;
+    return std::get<ipc::NodeStatus>(*r).frontend_stats().parked_requests();
+  };
+  std::vector<std::string> frames;
+  for (int b = 0; b < 16; ++b) {
+    auto frame = ipc::Encode(100 + b, Batch(12));
+    ASSERT_TRUE(frame.ok()) << frame.status();
+    frames.push_back(*std::move(frame));
+  }
+  uint64_t fewest = UINT64_MAX;
+  for (int trial = 0; trial < 30 && fewest > 0; ++trial) {
+    const uint64_t before = parked();
+    for (const std::string& f : frames) ASSERT_TRUE(client.SendFrame(f).ok());
+    for (size_t b = 0; b < frames.size(); ++b) {
+      auto r = client.NextWithId(absl::Seconds(60));
+      ASSERT_TRUE(r.ok()) << r.status();
+      ASSERT_TRUE(std::holds_alternative<ipc::SubmitReply>(r->second));
+    }
+    const uint64_t n = parked() - before;
+    std::cout << "trial " << trial << ": " << n << " of 16 batches parked\n";
+    fewest = std::min(fewest, n);
+  }
+  EXPECT_EQ(fewest, 0u) << "a lone client's batches were parked in every trial";
+}
+
 // Requests of one session are served in the order sent, parked or not: a
 // batch, then one task, then a status, under other clients' batches.
 TEST_F(FairAdmissionTest, ASessionsRequestsAreServedInOrder) {
