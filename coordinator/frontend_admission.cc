@@ -91,7 +91,8 @@ void Frontend::NoteSender(const Session& s) {
 
 bool Frontend::AloneWithWork(const Session& s) const {
   if (unfinished_ != s.unfinished || unsent_sessions_ != 0) return false;
-  return parked_.empty() || (parked_.size() == 1 && *parked_.begin() == s.serial);
+  return parked_.empty() ||
+         (parked_.size() == 1 && *parked_.begin() == s.serial);
 }
 
 bool Frontend::FitsParked(const Principal& p, uint64_t bytes) const {
