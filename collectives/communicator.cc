@@ -80,7 +80,8 @@ absl::StatusOr<Work> Communicator::Impl::Run(Op op, const CallOptions& call,
   }
   const absl::Duration timeout = call.timeout.value_or(o_.timeout);
   if (backend == CollectiveBackend::kNccl) {
-    const int64_t start_ns = observe::TimelineOn() ? MonotonicNs() : 0;
+    const int64_t start_ns =
+        observe::TimelineOn() ? observe::TimelineNowNs() : 0;
     absl::StatusOr<Work> work = RunNccl(op, call, timeout, async);
     // Synchronous: the call until the stream finished; asynchronous: its
     // enqueueing.
@@ -104,7 +105,8 @@ absl::StatusOr<Work> Communicator::Impl::Run(Op op, const CallOptions& call,
       // Nothing queued: run on the caller's thread (no hand-off latency).
       lane.busy = true;
       mu_.Unlock();
-      const int64_t start_ns = observe::TimelineOn() ? MonotonicNs() : 0;
+      const int64_t start_ns =
+          observe::TimelineOn() ? observe::TimelineNowNs() : 0;
       observe::TakePeerWait();  // this call's waits only
       absl::Status s = op.shm(*host, timeout);
       if (start_ns != 0) RecordCall(op, backend_name, start_ns, s);
@@ -137,7 +139,8 @@ void Communicator::Impl::Worker(Lane& lane) {
       lane.queue.pop_front();
       lane.busy = true;
     }
-    const int64_t start_ns = observe::TimelineOn() ? MonotonicNs() : 0;
+    const int64_t start_ns =
+        observe::TimelineOn() ? observe::TimelineNowNs() : 0;
     observe::TakePeerWait();  // this call's waits only
     absl::Status s = q.op.shm(*q.host, q.timeout);
     if (start_ns != 0) RecordCall(q.op, q.op.backend_name, start_ns, s);

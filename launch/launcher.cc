@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/log.h"
+#include "base/monotonic_clock.h"
 #include "base/python_env.h"
 #include "base/runtime_dir.h"
 #include "base/status_macros.h"

@@ -3,6 +3,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <memory>
@@ -10,6 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "base/mutex.h"
+#include "observe/timeline_clock.h"
 
 namespace shoal::observe {
 namespace {
@@ -54,11 +56,12 @@ uint32_t TimelineThreadId() {
   return tid;
 }
 
-void Record(TimelineEvent e) {
+void Record(TimelineEventHead head, absl::string_view name,
+            absl::string_view detail) {
   TimelineRing* r = g_ring.load(std::memory_order_acquire);
   if (r == nullptr) return;
-  if (e.tid == 0) e.tid = TimelineThreadId();
-  r->Write(e);
+  if (head.tid == 0) head.tid = TimelineThreadId();
+  r->Write(head, name, detail);
 }
 
 namespace {
@@ -75,20 +78,20 @@ int64_t TakePeerWait() {
 
 namespace {
 
-// An event of `kind` from `start_ns` to `end_ns` on the calling thread.
-TimelineEvent EventOf(EventKind kind, int64_t start_ns, int64_t end_ns,
-                      absl::string_view name, absl::string_view detail,
-                      uint64_t bytes, int code) {
-  TimelineEvent e;
-  e.start_ns = start_ns;
-  e.end_ns = end_ns;
-  e.bytes = bytes;
-  e.tid = TimelineThreadId();
-  e.kind = static_cast<uint16_t>(kind);
-  e.code = static_cast<int16_t>(code);
-  CopyString(e.name, sizeof(e.name), name);
-  CopyString(e.detail, sizeof(e.detail), detail);
-  return e;
+// The numbers of an event of `kind` from `start_ns` to `end_ns` on the
+// calling thread.
+TimelineEventHead HeadOf(EventKind kind, int64_t start_ns, int64_t end_ns,
+                         uint64_t bytes, int code) {
+  TimelineEventHead h;
+  h.start_ns = start_ns;
+  // A start read from CLOCK_MONOTONIC itself may lie a few nanoseconds past
+  // the timeline clock's end (observe/timeline_clock.h).
+  h.end_ns = std::max(end_ns, start_ns);
+  h.bytes = bytes;
+  h.tid = TimelineThreadId();
+  h.kind = static_cast<uint16_t>(kind);
+  h.code = static_cast<int16_t>(code);
+  return h;
 }
 
 }  // namespace
@@ -97,7 +100,7 @@ void RecordSpan(EventKind kind, int64_t start_ns, absl::string_view name,
                 absl::string_view detail, uint64_t bytes, int code) {
   TimelineRing* r = g_ring.load(std::memory_order_acquire);
   if (r == nullptr) return;
-  r->Write(EventOf(kind, start_ns, MonotonicNs(), name, detail, bytes, code));
+  r->Write(HeadOf(kind, start_ns, TimelineNowNs(), bytes, code), name, detail);
 }
 
 void RecordCollective(int64_t start_ns, absl::string_view op,
@@ -105,18 +108,18 @@ void RecordCollective(int64_t start_ns, absl::string_view op,
   TimelineRing* r = g_ring.load(std::memory_order_acquire);
   const int64_t wait_ns = TakePeerWait();
   if (r == nullptr) return;
-  TimelineEvent e = EventOf(EventKind::kCollective, start_ns, MonotonicNs(), op,
-                            backend, bytes, code);
-  e.aux_ns = wait_ns;
-  r->Write(e);
-  r->CountCollective(op, backend, bytes, e.end_ns - start_ns, wait_ns, e.tid);
+  TimelineEventHead h =
+      HeadOf(EventKind::kCollective, start_ns, TimelineNowNs(), bytes, code);
+  h.aux_ns = wait_ns;
+  r->Write(h, op, backend);
+  r->CountCollective(op, backend, bytes, h.end_ns - start_ns, wait_ns, h.tid);
 }
 
 void RecordInstant(absl::string_view name, absl::string_view detail, int code) {
   TimelineRing* r = g_ring.load(std::memory_order_acquire);
   if (r == nullptr) return;
-  const int64_t now = MonotonicNs();
-  r->Write(EventOf(EventKind::kInstant, now, now, name, detail, 0, code));
+  const int64_t now = TimelineNowNs();
+  r->Write(HeadOf(EventKind::kInstant, now, now, 0, code), name, detail);
 }
 
 }  // namespace shoal::observe

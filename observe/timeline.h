@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "base/monotonic_clock.h"
+#include "observe/timeline_clock.h"
 #include "observe/timeline_ring.h"
 
 namespace shoal::observe {
@@ -41,11 +41,14 @@ std::string TimelineSegment();
 // The calling thread's id as events carry it (gettid, read once per thread).
 uint32_t TimelineThreadId();
 
-// Appends `e` to this process's ring (its tid set to the caller's when 0).
+// Appends an event of `head`'s numbers named `name` and `detail` (cut to
+// their fields) to this process's ring, its tid set to the caller's when 0.
 // No-op when not recording.
-void Record(TimelineEvent e);
+void Record(TimelineEventHead head, absl::string_view name,
+            absl::string_view detail = {});
 
-// A span of `kind` from `start_ns` to now (CLOCK_MONOTONIC). No-op when not
+// A span of `kind` from `start_ns` to now (CLOCK_MONOTONIC, as
+// TimelineNowNs reads it). No-op when not
 // recording.
 void RecordSpan(EventKind kind, int64_t start_ns, absl::string_view name,
                 absl::string_view detail = {}, uint64_t bytes = 0,
@@ -72,7 +75,9 @@ void RecordInstant(absl::string_view name, absl::string_view detail = {},
 class ScopedSpan {
  public:
   explicit ScopedSpan(absl::string_view name, EventKind kind = EventKind::kSpan)
-      : name_(name), kind_(kind), start_ns_(TimelineOn() ? MonotonicNs() : 0) {}
+      : name_(name),
+        kind_(kind),
+        start_ns_(TimelineOn() ? TimelineNowNs() : 0) {}
   ~ScopedSpan() {
     if (start_ns_ != 0) RecordSpan(kind_, start_ns_, name_);
   }

@@ -61,6 +61,10 @@ std::string FieldString(const char* field, size_t size) {
 // around them orders them, and no access is a data race.
 constexpr size_t kEventWords = sizeof(TimelineEvent) / sizeof(uint64_t);
 static_assert(sizeof(TimelineEvent) % sizeof(uint64_t) == 0);
+// TimelineRing::Write builds the names' words after the head's.
+static_assert(offsetof(TimelineEvent, detail) ==
+              offsetof(TimelineEvent, name) + kTimelineNameBytes);
+static_assert(sizeof(TimelineEventHead) % sizeof(uint64_t) == 0);
 
 void StoreWords(TimelineEvent* to, const TimelineEvent& from) {
   uint64_t words[kEventWords];
@@ -233,7 +237,7 @@ TimelineRing::TimelineRing(std::string name, void* base, uint64_t bytes)
 
 TimelineRing::~TimelineRing() { munmap(base_, bytes_); }
 
-void TimelineRing::Write(const TimelineEvent& e) {
+TimelineSlot* TimelineRing::Claim(uint64_t* index) {
   const uint64_t i = header_->head.fetch_add(1, std::memory_order_relaxed);
   TimelineSlot& s = slots_[i & mask_];
   const uint64_t claim = 2 * i + 1;
@@ -243,16 +247,52 @@ void TimelineRing::Write(const TimelineEvent& e) {
       !s.seq.compare_exchange_strong(seen, claim, std::memory_order_acquire,
                                      std::memory_order_relaxed)) {
     header_->dropped.fetch_add(1, std::memory_order_relaxed);
-    return;
+    return nullptr;
   }
-  StoreWords(&s.event, e);
-  s.seq.store(claim + 1, std::memory_order_release);
+  *index = i;
+  return &s;
+}
+
+void TimelineRing::Publish(TimelineSlot* slot, uint64_t index) {
+  slot->seq.store(2 * index + 2, std::memory_order_release);
   // The next event's slot (both of its cache lines), for writing: it is
   // usually not in the cache (the ring is megabytes), and the next write
   // would otherwise wait for it to be read in.
-  const char* next = reinterpret_cast<const char*>(&slots_[(i + 1) & mask_]);
+  const char* next =
+      reinterpret_cast<const char*>(&slots_[(index + 1) & mask_]);
   __builtin_prefetch(next, 1, 3);
   __builtin_prefetch(next + 64, 1, 3);
+}
+
+void TimelineRing::Write(const TimelineEvent& e) {
+  uint64_t i = 0;
+  TimelineSlot* s = Claim(&i);
+  if (s == nullptr) return;
+  StoreWords(&s->event, e);
+  Publish(s, i);
+}
+
+void TimelineRing::Write(const TimelineEventHead& head, absl::string_view name,
+                         absl::string_view detail) {
+  uint64_t i = 0;
+  TimelineSlot* s = Claim(&i);
+  if (s == nullptr) return;
+  auto* dst = reinterpret_cast<uint64_t*>(&s->event);
+  constexpr size_t kHeadWords = sizeof(TimelineEventHead) / sizeof(uint64_t);
+  uint64_t words[kEventWords - kHeadWords] = {};
+  uint64_t head_words[kHeadWords];
+  std::memcpy(head_words, &head, sizeof(head_words));
+  for (size_t w = 0; w < kHeadWords; ++w)
+    __atomic_store_n(&dst[w], head_words[w], __ATOMIC_RELAXED);
+  // The names, NUL-padded to their fields (at least one NUL each).
+  auto* text = reinterpret_cast<char*>(words);
+  const size_t n = std::min<size_t>(name.size(), kTimelineNameBytes - 1);
+  const size_t d = std::min<size_t>(detail.size(), kTimelineDetailBytes - 1);
+  if (n > 0) std::memcpy(text, name.data(), n);
+  if (d > 0) std::memcpy(text + kTimelineNameBytes, detail.data(), d);
+  for (size_t w = 0; w < kEventWords - kHeadWords; ++w)
+    __atomic_store_n(&dst[kHeadWords + w], words[w], __ATOMIC_RELAXED);
+  Publish(s, i);
 }
 
 namespace {

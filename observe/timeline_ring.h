@@ -25,6 +25,7 @@
 #define SHOAL_OBSERVE_TIMELINE_RING_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -74,6 +75,20 @@ struct TimelineEvent {
   char detail[kTimelineDetailBytes] = {};  // a backend, an op, a role
 };
 static_assert(sizeof(TimelineEvent) == 120);
+
+// An event's numbers: the first part of TimelineEvent, word for word, for
+// TimelineRing::Write with the names apart.
+struct TimelineEventHead {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int64_t aux_ns = 0;
+  uint64_t id = 0;
+  uint64_t bytes = 0;
+  uint32_t tid = 0;
+  uint16_t kind = 0;
+  int16_t code = 0;
+};
+static_assert(sizeof(TimelineEventHead) == offsetof(TimelineEvent, name));
 
 struct alignas(64) TimelineSlot {
   std::atomic<uint64_t> seq;  // 2 * index + 2 once event `index` is whole
@@ -139,6 +154,10 @@ class TimelineRing {
   // Appends `e` (lock-free, no system call). Drops it, counting it in the
   // header, when a writer of an older lap still holds its slot.
   void Write(const TimelineEvent& e);
+  // The same for an event of `head`'s numbers named `name` and `detail`
+  // (cut to their fields), built in its slot.
+  void Write(const TimelineEventHead& head, absl::string_view name,
+             absl::string_view detail);
   // Adds one collective call to the calling thread's (op, backend) tally
   // (lock-free; names are cut to the tally's fields). `tid` is the calling
   // thread's id (TimelineThreadId).
@@ -151,6 +170,11 @@ class TimelineRing {
 
  private:
   TimelineRing(std::string name, void* base, uint64_t bytes);
+  // Claims the slot of the next event (its index in `index`); null when a
+  // writer of an older lap still holds it (the event is dropped, counted).
+  TimelineSlot* Claim(uint64_t* index);
+  // Makes the claimed slot's event readable and prefetches the next slot.
+  void Publish(TimelineSlot* slot, uint64_t index);
   // Thread `tid`'s tally of (op, backend), named now if it has none; null
   // when every tally is taken.
   CollectiveTally* TallyFor(absl::string_view op, absl::string_view backend,

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +47,13 @@ TimelineEvent EventFor(uint64_t i, uint32_t writer) {
   absl::SNPrintF(e.name, sizeof(e.name), "event-%d-%d", i, writer);
   absl::SNPrintF(e.detail, sizeof(e.detail), "w%d", writer);
   return e;
+}
+
+// The same event through the writer that takes the names apart.
+void WriteNamed(TimelineRing& ring, const TimelineEvent& e) {
+  TimelineEventHead h;
+  std::memcpy(&h, &e, sizeof(h));
+  ring.Write(h, e.name, e.detail);
 }
 
 bool Whole(const TimelineEvent& e) {
@@ -109,7 +117,14 @@ TEST(TimelineRingTest, WritersOfManyThreadsKeepEveryEventWhole) {
   std::vector<std::thread> writers;
   for (uint32_t w = 1; w <= 4; ++w) {
     writers.emplace_back([&, w] {
-      for (uint64_t i = 0; i < kPerThread; ++i) (*ring)->Write(EventFor(i, w));
+      // Half the writers build the event in its slot, names apart.
+      for (uint64_t i = 0; i < kPerThread; ++i) {
+        if (w % 2 == 0) {
+          WriteNamed(**ring, EventFor(i, w));
+        } else {
+          (*ring)->Write(EventFor(i, w));
+        }
+      }
     });
   }
   for (int r = 0; r < 200; ++r) {
@@ -124,6 +139,38 @@ TEST(TimelineRingTest, WritersOfManyThreadsKeepEveryEventWhole) {
   // Every slot holds its last lap's event unless that one was dropped.
   EXPECT_GE(s->events.size() + s->dropped, 1024u);
   for (const TimelineEvent& e : s->events) EXPECT_TRUE(Whole(e));
+}
+
+TEST(TimelineRingTest, NamesAreCutToTheirFields) {
+  auto ring = TimelineRing::Create(UniqueJob("names"), "rank 0", 64);
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  Unlinker unlink{(*ring)->name()};
+  TimelineEventHead h;
+  h.start_ns = 1;
+  h.end_ns = 2;
+  h.id = 7;
+  h.kind = static_cast<uint16_t>(EventKind::kCollective);
+  const std::string long_name(100, 'n'), long_detail(40, 'd');
+  // A lap of long names, then, in the same slots, a long and a short one.
+  for (int i = 0; i < 65; ++i) (*ring)->Write(h, long_name, long_detail);
+  h.id = 8;
+  (*ring)->Write(h, "all_reduce", "");
+  absl::StatusOr<RingSnapshot> s = ReadRing((*ring)->name(), 0);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->events.size(), 64u);
+  const TimelineEvent& cut = s->events[62];
+  const TimelineEvent& short_one = s->events[63];
+  EXPECT_EQ(std::string(cut.name), long_name.substr(0, 55));
+  EXPECT_EQ(std::string(cut.detail), long_detail.substr(0, 15));
+  EXPECT_EQ(cut.id, 7u);
+  EXPECT_EQ(short_one.id, 8u);
+  EXPECT_EQ(std::string(short_one.name), "all_reduce");
+  EXPECT_EQ(std::string(short_one.detail), "");
+  // The rest of each field is zeros: nothing of the slot's older event.
+  for (size_t i = 10; i < sizeof(short_one.name); ++i)
+    EXPECT_EQ(short_one.name[i], '\0') << i;
+  for (size_t i = 0; i < sizeof(short_one.detail); ++i)
+    EXPECT_EQ(short_one.detail[i], '\0') << i;
 }
 
 TEST(TimelineRingTest, ReadsOnlyPrivateRingsOfItsLayout) {

@@ -7,7 +7,6 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "base/monotonic_clock.h"
 #include "base/status_macros.h"
 #include "observe/timeline.h"
 #include "shm/store_accounts.h"
@@ -262,7 +261,9 @@ namespace {
 constexpr uint64_t kTimelineMinBytes = uint64_t{1} << 20;
 
 // When a store operation starts, for the timeline (0: not recording).
-int64_t SpanStart() { return observe::TimelineOn() ? MonotonicNs() : 0; }
+int64_t SpanStart() {
+  return observe::TimelineOn() ? observe::TimelineNowNs() : 0;
+}
 
 // Records `what` on `id`, from `start_ns` to now, if it moved enough bytes.
 void RecordStoreSpan(observe::EventKind kind, int64_t start_ns,

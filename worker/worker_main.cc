@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/log.h"
+#include "base/monotonic_clock.h"
 #include "base/mutex.h"
 #include "ipc/protocol.h"
 #include "ipc/socket.h"
@@ -187,28 +188,26 @@ void RecordTask(const tasks::TaskClaim& c, int32_t code) {
   g_task_stats.Record(
       {c.function, c.attempt, c.queued_ns, c.claimed_ns, end_ns, code == 0});
   if (!observe::TimelineOn()) return;
-  observe::TimelineEvent e;
+  observe::TimelineEventHead e;
   e.start_ns = c.claimed_ns;
   e.end_ns = end_ns;
   e.aux_ns = c.queued_ns;
   e.id = c.id;
   e.code = static_cast<int16_t>(code);
   absl::string_view name = c.function;
+  absl::string_view actor;
   const size_t at = name.rfind(ipc::kActorMarker);
   e.kind = static_cast<uint16_t>(at == absl::string_view::npos
                                      ? observe::EventKind::kTask
                                      : observe::EventKind::kActorCall);
   if (at != absl::string_view::npos) {
-    absl::string_view actor = name.substr(at + 1);
-    actor = actor.substr(0, sizeof(e.detail) - 1);
-    std::memcpy(e.detail, actor.data(), actor.size());
+    actor = name.substr(at + 1);
     name = name.substr(0, at);
   }
   // The end of a long name says more ("py:pkg.module:fn").
-  if (name.size() >= sizeof(e.name))
-    name = name.substr(name.size() - (sizeof(e.name) - 1));
-  std::memcpy(e.name, name.data(), name.size());
-  observe::Record(e);
+  if (name.size() >= observe::kTimelineNameBytes)
+    name = name.substr(name.size() - (observe::kTimelineNameBytes - 1));
+  observe::Record(e, name, actor);
 }
 
 // Runs claimed task `c` in slot `slot` and completes it; counts it in

@@ -21,7 +21,6 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "base/monotonic_clock.h"
 #include "base/mutex.h"
 #include "base/spin_turn.h"
 #include "base/status_macros.h"
@@ -205,9 +204,10 @@ absl::Status ShmCommunicator::Impl::WaitFor(
   // The rest of this wait, for the call's span on the timeline (when this
   // process records one).
   struct CountWait {
-    int64_t start_ns = observe::TimelineOn() ? MonotonicNs() : 0;
+    int64_t start_ns = observe::TimelineOn() ? observe::TimelineNowNs() : 0;
     ~CountWait() {
-      if (start_ns != 0) observe::AddPeerWait(MonotonicNs() - start_ns);
+      if (start_ns != 0)
+        observe::AddPeerWait(observe::TimelineNowNs() - start_ns);
     }
   } count_wait;
   for (; !shares_cpu && i < o_.spin_pauses; ++i) {

@@ -1,13 +1,14 @@
 // shoal._shoal's timeline functions (python/shoal/_timeline.py): this
 // process's ring (observe/timeline.h) and the gathering of a job's rings
 // (observe/timeline_read.h).
+#include "observe/timeline.h"
+
 #include <pybind11/pybind11.h>
 
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "observe/timeline.h"
 #include "observe/timeline_read.h"
 #include "python/ext/common.h"
 #include "python/ext/module.h"
@@ -26,7 +27,8 @@ void DefineTimeline(py::module_& m) {
       "first). Returns its /dev/shm name.");
   m.def("timeline_on", &observe::TimelineOn,
         "Whether this process records a timeline.");
-  m.def("timeline_now", &MonotonicNs, "CLOCK_MONOTONIC in nanoseconds.");
+  m.def("timeline_now", &observe::TimelineNowNs,
+        "CLOCK_MONOTONIC in nanoseconds, as the timeline reads it.");
   m.def(
       "timeline_span",
       [](const std::string& name, int64_t start_ns, const std::string& detail,
@@ -43,9 +45,9 @@ void DefineTimeline(py::module_& m) {
         absl::StatusOr<observe::Timeline> t;
         {
           py::gil_scoped_release release;
-          t = observe::GatherTimeline(job_id,
-                                      seconds <= 0 ? absl::InfiniteDuration()
-                                                   : absl::Seconds(seconds));
+          t = observe::GatherTimeline(job_id, seconds <= 0
+                                                  ? absl::InfiniteDuration()
+                                                  : absl::Seconds(seconds));
         }
         Check(t.status());
         return py::bytes(observe::TimelineToChromeJson(*t));
