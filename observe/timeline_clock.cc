@@ -22,7 +22,7 @@ constexpr int64_t kMinRateSpanNs = 10'000'000;
 constexpr int64_t kMaxAnchorSpanNs = 1'000'000'000;
 // A pair of readings whose counter reads lie further apart than this was
 // interrupted; it is taken again.
-constexpr uint64_t kMaxPairTicks = 20'000;
+constexpr uint64_t kMaxPairTicks = 2000;
 constexpr int kPairTries = 5;
 
 inline uint64_t Ticks() { return __rdtsc(); }
