@@ -53,8 +53,11 @@ uint64_t RingBytes(uint64_t capacity) {
 }
 
 // A fixed field as a string: up to its first NUL, never past its end.
+absl::string_view FieldView(const char* field, size_t size) {
+  return absl::string_view(field, strnlen(field, size));
+}
 std::string FieldString(const char* field, size_t size) {
-  return std::string(field, strnlen(field, size));
+  return std::string(FieldView(field, size));
 }
 
 // The event's words, written and read as relaxed atomics: the sequence word
@@ -65,14 +68,6 @@ static_assert(sizeof(TimelineEvent) % sizeof(uint64_t) == 0);
 static_assert(offsetof(TimelineEvent, detail) ==
               offsetof(TimelineEvent, name) + kTimelineNameBytes);
 static_assert(sizeof(TimelineEventHead) % sizeof(uint64_t) == 0);
-
-void StoreWords(TimelineEvent* to, const TimelineEvent& from) {
-  uint64_t words[kEventWords];
-  std::memcpy(words, &from, sizeof(words));
-  auto* dst = reinterpret_cast<uint64_t*>(to);
-  for (size_t i = 0; i < kEventWords; ++i)
-    __atomic_store_n(&dst[i], words[i], __ATOMIC_RELAXED);
-}
 
 void LoadWords(TimelineEvent* to, const TimelineEvent* from) {
   uint64_t words[kEventWords];
@@ -265,11 +260,10 @@ void TimelineRing::Publish(TimelineSlot* slot, uint64_t index) {
 }
 
 void TimelineRing::Write(const TimelineEvent& e) {
-  uint64_t i = 0;
-  TimelineSlot* s = Claim(&i);
-  if (s == nullptr) return;
-  StoreWords(&s->event, e);
-  Publish(s, i);
+  TimelineEventHead head;
+  std::memcpy(&head, &e, sizeof(head));
+  Write(head, FieldView(e.name, sizeof(e.name)),
+        FieldView(e.detail, sizeof(e.detail)));
 }
 
 void TimelineRing::Write(const TimelineEventHead& head, absl::string_view name,

@@ -151,13 +151,14 @@ class TimelineRing {
   TimelineRing(const TimelineRing&) = delete;
   TimelineRing& operator=(const TimelineRing&) = delete;
 
-  // Appends `e` (lock-free, no system call). Drops it, counting it in the
-  // header, when a writer of an older lap still holds its slot.
-  void Write(const TimelineEvent& e);
-  // The same for an event of `head`'s numbers named `name` and `detail`
-  // (cut to their fields), built in its slot.
+  // Appends an event of `head`'s numbers named `name` and `detail` (cut to
+  // their fields), built in its slot (lock-free, no system call). Drops it,
+  // counting it in the header, when a writer of an older lap still holds
+  // its slot.
   void Write(const TimelineEventHead& head, absl::string_view name,
              absl::string_view detail);
+  // The same for a whole event (its names up to their first NUL).
+  void Write(const TimelineEvent& e);
   // Adds one collective call to the calling thread's (op, backend) tally
   // (lock-free; names are cut to the tally's fields). `tid` is the calling
   // thread's id (TimelineThreadId).

@@ -49,13 +49,6 @@ TimelineEvent EventFor(uint64_t i, uint32_t writer) {
   return e;
 }
 
-// The same event through the writer that takes the names apart.
-void WriteNamed(TimelineRing& ring, const TimelineEvent& e) {
-  TimelineEventHead h;
-  std::memcpy(&h, &e, sizeof(h));
-  ring.Write(h, e.name, e.detail);
-}
-
 bool Whole(const TimelineEvent& e) {
   const TimelineEvent want = EventFor(e.id, e.tid);
   return e.start_ns == want.start_ns && e.end_ns == want.end_ns &&
@@ -117,14 +110,7 @@ TEST(TimelineRingTest, WritersOfManyThreadsKeepEveryEventWhole) {
   std::vector<std::thread> writers;
   for (uint32_t w = 1; w <= 4; ++w) {
     writers.emplace_back([&, w] {
-      // Half the writers build the event in its slot, names apart.
-      for (uint64_t i = 0; i < kPerThread; ++i) {
-        if (w % 2 == 0) {
-          WriteNamed(**ring, EventFor(i, w));
-        } else {
-          (*ring)->Write(EventFor(i, w));
-        }
-      }
+      for (uint64_t i = 0; i < kPerThread; ++i) (*ring)->Write(EventFor(i, w));
     });
   }
   for (int r = 0; r < 200; ++r) {
