@@ -458,7 +458,8 @@ void Frontend::EndSession(Session& s, const std::string& why) {
   s.ended = true;
   Principal& p = *s.principal;
   for (uint64_t serial : std::set<uint64_t>(s.waits)) DropWait(serial);
-  for (uint64_t id : std::set<uint64_t>(s.tasks)) DropTask(id);
+  for (uint64_t id : std::vector<uint64_t>(s.tasks.begin(), s.tasks.end()))
+    DropTask(id);
   for (const auto& [id, held] : s.outputs) {
     ReleaseOutputs(p, {Value{ObjectValue{id, TensorMeta{}, held.first}}});
     p.held_bytes -= std::min(p.held_bytes, held.first);

@@ -44,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -418,8 +419,8 @@ class Frontend {
 
   SessionTable sessions_;
   uint32_t next_account_ = 1;  // store accounts handed to principals
-  absl::Time next_sweep_ = absl::InfinitePast();  // Sweep's next run
-  std::map<uint64_t, RemoteTask> tasks_;          // by task id
+  absl::Time next_sweep_ = absl::InfinitePast();     // Sweep's next run
+  absl::flat_hash_map<uint64_t, RemoteTask> tasks_;  // by task id
   // Unfinished tasks by flow (their principal's store account, the flow the
   // task table's fair queue serves them by), each flow's in the order they
   // were submitted: a flow's tasks finish roughly in that order. Finished

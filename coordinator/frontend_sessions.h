@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "ipc/messages.h"
 #include "ipc/object_id.h"
@@ -85,8 +86,8 @@ struct Session {
   Route route;
   bool attached = true;  // its connection is open (as far as we know)
   absl::Time detached_at;
-  std::set<uint64_t> tasks;  // its remote tasks
-  uint64_t unfinished = 0;   // of those, not finished yet
+  absl::flat_hash_set<uint64_t> tasks;  // its remote tasks
+  uint64_t unfinished = 0;              // of those, not finished yet
   // Output objects of results it took with release (and objects it put):
   // held for it until it releases them, remote_result_ttl, or its end.
   std::map<ObjectId, std::pair<uint64_t, absl::Time>> outputs;
