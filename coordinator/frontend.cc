@@ -267,6 +267,7 @@ ipc::FrontendStats Frontend::Stats() const {
   st.set_request_bytes(request_bytes_);
   st.set_reply_bytes(reply_bytes_);
   st.set_parked_requests(parked_requests_);
+  st.set_shared_turns(shared_turns_);
   for (uint64_t n : errors_) st.add_errors_by_code(n);
   return st;
 }
@@ -282,7 +283,7 @@ void Frontend::DrainRequests(bool tcp) {
   touched_ |= tcp ? kTouchedTcp : kTouchedIpc;
   Incoming in;
   for (int i = 0; i < kRequestsPerDrain; ++i) {
-    if (i >= kMinReadsPerTurn && TurnSpent()) return;
+    if (i >= turn_.min_reads && TurnSpent()) return;
     if (!Receive(socket.raw(), &in)) return;
     ++requests_;
     request_bytes_ += in.body.size();

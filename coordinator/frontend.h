@@ -123,8 +123,9 @@ class Frontend {
   const std::string& server_public_key() const { return server_public_key_; }
   const std::string& owner_key_file() const { return owner_key_file_; }
 
-  // Starts a turn of the event loop (frontend_admission.cc): requests may
-  // take kTurnBudget from `now`.
+  // Starts a turn of the event loop (frontend_admission.cc): chooses its
+  // shape (kLoneTurn or kSharedTurn); requests may take its budget from
+  // `now`.
   void BeginTurn(absl::Time now);
   // Reads requests from one socket and serves or parks them, until none is
   // left, kRequestsPerDrain were read, or the turn's time is spent.
@@ -135,7 +136,7 @@ class Frontend {
   void ActorStarted(uint64_t serial);
   void ActorEnded(uint64_t serial);
   // Our task client's doorbell rang: answers the pushes and waits of tasks
-  // that finished, at most kFinishedPerTurn of them. REQUIRES: called when
+  // that finished, at most the turn shape's `finished`. REQUIRES: called when
   // the completion eventfd fired or completions_owed().
   void OnCompletions();
   // Whether the last OnCompletions left finished tasks for the next turn.
@@ -230,7 +231,7 @@ class Frontend {
   static uint64_t RequestCost(uint64_t items, uint64_t bytes);
   // The items of a decoded body, as ipc::EnvelopeHead counts them.
   static uint64_t ItemsOf(const ipc::Message& body);
-  // Whether the turn's time for requests (kTurnBudget) is spent.
+  // Whether the turn's time for requests (its shape's budget) is spent.
   bool TurnSpent() const;
   // Whether a heavy request read now waits its turn (is parked): once the
   // turn's time is spent, or kSoloTurnBudget for a lone sender.
@@ -257,18 +258,29 @@ class Frontend {
   // Credit a session with parked requests earns per round.
   static constexpr uint64_t kQuantum = 64;
   static constexpr uint64_t kBytesPerCost = 64 << 10;
-  // Of each turn of the event loop: the time reading and serving requests
-  // may take, and the time parked requests get after that at least.
-  static constexpr absl::Duration kTurnBudget = absl::Microseconds(500);
-  static constexpr absl::Duration kParkedSlice = kTurnBudget;
+  // What a turn of the event loop may do: `budget`, the time reading and
+  // serving requests may take and the time parked requests get after that
+  // at least; `min_reads`, the requests read even when that time is spent;
+  // `finished`, the finished tasks OnCompletions answers.
+  struct TurnShape {
+    absl::Duration budget;
+    int min_reads;
+    size_t finished;
+  };
+  // A turn shared by clients (SharedTurn: tasks of several flows in flight,
+  // or several sessions with requests parked or replies unsent) is short, so
+  // that a light request read in the next turn waits behind little of the
+  // others' work; a lone client's turns are long, so that its pushes and
+  // reads go in batches (a shared turn's shape cost a lone pushing client a
+  // fifth of its rate).
+  static constexpr TurnShape kLoneTurn{absl::Microseconds(500), 64, 256};
+  static constexpr TurnShape kSharedTurn{absl::Microseconds(150), 16, 64};
+  // Whether the next turn is shared.
+  bool SharedTurn() const;
   // The time a lone sender's heavy requests are served as read in a turn
   // (about sixteen batches of 64 tasks: a full window of a pipelining
   // client).
   static constexpr absl::Duration kSoloTurnBudget = absl::Milliseconds(5);
-  // Requests read in a turn even when its time is spent.
-  static constexpr int kMinReadsPerTurn = 64;
-  // Finished tasks OnCompletions answers in a turn (about 1 ms of pushes).
-  static constexpr size_t kFinishedPerTurn = 256;
   // Serves one request; nullopt when its answer comes later (pushes, waits).
   std::optional<ipc::Message> Handle(Session& s, uint64_t request_id,
                                      const ipc::Message& body);
@@ -457,6 +469,7 @@ class Frontend {
   uint64_t requests_ = 0;
   uint64_t request_bytes_ = 0;
   uint64_t parked_requests_ = 0;  // ever parked (FrontendStats)
+  uint64_t shared_turns_ = 0;     // turns of kSharedTurn's shape (ditto)
   uint64_t reply_bytes_ = 0;
   std::array<uint64_t, 18> errors_{};
   std::set<uint64_t> waiting_budget_;
@@ -466,6 +479,7 @@ class Frontend {
   // Parked requests wait for a turn only (not for their clients to read):
   // the loop does not sleep.
   bool parked_waiting_ = false;
+  TurnShape turn_ = kLoneTurn;                  // BeginTurn
   absl::Time turn_end_ = absl::InfinitePast();  // BeginTurn
   absl::Time solo_end_ = absl::InfinitePast();  // BeginTurn
   // The serial of the turn's one sender (0: none yet; UINT64_MAX: several),

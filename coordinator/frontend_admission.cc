@@ -16,10 +16,11 @@
 //   ServeParked serves parked requests round the sessions, each visit
 //   adding kQuantum to the session's credit and serving its requests in
 //   order while their cost fits the credit;
-// - a turn's requests stop when its time (kTurnBudget) is spent: reading
+// - a turn's requests stop when its time (its TurnShape's budget: short
+//   when clients share the frontend, long for a lone one) is spent: reading
 //   stops, and what is parked goes on in the next turn, from the session
 //   where this one stopped. ServeParked has a slice of its own in every
-//   turn (kParkedSlice), so parked requests always move;
+//   turn (the same budget), so parked requests always move;
 // - in a turn whose first request comes from a session that has all the
 //   frontend's work (no other session has tasks unfinished, requests
 //   parked or replies unsent), that session's heavy requests are served as
@@ -66,10 +67,17 @@ uint64_t Frontend::ItemsOf(const ipc::Message& body) {
 }
 
 void Frontend::BeginTurn(absl::Time now) {
-  turn_end_ = now + kTurnBudget;
+  const bool shared = SharedTurn();
+  shared_turns_ += shared;
+  turn_ = shared ? kSharedTurn : kLoneTurn;
+  turn_end_ = now + turn_.budget;
   solo_end_ = now + kSoloTurnBudget;
   turn_sender_ = 0;
   solo_ = false;
+}
+
+bool Frontend::SharedTurn() const {
+  return watch_order_.size() > 1 || parked_.size() > 1 || unsent_sessions_ > 1;
 }
 
 bool Frontend::TurnSpent() const { return absl::Now() >= turn_end_; }
@@ -217,7 +225,7 @@ void Frontend::ServeParked() {
     parked_waiting_ = false;
     return;
   }
-  const absl::Time until = std::max(turn_end_, absl::Now() + kParkedSlice);
+  const absl::Time until = std::max(turn_end_, absl::Now() + turn_.budget);
   // Rounds over the sessions with requests parked, from where the last
   // turn stopped. A round in which no session could be served skips ahead
   // the rounds the nearest one needs to earn its next request, so each

@@ -7,9 +7,9 @@
 // the front of each flow's order (its running tasks and those just
 // finished) until it has found that many, so a completion costs a few Polls
 // per busy flow, not a scan of every waiting task; a burst is taken a slice
-// a turn (kFinishedPerTurn). A completion it misses is found by the next
-// Sweep's whole walk. Deadlines of waits
-// are a timer queue: the event loop sleeps until the earliest.
+// a turn (the turn shape's `finished`). A completion it misses is found by the
+// next Sweep's whole walk. Deadlines of waits are a timer queue: the event loop
+// sleeps until the earliest.
 //
 // A pushed task's result goes to its session's `ready` queue and is taken
 // from the table only when the session has room in its reply budget
@@ -179,11 +179,11 @@ void Frontend::OnCompletions() {
   const uint32_t rings = table_->ClientRings(own_client_);
   const uint64_t rung = uint64_t{rings - rings_seen_} + completions_owed_;
   rings_seen_ = rings;
-  // At most kFinishedPerTurn a turn, so a burst of completions does not
+  // At most the turn shape's `finished`, so a burst of completions does not
   // hold up the requests waiting to be read; the flows are walked from
   // where the last look stopped, so none waits for the others' bursts.
   const size_t want =
-      static_cast<size_t>(std::min<uint64_t>(rung, kFinishedPerTurn));
+      static_cast<size_t>(std::min<uint64_t>(rung, turn_.finished));
   // Each flow's front holds its running tasks and those that finished since
   // the last look: at most the workers' count plus the rings.
   const size_t look_ahead = want + tasks::kMaxTaskWorkers;

@@ -133,6 +133,9 @@ void AppendFrontendFamilies(const Figures& f, std::vector<MetricFamily>* out) {
   One(out, "shoal_frontend_parked_requests_total",
       "Requests that waited their turn in fair admission (parked)", C,
       static_cast<double>(s.parked_requests()));
+  One(out, "shoal_frontend_shared_turns_total",
+      "Turns of the event loop shared by several clients (short turns)", C,
+      static_cast<double>(s.shared_turns()));
   One(out, "shoal_frontend_reply_bytes_total",
       "Bytes of replies and pushed results queued for clients", C,
       static_cast<double>(s.reply_bytes()));

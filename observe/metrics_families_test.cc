@@ -159,6 +159,7 @@ TEST(MetricsFamiliesTest, FrontendFiguresBecomeSeries) {
   fs->set_request_bytes(5000);
   fs->set_reply_bytes(7000);
   fs->set_parked_requests(12);
+  fs->set_shared_turns(9);
   for (int code = 0; code < 18; ++code)
     fs->add_errors_by_code(code == 8 ? 4 : 0);
   const std::string s = Text(FamiliesOf(f));
@@ -169,6 +170,7 @@ TEST(MetricsFamiliesTest, FrontendFiguresBecomeSeries) {
   EXPECT_TRUE(HasLine(s, "shoal_frontend_request_bytes_total 5000"));
   EXPECT_TRUE(HasLine(s, "shoal_frontend_reply_bytes_total 7000"));
   EXPECT_TRUE(HasLine(s, "shoal_frontend_parked_requests_total 12"));
+  EXPECT_TRUE(HasLine(s, "shoal_frontend_shared_turns_total 9"));
   EXPECT_TRUE(
       HasLine(s, "shoal_frontend_errors_total{code=\"RESOURCE_EXHAUSTED\"} 4"));
   EXPECT_TRUE(

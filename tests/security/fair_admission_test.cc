@@ -184,6 +184,45 @@ TEST_F(FairAdmissionTest, ALoneClientsBatchesAreNotParked) {
   EXPECT_EQ(fewest, 0u) << "a lone client's batches were parked in every trial";
 }
 
+// A turn of the event loop is short only while clients share the node
+// (Frontend::SharedTurn): a lone client's pipelined batches never make
+// one, sixteen clients' batches waiting their turn do.
+TEST_F(FairAdmissionTest, TurnsAreSharedOnlyWhenClientsShareTheNode) {
+  StartNode();
+  RawClient probe(node_->frontend());
+  auto shared_turns = [&]() -> uint64_t {
+    auto r = probe.Call(ipc::StatusRequest{});
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return 0;
+    return std::get<ipc::NodeStatus>(*r).frontend_stats().shared_turns();
+  };
+  const uint64_t start = shared_turns();
+  for (int b = 0; b < 16; ++b)
+    ASSERT_TRUE(probe.Send(100 + b, Batch(500)).ok());
+  for (int b = 0; b < 16; ++b) {
+    auto r = probe.NextWithId(absl::Seconds(60));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(std::holds_alternative<ipc::SubmitReply>(r->second));
+  }
+  EXPECT_EQ(shared_turns(), start) << "a lone client's turns were shared";
+
+  std::vector<std::unique_ptr<RawClient>> others;
+  for (int c = 0; c < kHeavyClients; ++c) {
+    others.push_back(std::make_unique<RawClient>(node_->frontend()));
+    ASSERT_TRUE(others.back()->Call(ipc::StatusRequest{}).ok());
+  }
+  for (int b = 0; b < kBatchesEach; ++b) {
+    for (auto& o : others) ASSERT_TRUE(o->Send(1 + b, Batch(kBatchTasks)).ok());
+  }
+  for (auto& o : others) {
+    for (int b = 0; b < kBatchesEach; ++b) {
+      auto r = o->NextWithId(absl::Seconds(60));
+      ASSERT_TRUE(r.ok()) << r.status();
+    }
+  }
+  EXPECT_GT(shared_turns(), start) << "sixteen clients' batches shared no turn";
+}
+
 // Requests of one session are served in the order sent, parked or not: a
 // batch, then one task, then a status, under other clients' batches.
 TEST_F(FairAdmissionTest, ASessionsRequestsAreServedInOrder) {
