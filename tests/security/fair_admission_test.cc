@@ -35,6 +35,15 @@ ipc::SubmitRequest Batch(int n) {
   return s;
 }
 
+// The node's frontend figures, from a status request of `client` (empty,
+// with a failure recorded, if it fails).
+ipc::FrontendStats FrontendStatsOf(RawClient& client) {
+  auto r = client.Call(ipc::StatusRequest{});
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return {};
+  return std::get<ipc::NodeStatus>(*r).frontend_stats();
+}
+
 class FairAdmissionTest : public ::testing::Test {
  protected:
   void StartNode() {
@@ -156,12 +165,7 @@ void FairAdmissionTest::Trial(double* share) {
 TEST_F(FairAdmissionTest, ALoneClientsBatchesAreNotParked) {
   StartNode();
   RawClient client(node_->frontend());
-  auto parked = [&]() -> uint64_t {
-    auto r = client.Call(ipc::StatusRequest{});
-    EXPECT_TRUE(r.ok()) << r.status();
-    if (!r.ok()) return 0;
-    return std::get<ipc::NodeStatus>(*r).frontend_stats().parked_requests();
-  };
+  auto parked = [&] { return FrontendStatsOf(client).parked_requests(); };
   std::vector<std::string> frames;
   for (int b = 0; b < 16; ++b) {
     auto frame = ipc::Encode(100 + b, Batch(12));
@@ -190,12 +194,7 @@ TEST_F(FairAdmissionTest, ALoneClientsBatchesAreNotParked) {
 TEST_F(FairAdmissionTest, TurnsAreSharedOnlyWhenClientsShareTheNode) {
   StartNode();
   RawClient probe(node_->frontend());
-  auto shared_turns = [&]() -> uint64_t {
-    auto r = probe.Call(ipc::StatusRequest{});
-    EXPECT_TRUE(r.ok()) << r.status();
-    if (!r.ok()) return 0;
-    return std::get<ipc::NodeStatus>(*r).frontend_stats().shared_turns();
-  };
+  auto shared_turns = [&] { return FrontendStatsOf(probe).shared_turns(); };
   const uint64_t start = shared_turns();
   for (int b = 0; b < 16; ++b)
     ASSERT_TRUE(probe.Send(100 + b, Batch(500)).ok());
