@@ -388,7 +388,8 @@ class Frontend {
   // Takes `s`'s first parked request.
   Request Unpark(Session& s);
   // Serves parked requests, round robin over their sessions (those not over
-  // their reply budget), for the rest of the turn or kParkedSlice.
+  // their reply budget), for the rest of the turn or the turn shape's
+  // budget, whichever is longer.
   void ServeParked();
 
   // ---- session ends (frontend.cc)
