@@ -77,7 +77,14 @@ void Frontend::BeginTurn(absl::Time now) {
 }
 
 bool Frontend::SharedTurn() const {
-  return watch_order_.size() > 1 || parked_.size() > 1 || unsent_sessions_ > 1;
+  if (parked_.size() > 1 || unsent_sessions_ > 1) return true;
+  // Flows whose tasks all finished stay in watch_order_ until OnCompletions
+  // next walks past them: only flows with tasks count.
+  int busy_flows = 0;
+  for (const auto& [account, order] : watch_order_) {
+    if (!order.empty() && ++busy_flows > 1) return true;
+  }
+  return false;
 }
 
 bool Frontend::TurnSpent() const { return absl::Now() >= turn_end_; }
