@@ -107,8 +107,10 @@ absl::StatusOr<Work> Communicator::Impl::Run(Op op, const CallOptions& call,
       mu_.Unlock();
       const int64_t start_ns =
           observe::TimelineOn() ? observe::TimelineNowNs() : 0;
-      observe::TakePeerWait();  // this call's waits only
+      observe::TakePeerWait();          // this call's waits only
+      observe::SetCallStart(start_ns);  // its deadline counts from it
       absl::Status s = op.shm(*host, timeout);
+      observe::SetCallStart(0);
       if (start_ns != 0) RecordCall(op, backend_name, start_ns, s);
       mu_.Lock();
       lane.busy = false;
@@ -141,8 +143,10 @@ void Communicator::Impl::Worker(Lane& lane) {
     }
     const int64_t start_ns =
         observe::TimelineOn() ? observe::TimelineNowNs() : 0;
-    observe::TakePeerWait();  // this call's waits only
+    observe::TakePeerWait();          // this call's waits only
+    observe::SetCallStart(start_ns);  // its deadline counts from it
     absl::Status s = q.op.shm(*q.host, q.timeout);
+    observe::SetCallStart(0);
     if (start_ns != 0) RecordCall(q.op, q.op.backend_name, start_ns, s);
     {
       MutexLock lock(&mu_);

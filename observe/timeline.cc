@@ -66,7 +66,16 @@ void Record(TimelineEventHead head, absl::string_view name,
 
 namespace {
 thread_local int64_t t_peer_wait_ns = 0;
+thread_local int64_t t_call_start_ns = 0;
 }  // namespace
+
+void SetCallStart(int64_t ns) { t_call_start_ns = ns; }
+
+int64_t TakeCallStart() {
+  const int64_t ns = t_call_start_ns;
+  t_call_start_ns = 0;
+  return ns;
+}
 
 void AddPeerWait(int64_t ns) { t_peer_wait_ns += ns; }
 

@@ -67,6 +67,13 @@ void RecordCollective(int64_t start_ns, absl::string_view op,
 void AddPeerWait(int64_t ns);
 int64_t TakePeerWait();
 
+// A collective call's start (TimelineNowNs), handed by the communicator that
+// times the call to the backend that sets its deadline, so that one clock
+// reading serves both: SetCallStart before running the call (0: none),
+// TakeCallStart where the deadline is set (then 0 until the next set).
+void SetCallStart(int64_t ns);
+int64_t TakeCallStart();
+
 // A moment (a restart, a failure). No-op when not recording.
 void RecordInstant(absl::string_view name, absl::string_view detail = {},
                    int code = 0);

@@ -19,6 +19,7 @@
 #include "collectives/shm/shm_test_support.h"
 #include "gtest/gtest.h"
 #include "ipc/tensor_meta.h"
+#include "observe/timeline.h"
 
 namespace shoal::collectives {
 namespace {
@@ -90,6 +91,33 @@ TEST_P(ShmFailureTest, AStalledRankMakesTheOthersFailWithDeadlineExceeded) {
     EXPECT_LT(took, kStallTimeout + absl::Seconds(5)) << s;
     s = c.Barrier();
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    if (finished.fetch_add(1) + 1 == world - 1) others_done.Notify();
+  }));
+}
+
+// A call's deadline counts from the start its communicator took for the
+// timeline (observe::SetCallStart): handed a start a whole timeout ago, a
+// rank waiting for a stalled peer gives up within the health check's period,
+// not a timeout later; the start is used once.
+TEST_P(ShmFailureTest, TheDeadlineCountsFromTheHandedCallStart) {
+  const int world = GetParam();
+  absl::Notification others_done;
+  std::atomic<int> finished{0};
+  ExpectAllCreated(RunRanks(world, SmallSlots(), [&](ShmCommunicator& c) {
+    if (c.rank() == 1) {
+      others_done.WaitForNotification();
+      return;
+    }
+    std::vector<float> x(1000, 1.0f);
+    observe::SetCallStart(observe::TimelineNowNs() -
+                          absl::ToInt64Nanoseconds(kStallTimeout));
+    const absl::Time t0 = absl::Now();
+    const absl::Status s = c.AllReduce(x.data(), x.data(), 1000, DType::kF32,
+                                       ReduceOp::kSum, kStallTimeout);
+    const absl::Duration took = absl::Now() - t0;
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_LT(took, kStallTimeout / 2) << s;
+    EXPECT_EQ(observe::TakeCallStart(), 0) << "the start was not taken";
     if (finished.fetch_add(1) + 1 == world - 1) others_done.Notify();
   }));
 }

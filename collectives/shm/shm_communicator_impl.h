@@ -41,7 +41,7 @@ class ShmCommunicator::Impl {
   struct Call {
     CallKind kind = CallKind::kBarrier;
     uint64_t seq = 0;
-    absl::Time deadline;
+    int64_t deadline_ns = 0;  // on observe::TimelineNowNs's clock
   };
 
   Impl(std::unique_ptr<shm::Segment> seg, int rank, int world,
@@ -100,9 +100,16 @@ class ShmCommunicator::Impl {
   }
   uint64_t slot_bytes() const { return h_->slot_bytes; }
   uint64_t p2p_bytes() const { return h_->p2p_bytes; }
-  absl::Time DeadlineAfter(absl::Duration timeout) const {
-    return absl::Now() +
-           (timeout == absl::ZeroDuration() ? o_.timeout : timeout);
+  // `timeout` (zero: the communicator's) from the call's start: the
+  // reading its communicator took for the timeline (observe::SetCallStart),
+  // else now.
+  int64_t DeadlineAfter(absl::Duration timeout) const {
+    int64_t start = observe::TakeCallStart();
+    if (start == 0) start = observe::TimelineNowNs();
+    const absl::Duration t =
+        timeout == absl::ZeroDuration() ? o_.timeout : timeout;
+    const int64_t span = absl::ToInt64Nanoseconds(t);
+    return span >= INT64_MAX - start ? INT64_MAX : start + span;
   }
 
   // Starts a collective: checks that the communicator is healthy and the
@@ -233,13 +240,15 @@ absl::Status ShmCommunicator::Impl::WaitFor(
     std::atomic_thread_fence(std::memory_order_seq_cst);
     const bool now_ready = ready();
     if (!now_ready) {
-      bell.Sleep(armed,
-                 std::min(absl::Milliseconds(10), call.deadline - absl::Now()));
+      bell.Sleep(armed, std::min(absl::Milliseconds(10),
+                                 absl::Nanoseconds(call.deadline_ns -
+                                                   observe::TimelineNowNs())));
     }
     bell.Disarm();
     if (now_ready || ready()) return absl::OkStatus();
+    if (observe::TimelineNowNs() >= call.deadline_ns)
+      return Fail(TimedOut(call, peer));
     const absl::Time now = absl::Now();
-    if (now >= call.deadline) return Fail(TimedOut(call, peer));
     if (now >= next_health) {
       next_health = now + absl::Milliseconds(20);
       if (absl::Status s = PeerFailure(call, needs); !s.ok()) {
