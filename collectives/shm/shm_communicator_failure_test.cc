@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -35,6 +36,33 @@ void ExpectAllCreated(const std::vector<absl::Status>& created) {
   for (size_t r = 0; r < created.size(); ++r) {
     EXPECT_TRUE(created[r].ok()) << "rank " << r << ": " << created[r];
   }
+}
+
+// Runs `world` ranks. Rank 1 stays away while each other rank runs
+// `before`, then an all_reduce of 1,000 floats that rank 1 never joins
+// (timeout kStallTimeout), then `check` with the time that call took and
+// its status.
+void WithRank1Stalled(
+    int world,
+    absl::FunctionRef<void(ShmCommunicator&, absl::Duration,
+                           const absl::Status&)>
+        check,
+    absl::FunctionRef<void()> before = [] {}) {
+  absl::Notification others_done;
+  std::atomic<int> finished{0};
+  ExpectAllCreated(RunRanks(world, SmallSlots(), [&](ShmCommunicator& c) {
+    if (c.rank() == 1) {
+      others_done.WaitForNotification();
+      return;
+    }
+    std::vector<float> x(1000, 1.0f);  // one step and chunked alike
+    before();
+    const absl::Time t0 = absl::Now();
+    const absl::Status s = c.AllReduce(x.data(), x.data(), 1000, DType::kF32,
+                                       ReduceOp::kSum, kStallTimeout);
+    check(c, absl::Now() - t0, s);
+    if (finished.fetch_add(1) + 1 == world - 1) others_done.Notify();
+  }));
 }
 
 class ShmFailureTest : public ::testing::TestWithParam<int> {};
@@ -71,28 +99,16 @@ TEST_P(ShmFailureTest, MismatchedCollectivesAreReportedByEveryRank) {
 // DeadlineExceeded naming rank 1, after about the timeout — whether it timed
 // out itself or first saw another waiting rank give up (the code travels).
 TEST_P(ShmFailureTest, AStalledRankMakesTheOthersFailWithDeadlineExceeded) {
-  const int world = GetParam();
-  absl::Notification others_done;
-  std::atomic<int> finished{0};
-  ExpectAllCreated(RunRanks(world, SmallSlots(), [&](ShmCommunicator& c) {
-    if (c.rank() == 1) {
-      others_done.WaitForNotification();
-      return;
-    }
-    std::vector<float> x(1000, 1.0f);  // one step and chunked alike
-    const absl::Time t0 = absl::Now();
-    absl::Status s = c.AllReduce(x.data(), x.data(), 1000, DType::kF32,
-                                 ReduceOp::kSum, kStallTimeout);
-    const absl::Duration took = absl::Now() - t0;
+  WithRank1Stalled(GetParam(), [](ShmCommunicator& c, absl::Duration took,
+                                  const absl::Status& s) {
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
     EXPECT_TRUE(absl::StrContains(s.message(), "rank 1 did not arrive")) << s;
     // Another rank's deadline may fall a little earlier than this one's.
     EXPECT_GE(took, kStallTimeout - absl::Milliseconds(100)) << s;
     EXPECT_LT(took, kStallTimeout + absl::Seconds(5)) << s;
-    s = c.Barrier();
-    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-    if (finished.fetch_add(1) + 1 == world - 1) others_done.Notify();
-  }));
+    const absl::Status after = c.Barrier();
+    EXPECT_EQ(after.code(), absl::StatusCode::kFailedPrecondition) << after;
+  });
 }
 
 // A call's deadline counts from the start its communicator took for the
@@ -100,26 +116,17 @@ TEST_P(ShmFailureTest, AStalledRankMakesTheOthersFailWithDeadlineExceeded) {
 // rank waiting for a stalled peer gives up within the health check's period,
 // not a timeout later; the start is used once.
 TEST_P(ShmFailureTest, TheDeadlineCountsFromTheHandedCallStart) {
-  const int world = GetParam();
-  absl::Notification others_done;
-  std::atomic<int> finished{0};
-  ExpectAllCreated(RunRanks(world, SmallSlots(), [&](ShmCommunicator& c) {
-    if (c.rank() == 1) {
-      others_done.WaitForNotification();
-      return;
-    }
-    std::vector<float> x(1000, 1.0f);
-    observe::SetCallStart(observe::TimelineNowNs() -
-                          absl::ToInt64Nanoseconds(kStallTimeout));
-    const absl::Time t0 = absl::Now();
-    const absl::Status s = c.AllReduce(x.data(), x.data(), 1000, DType::kF32,
-                                       ReduceOp::kSum, kStallTimeout);
-    const absl::Duration took = absl::Now() - t0;
-    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
-    EXPECT_LT(took, kStallTimeout / 2) << s;
-    EXPECT_EQ(observe::TakeCallStart(), 0) << "the start was not taken";
-    if (finished.fetch_add(1) + 1 == world - 1) others_done.Notify();
-  }));
+  WithRank1Stalled(
+      GetParam(),
+      [](ShmCommunicator&, absl::Duration took, const absl::Status& s) {
+        EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+        EXPECT_LT(took, kStallTimeout / 2) << s;
+        EXPECT_EQ(observe::TakeCallStart(), 0) << "the start was not taken";
+      },
+      [] {
+        observe::SetCallStart(observe::TimelineNowNs() -
+                              absl::ToInt64Nanoseconds(kStallTimeout));
+      });
 }
 
 // The last rank never comes to Create: the others' Create fails in time.
