@@ -230,7 +230,10 @@ absl::Status ShmCommunicator::Impl::WaitFor(
     if (ready()) return absl::OkStatus();
     spinning = YieldTurn();
   }
-  absl::Time next_health = absl::Now();
+  // The deadline and the health checks read the call's clock, once a look.
+  constexpr int64_t kHealthEveryNs = 20'000'000;
+  int64_t now_ns = observe::TimelineNowNs();
+  int64_t next_health_ns = now_ns;
   shm::Doorbell& bell = ctl(rank_).bell;
   while (true) {
     const uint32_t armed = bell.Arm();
@@ -241,16 +244,14 @@ absl::Status ShmCommunicator::Impl::WaitFor(
     const bool now_ready = ready();
     if (!now_ready) {
       bell.Sleep(armed, std::min(absl::Milliseconds(10),
-                                 absl::Nanoseconds(call.deadline_ns -
-                                                   observe::TimelineNowNs())));
+                                 absl::Nanoseconds(call.deadline_ns - now_ns)));
     }
     bell.Disarm();
     if (now_ready || ready()) return absl::OkStatus();
-    if (observe::TimelineNowNs() >= call.deadline_ns)
-      return Fail(TimedOut(call, peer));
-    const absl::Time now = absl::Now();
-    if (now >= next_health) {
-      next_health = now + absl::Milliseconds(20);
+    now_ns = observe::TimelineNowNs();
+    if (now_ns >= call.deadline_ns) return Fail(TimedOut(call, peer));
+    if (now_ns >= next_health_ns) {
+      next_health_ns = now_ns + kHealthEveryNs;
       if (absl::Status s = PeerFailure(call, needs); !s.ok()) {
         // The peer may have arrived between our last look and giving up
         // (a rank that finds a mismatch gives up right after the sync that
