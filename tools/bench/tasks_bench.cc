@@ -14,7 +14,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <optional>
@@ -271,8 +270,9 @@ struct NodeBench {
   int window = 0;
   int clients = 0;
   int per_client = 0;
-  int blocks = 0;          // the interleaved sync rows' blocks; 0: none
-  int pipelined_reps = 1;  // runs of the pipelined row; it reports their median
+  int blocks = 0;  // the interleaved sync rows' blocks; 0: none
+  // Runs of the pipelined row (at least 1); it reports their median.
+  int pipelined_reps = 1;
   std::string node_binary;  // the node's shoal binary; empty: this one
 };
 
@@ -330,21 +330,20 @@ absl::StatusOr<std::vector<Row>> MeasureNode(
     // processes run): the row is the median of o.pipelined_reps runs.
     std::vector<double> rates;
     int64_t wrong = 0;
-    for (int i = 0; i < std::max(1, o.pipelined_reps); ++i) {
+    for (int i = 0; i < o.pipelined_reps; ++i) {
       absl::StatusOr<PipelinedSubmit> p =
           MeasurePipelinedSubmit(job, n_async, window);
       if (!p.ok()) return p.status();
       rates.push_back(p->tasks_per_s);
       wrong += p->wrong;
     }
-    std::sort(rates.begin(), rates.end());
     rows.push_back(Row{
         "shoal remote, pipelined wire",
         absl::StrCat("async, window ", window,
                      rates.size() > 1
                          ? absl::StrCat(", median of ", rates.size(), " runs")
                          : ""),
-        rates[(rates.size() - 1) / 2], 0, 0, n_async, static_cast<int>(wrong)});
+        Median(rates), 0, 0, n_async, static_cast<int>(wrong)});
   }
   if (s.ok() && remote && clients > 0) {
     absl::StatusOr<ManyClients> m =
@@ -494,6 +493,10 @@ int TasksBench(int argc, char** argv) {
                "(shm) rows are then skipped");
   bool& json = p.Bool("json", false, "one JSON object per row");
   if (absl::Status s = p.Parse(argc, argv); !s.ok()) return cli::Fail(s);
+  if (pipelined_reps < 1) {
+    return cli::Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--pipelined-reps must be at least 1, got ", pipelined_reps)));
+  }
 
   NodeBench nb;
   nb.workers = workers;
